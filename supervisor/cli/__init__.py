@@ -1,0 +1,1 @@
+"""The ``agent-supervisor`` command line: one module of subcommands per area."""

@@ -1,0 +1,135 @@
+"""Headless inspection: ``log``, ``state`` and ``diff``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .. import history as history_mod
+from .. import state as state_mod
+from ..errors import SupervisorError
+from ..records import Record, preview, step_name
+from ..rundir import check_readable_run_dir
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:
+    p = sub.add_parser("log", help="print the effective history of a run", description="Print the effective history of a run, one line a record.")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory or a bare journal .jsonl")
+    p.add_argument("--json", action="store_true", help="print normalised records as JSON lines")
+    p.add_argument("--all", action="store_true", help="include abandoned branches (marked)")
+    p.set_defaults(func=cmd_log)
+
+    p = sub.add_parser("state", help="print the agent's state at a step", description="Print the agent's state after a record (default: the last).")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    p.add_argument("--at", metavar="SEQ", help="a record's seq or a checkpoint name (default: the end)")
+    p.set_defaults(func=cmd_state)
+
+    p = sub.add_parser("diff", help="diff the state at two points", description="Path-level diff of the state at A and at B.")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    p.add_argument("a", metavar="A", help="a seq or a checkpoint name")
+    p.add_argument("b", metavar="B", help="a seq or a checkpoint name")
+    p.add_argument("--json", action="store_true", help="print the changes as JSON lines")
+    p.set_defaults(func=cmd_diff)
+
+
+def _load(run_dir: Path) -> history_mod.History:
+    check_readable_run_dir(run_dir)
+    try:
+        h = history_mod.load(run_dir)
+    except PermissionError as e:
+        raise SupervisorError(f"{e.filename}: permission denied; run as the user who owns the run directory") from None
+    for bad in h.problems:
+        print(f"warning: {bad}", file=sys.stderr)
+    return h
+
+
+def format_record(rec: Record) -> str:
+    """One line for a record, as ``log`` prints it."""
+    kind = rec.get("kind", "step")
+    head = f"{rec.get('seq', ''):>6} {str(rec.get('ts', ''))[:23]:23} {kind:10}"
+    if kind in ("step", "begin"):
+        body = step_name(rec)
+        if kind == "step":
+            if rec.get("error") is not None:
+                err = rec["error"]
+                msg = err.get("message", err) if isinstance(err, dict) else err
+                body += f"  ERROR {preview(msg, 70)}"
+            else:
+                body += f"  -> {preview(rec.get('output'), 70)}"
+    elif kind == "checkpoint":
+        body = f"{rec.get('name')} ({rec.get('file')})"
+    elif kind == "rollback":
+        body = f"to {rec.get('checkpoint') or 'start'}: {rec.get('reason', '')}"
+    elif kind == "start":
+        body = f"attempt {rec.get('attempt')} pid {rec.get('pid')}" + (" (resume)" if rec.get("resume") else "")
+    else:
+        body = preview({k: v for k, v in rec.items() if k not in ("kind", "seq", "ts", "id", "pos")}, 90)
+    return f"{head} {body}"
+
+
+def cmd_log(args: argparse.Namespace) -> int:
+    h = _load(args.run_dir)
+    abandoned = h.abandoned_seqs if args.all else set()
+    records = [e for e in h.entries if not isinstance(e, history_mod.BadLine)] if args.all else h.effective
+    out = sys.stdout.buffer
+    for rec in records:
+        if args.json:
+            line = dict(rec)
+            if rec["seq"] in abandoned:
+                line["abandoned"] = True
+            out.write(orjson.dumps(line, option=orjson.OPT_NON_STR_KEYS) + b"\n")
+        else:
+            mark = "~ " if rec["seq"] in abandoned else "  " if args.all else ""
+            out.write((mark + format_record(rec) + "\n").encode())
+    out.flush()
+    return 0
+
+
+def resolve_point(h: history_mod.History, ref: str) -> int:
+    """A seq from a seq number, ``end``, or a checkpoint name/file."""
+    if ref == "end":
+        return int(h.effective[-1]["seq"]) if h.effective else -1
+    if ref.lstrip("-").isdigit():
+        seq = int(ref)
+        seqs = {e["seq"] for e in h.entries if not isinstance(e, history_mod.BadLine)}
+        if seq not in seqs:
+            last = max(seqs) if seqs else -1
+            raise SupervisorError(f"no record with seq {seq} (the journal has seqs 0 to {last}); see 'agent-supervisor log'")
+        return seq
+    cp = h.find_checkpoint(ref)
+    if cp is None:
+        names = ", ".join(str(c.get("name")) for c in h.checkpoints) or "none"
+        raise SupervisorError(f"no checkpoint named {ref!r} (checkpoints: {names}); pass a seq or a checkpoint name")
+    return int(cp["seq"])
+
+
+def cmd_state(args: argparse.Namespace) -> int:
+    h = _load(args.run_dir)
+    seq = resolve_point(h, args.at or "end")
+    st = history_mod.state_at(args.run_dir, h, seq) if seq >= 0 else {}
+    sys.stdout.buffer.write(orjson.dumps(st, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    h = _load(args.run_dir)
+    a = history_mod.state_at(args.run_dir, h, resolve_point(h, args.a))
+    b = history_mod.state_at(args.run_dir, h, resolve_point(h, args.b))
+    changes = state_mod.diff(a, b)
+    out = sys.stdout
+    for c in changes:
+        if args.json:
+            out.write(orjson.dumps({"op": c.op, "path": c.pointer, "old": c.old, "new": c.new}).decode() + "\n")
+        elif c.op == "added":
+            out.write(f"+ {c.pointer or '/'}: {preview(c.new, 100)}\n")
+        elif c.op == "removed":
+            out.write(f"- {c.pointer or '/'}: {preview(c.old, 100)}\n")
+        else:
+            out.write(f"~ {c.pointer or '/'}: {preview(c.old, 48)} -> {preview(c.new, 48)}\n")
+    if not changes and not args.json:
+        out.write("no changes\n")
+    return 0

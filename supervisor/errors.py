@@ -1,0 +1,56 @@
+"""One exception base for the package, a subclass per area.
+
+Every message is meant for a person: it says what was wrong and what to do.
+The CLI prints ``str(error)`` on one line and exits 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class SupervisorError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class RunDirError(SupervisorError):
+    """The run directory is missing, unreadable, or of a format we cannot read."""
+
+
+class FormatError(RunDirError):
+    """The run directory was written by a newer version of the tool."""
+
+
+class JournalError(SupervisorError):
+    """The journal cannot be opened or written."""
+
+
+class JournalLockedError(JournalError):
+    """Another process is already writing this journal."""
+
+
+class CheckpointError(SupervisorError):
+    """A checkpoint is missing or unreadable."""
+
+
+class DivergenceError(SupervisorError):
+    """On resume, the agent asked for another step than the journal recorded at that position."""
+
+    def __init__(self, position: int, expected: str, actual: str, detail: str = "") -> None:
+        self.position = position
+        self.expected = expected
+        self.actual = actual
+        msg = (
+            f"replay diverged at step position {position}: the journal recorded "
+            f"{expected!r} but the agent asked for {actual!r}"
+        )
+        if detail:
+            msg += f" ({detail})"
+        msg += "; the agent code changed since the run was recorded: fork the run before the change or start a new run"
+        super().__init__(msg)
+
+
+class ReplayError(SupervisorError):
+    """Strict replay needed a step the journal does not have."""
+
+
+class StepFailed(SupervisorError):
+    """Raised by ``Run.step`` when a step failed and the failure policy says stop."""

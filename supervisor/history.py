@@ -1,0 +1,180 @@
+"""The effective history: the journal with rollbacks folded in.
+
+A ``rollback`` record names a checkpoint. The effective history is everything up
+to that checkpoint plus everything after the rollback record; the records in
+between are an abandoned branch, kept in the file and shown as such.
+
+Positions: the ``pos`` of a record is the number of successful steps before it
+in the effective history. Resume matches steps by ``pos``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import checkpoints, state
+from .errors import CheckpointError
+from .journal import Entry, JournalReader
+from .records import BadLine, Record, step_name
+
+
+@dataclass
+class Branch:
+    """Records abandoned by the rollback at ``rollback_seq``."""
+
+    rollback_seq: int
+    checkpoint: str | None
+    records: list[Record]
+
+
+@dataclass
+class History:
+    """A journal folded into its effective history and abandoned branches."""
+
+    entries: list[Entry]
+    effective: list[Record] = field(default_factory=list)
+    steps: list[Record] = field(default_factory=list)
+    """Successful steps in effective order: ``steps[pos]``."""
+    branches: list[Branch] = field(default_factory=list)
+    problems: list[BadLine] = field(default_factory=list)
+
+    @property
+    def abandoned_seqs(self) -> set[int]:
+        return {r["seq"] for b in self.branches for r in b.records}
+
+    @property
+    def checkpoints(self) -> list[Record]:
+        return [r for r in self.effective if r.get("kind") == "checkpoint"]
+
+    @property
+    def rollbacks(self) -> list[Record]:
+        return [r for r in self.effective if r.get("kind") == "rollback"]
+
+    def consecutive_failures(self, pos: int | None = None) -> int:
+        """Failed attempts of the step at ``pos`` (default: the next one) since the last success."""
+        pos = len(self.steps) if pos is None else pos
+        n = 0
+        for r in reversed(self.effective):
+            if r.get("kind") == "rollback":
+                break
+            if r.get("kind") == "step":
+                if r.get("error") is None:
+                    break
+                if r.get("pos") == pos and not r.get("transient"):
+                    n += 1
+        return n
+
+    def in_flight(self) -> Record | None:
+        """The ``begin`` record of a step that never finished (the step a crash interrupted)."""
+        for r in reversed(self.effective):
+            k = r.get("kind")
+            if k == "begin":
+                return r
+            if k in ("step", "rollback", "start"):
+                return None
+        return None
+
+    def find_checkpoint(self, ref: str) -> Record | None:
+        """The latest effective checkpoint whose name, file or seq is ``ref``."""
+        for r in reversed(self.effective):
+            if r.get("kind") == "checkpoint" and ref in (r.get("name"), r.get("file"), str(r.get("seq"))):
+                return r
+        return None
+
+
+def fold(entries: list[Entry]) -> History:
+    """Fold rollbacks into the effective history; give every record its ``pos``."""
+    h = History(entries)
+    eff = h.effective
+    steps = h.steps
+    ok_upto: list[int] = []  # ok_upto[i]: successful steps in eff[: i + 1]
+    for e in entries:
+        if type(e) is BadLine:
+            h.problems.append(e)
+            continue
+        kind = e["kind"]  # type: ignore[index]
+        if kind == "step" and e.get("error") is None:  # type: ignore[union-attr]
+            e["pos"] = len(steps)  # type: ignore[index]
+            steps.append(e)  # type: ignore[arg-type]
+        elif kind == "rollback":
+            idx = _rollback_target(eff, e)  # type: ignore[arg-type]
+            if idx is None:
+                h.problems.append(
+                    BadLine("journal", 0, e["seq"], "rollback names a checkpoint not in the effective history", "")  # type: ignore[index]
+                )
+            else:
+                n_ok = ok_upto[idx] if idx >= 0 else 0
+                h.branches.append(Branch(e["seq"], e.get("checkpoint"), eff[idx + 1 :]))  # type: ignore[index,union-attr]
+                del eff[idx + 1 :]
+                del ok_upto[idx + 1 :]
+                del steps[n_ok:]
+            e["pos"] = len(steps)  # type: ignore[index]
+        else:
+            e["pos"] = len(steps)  # type: ignore[index]
+        eff.append(e)  # type: ignore[arg-type]
+        ok_upto.append(len(steps))
+    return h
+
+
+def _rollback_target(eff: list[Record], rb: Record) -> int | None:
+    """Index in ``eff`` of the checkpoint a rollback names; -1 for the start of the run."""
+    cp_seq = rb.get("checkpoint_seq")
+    name = rb.get("checkpoint")
+    if cp_seq is None and name in (None, "", "start"):
+        return -1
+    for i in range(len(eff) - 1, -1, -1):
+        r = eff[i]
+        if r.get("kind") != "checkpoint":
+            continue
+        if cp_seq is not None:
+            if r.get("seq") == cp_seq:
+                return i
+        elif name in (r.get("name"), r.get("file")):
+            return i
+    return None
+
+
+def load(source: Path) -> History:
+    """Read and fold a run directory's journal (or a bare ``.jsonl`` file)."""
+    return fold(JournalReader(source).load())
+
+
+def state_at(run_dir: Path, history: History, seq: int) -> Any:
+    """The agent's state right after the record at ``seq``, abandoned branches included.
+
+    Starts from the latest checkpoint snapshot on the way to ``seq`` and applies
+    the ``state_patch`` of every record after it.
+    """
+    prefix = [e for e in history.entries if _seq(e) <= seq]
+    path = fold(prefix).effective if any(e.get("kind") == "rollback" for e in prefix if type(e) is not BadLine) else [
+        e for e in prefix if type(e) is not BadLine  # type: ignore[misc]
+    ]
+    doc: Any = {}
+    start = 0
+    for i in range(len(path) - 1, -1, -1):
+        r = path[i]
+        if r.get("kind") == "checkpoint" and r.get("file"):
+            try:
+                doc = checkpoints.load_checkpoint(run_dir, r["file"])["state"]
+                start = i + 1
+                break
+            except CheckpointError:
+                continue
+    for r in path[start:]:
+        patch = r.get("state_patch")
+        if patch:
+            doc = state.apply_patch(doc, patch)
+    return doc
+
+
+def _seq(e: Entry) -> int:
+    return e.seq if type(e) is BadLine else e["seq"]  # type: ignore[union-attr,index,return-value]
+
+
+def describe(rec: Record) -> str:
+    """A short human label of a record for messages: ``#12 step search:q2``."""
+    kind = rec.get("kind", "step")
+    label = step_name(rec) if kind in ("step", "begin") else rec.get("name") or rec.get("checkpoint") or ""
+    return f"#{rec.get('seq')} {kind} {label}".rstrip()

@@ -1,0 +1,105 @@
+"""Parsing and normalising journal lines.
+
+A journal line is one JSON object. Readers also accept the object after a text
+prefix (as Python's logging writes it) and the field aliases that hand-written
+durable loops use. Unknown fields are kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+Record = dict[str, Any]
+
+KINDS = frozenset({"start", "begin", "step", "checkpoint", "rollback", "fork", "note"})
+_STEP_ALIASES = ("action", "name")
+_OUTPUT_ALIASES = ("result",)
+_TS_ALIASES = ("timestamp", "time")
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """A journal line that is not a JSON object: where it is and why it was skipped."""
+
+    path: str
+    line: int
+    seq: int
+    reason: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: skipped, {self.reason}: {self.text[:80]!r}"
+
+
+def parse_line(raw: bytes) -> Record:
+    """Parse one line into a dict; raise ``ValueError`` with a reason if it is not a JSON object."""
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        i = raw.find(b"{")
+        if i <= 0:
+            raise ValueError("not JSON") from None
+        try:
+            obj = orjson.loads(raw[i:])
+        except orjson.JSONDecodeError:
+            raise ValueError("not JSON, even after a text prefix") from None
+        if isinstance(obj, dict):
+            obj.setdefault("prefix", raw[:i].decode("utf-8", "replace").strip(" |"))
+    if not isinstance(obj, dict):
+        raise ValueError(f"a JSON {type(obj).__name__}, not an object")
+    return obj
+
+
+def normalize(rec: Record, seq: int) -> Record:
+    """Fill in the canonical fields (kind, seq, step, output, ts) in place and return ``rec``.
+
+    Records written by this package already carry them; the checks are cheap.
+    """
+    kind = rec.get("kind")
+    if kind is None:
+        kind = rec["kind"] = "step"
+    if rec.get("seq") != seq:
+        if "seq" in rec:
+            rec["recorded_seq"] = rec["seq"]
+        rec["seq"] = seq
+    if kind == "step" or kind == "begin":
+        if "step" not in rec:
+            for alias in _STEP_ALIASES:
+                if alias in rec:
+                    rec["step"] = rec[alias]
+                    break
+        if kind == "step" and "output" not in rec and "error" not in rec:
+            for alias in _OUTPUT_ALIASES:
+                if alias in rec:
+                    rec["output"] = rec[alias]
+                    break
+    if "ts" not in rec:
+        for alias in _TS_ALIASES:
+            if alias in rec:
+                rec["ts"] = rec[alias]
+                break
+    return rec
+
+
+def is_ok_step(rec: Record) -> bool:
+    """A finished step that succeeded: a ``step`` record without an ``error``."""
+    return rec.get("kind") == "step" and rec.get("error") is None
+
+
+def step_name(rec: Record) -> str:
+    """The step's name as text (hand-written journals may use numbers)."""
+    name = rec.get("step")
+    return name if isinstance(name, str) else ("" if name is None else str(name))
+
+
+def preview(value: Any, width: int = 60) -> str:
+    """A one-line preview of a JSON value for tables."""
+    if isinstance(value, str):
+        text = value
+    else:
+        text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SORT_KEYS).decode()
+    text = text.replace("\n", "⏎ ")
+    return text if len(text) <= width else text[: width - 1] + "…"

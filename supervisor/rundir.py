@@ -1,0 +1,157 @@
+"""The run directory: its paths, ``run.json``, permissions and atomic writes.
+
+The layout is the public contract described in README.md ("The run directory").
+Nothing here imports Textual.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .errors import FormatError, RunDirError
+
+FORMAT = 1
+"""The run-directory format this version writes and the newest it reads."""
+
+RUN_JSON = "run.json"
+JOURNAL = "journal.jsonl"
+JOURNAL_LOCK = "journal.lock"
+CHECKPOINTS = "checkpoints"
+SUPERVISOR_EVENTS = "supervisor.jsonl"
+AGENT_LOG = "agent.log"
+SUPERVISOR_LOCK = "supervisor.lock"
+CONTROL_SOCK = "control.sock"
+
+# The environment contract between the supervisor and the agent it starts.
+ENV_RUN_DIR = "AGENT_SUPERVISOR_RUN_DIR"
+ENV_RUN_ID = "AGENT_SUPERVISOR_RUN_ID"
+ENV_ATTEMPT = "AGENT_SUPERVISOR_ATTEMPT"
+ENV_RESUME = "AGENT_SUPERVISOR_RESUME"
+ENV_SUPERVISED = "AGENT_SUPERVISOR_PID"
+ENV_REPLAY = "AGENT_SUPERVISOR_REPLAY"
+"""``strict`` (every step served from the journal) or ``live:PATTERN``; set by ``replay --verify``."""
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+
+# Documented exit codes an agent may use (see README, "Exit codes").
+EXIT_ROLLBACK = 75
+"""The SDK appended a rollback record; restart me with the resume flag (EX_TEMPFAIL)."""
+EXIT_FAILED = 78
+"""Permanent failure: do not restart me; the run directory keeps everything."""
+
+
+def new_run_id() -> str:
+    """A run id that sorts by creation time, e.g. ``20261129-183012-7f3a``."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
+
+
+def utc_now() -> str:
+    """ISO-8601 UTC time with milliseconds, as every record carries it."""
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a rename or a new file in ``path`` durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
+    """Write ``data`` to ``path`` so that readers see the old or the new file, never a mix.
+
+    Temporary file in the same directory, fsync, ``os.replace``, fsync the directory.
+    """
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(3)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+def ensure_dir(path: Path) -> Path:
+    """Create ``path`` (mode 0700) and its parents if needed; refuse a file in its place."""
+    if path.exists() and not path.is_dir():
+        raise RunDirError(f"{path} is a file, not a run directory: pass a directory path")
+    try:
+        path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+    except PermissionError as e:
+        raise RunDirError(f"cannot create {path}: permission denied; choose a writable location") from e
+    except OSError as e:
+        raise RunDirError(f"cannot create {path}: {e.strerror}") from e
+    return path
+
+
+def check_readable_run_dir(path: Path) -> Path:
+    """Validate a run directory given on the command line, with an actionable message."""
+    if not path.exists():
+        raise RunDirError(f"{path}: no such run directory; list runs with 'ls runs/' or pass the right path")
+    if path.is_file():
+        if path.suffix == ".jsonl":
+            return path
+        raise RunDirError(f"{path} is a file, not a run directory: pass the directory that holds journal.jsonl")
+    if not os.access(path, os.R_OK | os.X_OK):
+        raise RunDirError(f"{path}: permission denied; run as the user who owns the run directory")
+    read_run_json(path)  # refuses a newer format
+    return path
+
+
+def read_run_json(run_dir: Path) -> dict[str, Any]:
+    """``run.json`` as a dict; ``{"format": 0}`` for a bare journal written by another program."""
+    p = run_dir / RUN_JSON
+    try:
+        data = p.read_bytes()
+    except FileNotFoundError:
+        return {"format": 0}
+    except PermissionError as e:
+        raise RunDirError(f"{p}: permission denied; run as the user who owns the run directory") from e
+    try:
+        meta = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise RunDirError(f"{p} is not valid JSON ({e}); restore it or move it aside to open the journal alone") from e
+    if not isinstance(meta, dict):
+        raise RunDirError(f"{p} is not a JSON object; restore it or move it aside to open the journal alone")
+    fmt = meta.get("format", 0)
+    if not isinstance(fmt, int) or fmt > FORMAT:
+        raise FormatError(
+            f"{run_dir} has run-directory format {fmt}, newer than this version reads ({FORMAT}); "
+            "upgrade agent-supervisor to open it"
+        )
+    return meta
+
+
+def write_run_json(run_dir: Path, meta: dict[str, Any]) -> None:
+    """Replace ``run.json`` atomically."""
+    meta.setdefault("format", FORMAT)
+    atomic_write(run_dir / RUN_JSON, orjson.dumps(meta, option=orjson.OPT_INDENT_2) + b"\n")
+
+
+def update_run_json(run_dir: Path, **changes: Any) -> dict[str, Any]:
+    """Read, change and atomically rewrite ``run.json``; creates it if missing."""
+    meta = read_run_json(run_dir)
+    if meta.get("format", 0) == 0 and not (run_dir / RUN_JSON).exists():
+        meta = {"id": run_dir.name, "created": utc_now(), "format": FORMAT}
+    meta.update(changes)
+    meta["format"] = FORMAT
+    write_run_json(run_dir, meta)
+    return meta

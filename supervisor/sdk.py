@@ -1,0 +1,391 @@
+"""The agent SDK: ``from supervisor import Run``.
+
+    with Run.open() as run:
+        plan = run.step("plan", make_plan, task)
+        run.checkpoint("plan-done")
+        for q in plan["queries"]:
+            hits = run.step(f"search:{q}", search, q)
+
+On resume (the run directory already has a journal) every finished step returns
+its recorded output without calling its function; the first step the journal
+does not have runs live. See README.md for the failure policy and exit codes.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar
+
+import orjson
+
+from . import checkpoints, rundir, state as state_mod
+from .errors import DivergenceError, ReplayError
+from .history import History, fold
+from .journal import JournalReader, JournalWriter
+from .records import Record, step_name
+from .redact import Redactor
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_DUMPS_OPTS = orjson.OPT_NON_STR_KEYS
+
+
+def default_run_dir() -> Path:
+    """``./runs/<script name>``: the same directory each time, so ``python agent.py`` twice resumes."""
+    main = sys.modules.get("__main__")
+    stem = Path(getattr(main, "__file__", None) or "agent").stem
+    return Path("runs") / stem
+
+
+class Run:
+    """A run of an agent: its journal, its state and its checkpoints.
+
+    Create it with :meth:`Run.open`. Not thread-safe: call ``step`` from one thread.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        max_failures: int = 3,
+        max_rollbacks: int = 3,
+        retries: int = 2,
+        transient: tuple[type[BaseException], ...] = (),
+        backoff: float = 0.5,
+        backoff_max: float = 30.0,
+        secrets: tuple[str, ...] | list[str] = (),
+        rotate_bytes: int | None = None,
+    ) -> None:
+        self.run_dir = rundir.ensure_dir(run_dir)
+        self.max_failures = max_failures
+        self.max_rollbacks = max_rollbacks
+        self.retries = retries
+        self.transient = transient
+        self.backoff = backoff
+        self.backoff_max = backoff_max
+        self.supervised = bool(os.environ.get(rundir.ENV_SUPERVISED))
+        self.replay_mode = os.environ.get(rundir.ENV_REPLAY, "")
+        meta = rundir.read_run_json(self.run_dir)
+        if not (self.run_dir / rundir.RUN_JSON).exists():
+            meta = rundir.update_run_json(
+                self.run_dir,
+                id=self.run_dir.name,
+                command=[sys.executable, *sys.argv],
+                cwd=os.getcwd(),
+                created=rundir.utc_now(),
+                status="running",
+            )
+        self.run_id: str = str(meta.get("id") or self.run_dir.name)
+        self.redactor = Redactor(secrets)
+        kw = {} if rotate_bytes is None else {"rotate_bytes": rotate_bytes}
+        self._writer = JournalWriter(self.run_dir, redact=self.redactor, **kw)
+        self.history: History = fold(JournalReader(self.run_dir).load())
+        self._steps = self.history.steps
+        self._pending_checkpoints = [c for c in self.history.checkpoints]
+        self._pos = 0
+        self._applied = 0  # effective records whose state_patch is in the shadow
+        self._shadow: dict[str, Any] = {}
+        self._state: dict[str, Any] = {}
+        self.replayed: list[str] = []
+        """Names of the steps served from the journal in this process."""
+        self.executed: list[str] = []
+        """Names of the steps that ran live in this process."""
+        self._current_key: str | None = None
+        self._closed = False
+        starts = sum(1 for r in self.history.entries if isinstance(r, dict) and r.get("kind") == "start")
+        self.attempt = int(os.environ.get(rundir.ENV_ATTEMPT) or starts + 1)
+        self.resuming = bool(self._steps) or os.environ.get(rundir.ENV_RESUME) == "1"
+        self._writer.append(
+            {
+                "kind": "start",
+                "attempt": self.attempt,
+                "pid": os.getpid(),
+                "resume": self.resuming,
+                "replayable_steps": len(self._steps),
+                "argv": sys.argv,
+            }
+        )
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, run_dir: str | os.PathLike[str] | None = None, **options: Any) -> Run:
+        """Open the run directory from the argument, else the supervisor's environment, else ``./runs/<script>``.
+
+        The environment wins over the default but not over an explicit argument.
+        Options: ``max_failures``, ``max_rollbacks``, ``retries``, ``transient``,
+        ``backoff``, ``backoff_max``, ``secrets``, ``rotate_bytes``.
+        """
+        if run_dir is None:
+            env = os.environ.get(rundir.ENV_RUN_DIR)
+            path = Path(env) if env else default_run_dir()
+        else:
+            path = Path(run_dir)
+        return cls(path, **options)
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if isinstance(exc, DivergenceError):
+            self.note("divergence", error=str(exc))
+            self.close(status="failed")
+            print(f"agent-supervisor: {exc}", file=sys.stderr)
+            raise SystemExit(rundir.EXIT_FAILED) from None
+        if exc is None:
+            self.close(status="succeeded")
+        else:
+            self.close()
+
+    def close(self, status: str | None = None) -> None:
+        """Close the journal; outside a supervisor, record ``status`` in ``run.json``."""
+        if self._closed:
+            return
+        self._closed = True
+        if status and not self.supervised and not self.replay_mode:
+            rundir.update_run_json(self.run_dir, status=status, ended=rundir.utc_now())
+        self._writer.close()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def state(self) -> dict[str, Any]:
+        """The agent's state: a JSON-compatible dict saved with every step (as a patch)."""
+        return self._state
+
+    @property
+    def position(self) -> int:
+        """The position of the next step."""
+        return self._pos
+
+    @property
+    def rollbacks(self) -> list[dict[str, Any]]:
+        """The rollbacks so far: how many (``len``), why (``reason``) and to which ``checkpoint``."""
+        return [
+            {k: r.get(k) for k in ("seq", "ts", "checkpoint", "reason", "failed_step", "by")}
+            for r in self.history.rollbacks
+        ]
+
+    def idempotency_key(self, pos: int | None = None) -> str:
+        """A stable key for the step at ``pos`` (default: the step in flight): run id + position."""
+        return f"{self.run_id}:{self._pos if pos is None else pos}"
+
+    @property
+    def key(self) -> str | None:
+        """The idempotency key of the step being executed, for external APIs; ``None`` outside a step."""
+        return self._current_key
+
+    def add_secret(self, value: str) -> None:
+        """Register a value that must never reach disk."""
+        self.redactor.add(value)
+
+    # ------------------------------------------------------------------ steps
+    def step(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Run ``fn(*args, **kwargs)`` as the step ``name`` or, on resume, return its recorded output."""
+        pos = self._pos
+        if pos < len(self._steps):
+            return self._replay(pos, name)  # type: ignore[no-any-return]
+        if self.replay_mode == "strict":
+            raise ReplayError(
+                f"strict replay: the agent asked for step {name!r} at position {pos}, "
+                f"but the journal has only {len(self._steps)} finished steps"
+            )
+        return self._execute(pos, name, fn, args, kwargs)
+
+    def task(self, name: str | Callable[..., str] | None = None) -> Callable[[Callable[P, T]], Callable[P, T]]:
+        """Decorator form of :meth:`step`. ``name`` is a string, or a function of the call's arguments."""
+
+        def deco(fn: Callable[P, T]) -> Callable[P, T]:
+            def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+                n = name(*args, **kwargs) if callable(name) else (name or fn.__name__)
+                return self.step(n, fn, *args, **kwargs)
+
+            wrapper.__name__ = fn.__name__
+            wrapper.__doc__ = fn.__doc__
+            return wrapper
+
+        return deco
+
+    def _replay(self, pos: int, name: str) -> Any:
+        rec = self._steps[pos]
+        recorded = step_name(rec)
+        if recorded != name:
+            raise DivergenceError(pos, recorded, name)
+        self._pos = pos + 1
+        self.replayed.append(name)
+        self._replay_state(rec["seq"])
+        return rec.get("output")
+
+    def _replay_state(self, upto_seq: int) -> None:
+        """Bring the state to what it was right after the recorded record ``upto_seq``.
+
+        The recorded patches are the truth: what the step function did to the
+        state, and what the agent did between steps, are both in them.
+        """
+        eff = self.history.effective
+        changed = False
+        i = self._applied
+        while i < len(eff) and eff[i]["seq"] <= upto_seq:
+            patch = eff[i].get("state_patch")
+            if patch:
+                self._shadow = state_mod.apply_patch(self._shadow, patch)
+                changed = True
+            i += 1
+        self._applied = i
+        if changed and self._state != self._shadow:
+            self._state.clear()
+            self._state.update(state_mod.json_copy(self._shadow))
+
+    def _execute(self, pos: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        inputs: dict[str, Any] = {}
+        if args:
+            inputs["args"] = list(args)
+        if kwargs:
+            inputs["kwargs"] = kwargs
+        base: Record = {"kind": "begin", "step": name, "pos": pos, "attempt": self.attempt}
+        if inputs:
+            base["inputs"] = inputs
+        self._append(base, sync=False)
+        key = self.idempotency_key(pos)
+        tries = 0
+        while True:
+            tries += 1
+            t0 = time.perf_counter()
+            self._current_key = key
+            try:
+                out = fn(*args, **kwargs)
+            except self.transient as e:
+                if tries <= self.retries:
+                    self._record_error(pos, name, inputs, e, t0, transient=True)
+                    delay = min(self.backoff_max, self.backoff * 2 ** (tries - 1)) * random.uniform(0.5, 1.0)
+                    time.sleep(delay)
+                    continue
+                self._fail(pos, name, inputs, e, t0)
+                raise
+            except Exception as e:
+                self._fail(pos, name, inputs, e, t0)
+                raise
+            finally:
+                self._current_key = None
+            break
+        rec: Record = {"kind": "step", "step": name, "pos": pos, "attempt": self.attempt}
+        if inputs:
+            rec["inputs"] = inputs
+        rec["output"] = out
+        rec["dur_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+        rec["key"] = key
+        self._with_state_patch(rec)
+        self._append(rec)
+        self._steps.append(rec)
+        self.history.effective.append(rec)
+        self._pos = pos + 1
+        self.executed.append(name)
+        return out
+
+    def _with_state_patch(self, rec: Record) -> None:
+        patch = state_mod.make_patch(self._shadow, self._state)
+        if patch:
+            rec["state_patch"] = patch
+            self._shadow = state_mod.apply_patch(self._shadow, patch)
+
+    def _append(self, rec: Record, *, sync: bool = True) -> Record:
+        if self.replay_mode:
+            return rec  # replay never writes to the journal it replays
+        try:
+            return self._writer.append(rec, sync=sync)
+        except TypeError:
+            # the record has a value JSON cannot hold: inputs are shown as repr, an output must be JSON
+            if "inputs" in rec:
+                rec["inputs"] = orjson.Fragment(orjson.dumps(rec["inputs"], default=repr, option=_DUMPS_OPTS))
+            if rec.get("kind") == "step" and "output" in rec:
+                try:
+                    orjson.dumps(rec["output"], option=_DUMPS_OPTS)
+                except TypeError as e:
+                    raise TypeError(
+                        f"step {rec.get('step')!r} returned a value that is not JSON ({e}); "
+                        "return dicts, lists, strings, numbers, booleans or None"
+                    ) from None
+            return self._writer.append(rec, sync=sync)
+
+    def _record_error(
+        self, pos: int, name: str, inputs: dict[str, Any], e: BaseException, t0: float, *, transient: bool = False
+    ) -> None:
+        rec: Record = {"kind": "step", "step": name, "pos": pos, "attempt": self.attempt}
+        if inputs:
+            rec["inputs"] = inputs
+        rec["error"] = {
+            "type": type(e).__name__,
+            "message": str(e),
+            "traceback": "".join(traceback.format_exception(e)[-6:]),
+        }
+        rec["dur_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+        if transient:
+            rec["transient"] = True
+        self._append(rec)
+        self.history.effective.append(rec)
+
+    def _fail(self, pos: int, name: str, inputs: dict[str, Any], e: BaseException, t0: float) -> None:
+        """Record a failed step; past ``max_failures`` in a row, roll back (or give up) and exit."""
+        self._record_error(pos, name, inputs, e, t0)
+        failures = self.history.consecutive_failures(pos)
+        if failures >= self.max_failures:
+            self._rollback_or_give_up(name, failures, e)
+
+    def _rollback_or_give_up(self, name: str, failures: int, e: BaseException) -> None:
+        reason = f"{failures} consecutive failures of step {name!r}: {type(e).__name__}: {e}"
+        if len(self.history.rollbacks) >= self.max_rollbacks:
+            self.note("gave up", status="failed", reason=f"{reason}; {len(self.history.rollbacks)} rollbacks already")
+            self.close(status="failed")
+            print(f"agent-supervisor: gave up after {len(self.history.rollbacks)} rollbacks: {reason}", file=sys.stderr)
+            raise SystemExit(rundir.EXIT_FAILED)
+        cps = [c for c in self.history.checkpoints if c.get("pos", 0) <= self._pos]
+        target = cps[-1] if cps else None
+        rec: Record = {
+            "kind": "rollback",
+            "checkpoint": target.get("name") if target else None,
+            "checkpoint_seq": target.get("seq") if target else None,
+            "reason": reason,
+            "failed_step": name,
+            "by": "sdk",
+        }
+        self._append(rec)
+        self.close()
+        where = f"checkpoint {target.get('name')!r}" if target else "the start of the run"
+        print(f"agent-supervisor: rolled back to {where}: {reason}", file=sys.stderr)
+        raise SystemExit(rundir.EXIT_ROLLBACK)
+
+    # ------------------------------------------------------------------ checkpoints and notes
+    def checkpoint(self, name: str) -> str:
+        """Save the full state as a named checkpoint; on resume, an already recorded one is not written again."""
+        pending = self._pending_checkpoints
+        while pending and pending[0].get("pos", 0) < self._pos:
+            pending.pop(0)
+        if pending and pending[0].get("pos") == self._pos and pending[0].get("name") == name:
+            rec = pending.pop(0)
+            self._replay_state(rec["seq"])
+            return str(rec.get("file", ""))
+        if self.replay_mode:
+            return ""
+        rec: Record = {"kind": "checkpoint", "name": name, "pos": self._pos}
+        self._with_state_patch(rec)
+        ts = rundir.utc_now()
+        snapshot = orjson.loads(self.redactor(orjson.dumps(self._shadow, option=_DUMPS_OPTS)))
+        rec["file"] = checkpoints.write_checkpoint(
+            self.run_dir, name, seq=self._writer.next_seq, pos=self._pos, ts=ts, state=snapshot
+        )
+        rec["ts"] = ts
+        self._append(rec)
+        self.history.effective.append(rec)
+        return str(rec["file"])
+
+    def note(self, message: str, **fields: Any) -> None:
+        """Append a free-form ``note`` record (shown in the log and the TUI)."""
+        self._append({"kind": "note", "message": message, **fields})
