@@ -178,3 +178,21 @@ def describe(rec: Record) -> str:
     kind = rec.get("kind", "step")
     label = step_name(rec) if kind in ("step", "begin") else rec.get("name") or rec.get("checkpoint") or ""
     return f"#{rec.get('seq')} {kind} {label}".rstrip()
+
+
+def rollback_record(target: Record | None, reason: str, *, by: str, failed_step: str | None = None) -> Record:
+    """The record that rolls the effective history back to checkpoint ``target`` (``None``: the start).
+
+    Every writer of rollbacks (the SDK's failure policy, the supervisor, the CLI,
+    the TUI) builds it here, so they all fold the same way.
+    """
+    rec: Record = {
+        "kind": "rollback",
+        "checkpoint": target.get("name") if target else None,
+        "checkpoint_seq": target.get("seq") if target else None,
+        "reason": reason,
+        "by": by,
+    }
+    if failed_step is not None:
+        rec["failed_step"] = failed_step
+    return rec

@@ -27,7 +27,7 @@ import orjson
 
 from . import checkpoints, rundir, state as state_mod
 from .errors import DivergenceError, ReplayError
-from .history import History, fold
+from .history import History, fold, rollback_record
 from .journal import JournalReader, JournalWriter
 from .records import Record, step_name
 from .redact import Redactor
@@ -348,14 +348,7 @@ class Run:
             raise SystemExit(rundir.EXIT_FAILED)
         cps = [c for c in self.history.checkpoints if c.get("pos", 0) <= self._pos]
         target = cps[-1] if cps else None
-        rec: Record = {
-            "kind": "rollback",
-            "checkpoint": target.get("name") if target else None,
-            "checkpoint_seq": target.get("seq") if target else None,
-            "reason": reason,
-            "failed_step": name,
-            "by": "sdk",
-        }
+        rec = rollback_record(target, reason, by="sdk", failed_step=name)
         self._append(rec)
         self.close()
         where = f"checkpoint {target.get('name')!r}" if target else "the start of the run"
