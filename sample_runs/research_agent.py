@@ -33,8 +33,8 @@ class FakeModelError(RuntimeError):
 class Ledger:
     """Side effects, appended and flushed one JSON line each (the agent's own file, not the journal)."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / "ledger.jsonl"
+    def __init__(self, path: Path) -> None:
+        self.path = path
 
     def add(self, kind: str, step: str, **fields: object) -> None:
         line = orjson.dumps({"kind": kind, "step": step, "pid": os.getpid(), **fields}) + b"\n"
@@ -80,12 +80,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hang-in", metavar="STEP", help="STEP sleeps forever on the first attempt")
     ap.add_argument("--steps", type=int, default=0, help="extra work steps after the searches")
     ap.add_argument("--step-delay", type=float, default=0.0, help="seconds each step sleeps")
+    ap.add_argument("--ledger", type=Path, default=None, help="side-effect ledger (default: RUN_DIR/ledger.jsonl)")
     ap.add_argument("--resume", action="store_true", help="accepted: resuming is automatic")
     args = ap.parse_args(argv)
 
     fail_step, fail_times = (args.fail.rsplit(":", 1) + ["0"])[:2] if args.fail else ("", "0")
     with Run.open(args.run_dir, max_failures=3) as run:
-        ledger = Ledger(run.run_dir)
+        ledger = Ledger(args.ledger or run.run_dir / "ledger.jsonl")
 
         def misbehave(step: str) -> None:
             if args.step_delay:
