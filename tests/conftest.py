@@ -1,0 +1,56 @@
+"""Shared fixtures: paths, a polling wait helper, and the sample agent as a real process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_AGENT = ROOT / "sample_runs" / "research_agent.py"
+
+
+def wait_for(cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> object:
+    """Poll ``cond`` until it returns something truthy; fail the test after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def clean_env() -> dict[str, str]:
+    """The environment without any supervisor variables inherited from an outer run."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SUPERVISOR_")}
+
+
+def run_agent(run_dir: Path, *args: str, timeout: float = 30.0, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Run the sample research agent on ``run_dir`` as a real child process."""
+    return subprocess.run(
+        [sys.executable, str(SAMPLE_AGENT), "--run-dir", str(run_dir), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env or clean_env(),
+        cwd=ROOT,
+    )
+
+
+def run_cli(*args: str, timeout: float = 30.0, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run ``agent-supervisor`` as a real process (``python -m supervisor``)."""
+    return subprocess.run(
+        [sys.executable, "-m", "supervisor", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=clean_env(),
+        cwd=cwd or ROOT,
+    )
