@@ -541,8 +541,16 @@ async def follow(
     else:
         reader.seek_end()
     watch_dir = source if source.is_dir() else source.parent
+    # yield_on_timeout: also look every half second, so that a write that happened
+    # before the watcher was ready (or an event the OS dropped) is never missed.
     async for _changes in watchfiles.awatch(
-        watch_dir, debounce=debounce_ms, step=5, stop_event=stop_event, recursive=False
+        watch_dir,
+        debounce=debounce_ms,
+        step=5,
+        stop_event=stop_event,
+        recursive=False,
+        rust_timeout=500,
+        yield_on_timeout=True,
     ):
         batch = reader.read_new()
         if batch:

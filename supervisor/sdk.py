@@ -31,6 +31,7 @@ from .history import History, fold, rollback_record
 from .journal import JournalReader, JournalWriter
 from .records import Record, step_name
 from .redact import Redactor
+from .replay_session import ReplaySession, canonical_inputs, inputs_hash, open_replay_dir
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -64,7 +65,9 @@ class Run:
         secrets: tuple[str, ...] | list[str] = (),
         rotate_bytes: int | None = None,
     ) -> None:
-        self.run_dir = rundir.ensure_dir(run_dir)
+        self.replay_mode = os.environ.get(rundir.ENV_REPLAY, "")
+        # replay modes open the run directory read-only: no dir, run.json, lock, journal line or checkpoint is created
+        self.run_dir = open_replay_dir(run_dir) if self.replay_mode else rundir.ensure_dir(run_dir)
         self.max_failures = max_failures
         self.max_rollbacks = max_rollbacks
         self.retries = retries
@@ -72,9 +75,8 @@ class Run:
         self.backoff = backoff
         self.backoff_max = backoff_max
         self.supervised = bool(os.environ.get(rundir.ENV_SUPERVISED))
-        self.replay_mode = os.environ.get(rundir.ENV_REPLAY, "")
         meta = rundir.read_run_json(self.run_dir)
-        if not (self.run_dir / rundir.RUN_JSON).exists():
+        if not self.replay_mode and not (self.run_dir / rundir.RUN_JSON).exists():
             meta = rundir.update_run_json(
                 self.run_dir,
                 id=self.run_dir.name,
@@ -86,7 +88,7 @@ class Run:
         self.run_id: str = str(meta.get("id") or self.run_dir.name)
         self.redactor = Redactor(secrets)
         kw = {} if rotate_bytes is None else {"rotate_bytes": rotate_bytes}
-        self._writer = JournalWriter(self.run_dir, redact=self.redactor, **kw)
+        self._writer: JournalWriter | None = None if self.replay_mode else JournalWriter(self.run_dir, redact=self.redactor, **kw)
         self.history: History = fold(JournalReader(self.run_dir).load())
         self._steps = self.history.steps
         self._pending_checkpoints = [c for c in self.history.checkpoints]
@@ -100,10 +102,14 @@ class Run:
         """Names of the steps that ran live in this process."""
         self._current_key: str | None = None
         self._closed = False
+        self._live = False
         starts = sum(1 for r in self.history.entries if isinstance(r, dict) and r.get("kind") == "start")
         self.attempt = int(os.environ.get(rundir.ENV_ATTEMPT) or starts + 1)
         self.resuming = bool(self._steps) or os.environ.get(rundir.ENV_RESUME) == "1"
-        self._writer.append(
+        self._session: ReplaySession | None = None
+        if self.replay_mode:
+            self._session = ReplaySession.from_env(self.replay_mode, self.run_dir, self.run_id, len(self._steps), self.redactor)
+        self._append(
             {
                 "kind": "start",
                 "attempt": self.attempt,
@@ -136,7 +142,9 @@ class Run:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        if isinstance(exc, DivergenceError):
+        if self._session is not None:
+            self._session.finish(self._pos, exc)
+        if isinstance(exc, (DivergenceError, ReplayError)):
             self.note("divergence", error=str(exc))
             self.close(status="failed")
             print(f"agent-supervisor: {exc}", file=sys.stderr)
@@ -151,9 +159,20 @@ class Run:
         if self._closed:
             return
         self._closed = True
+        if not self._live and self._pos >= len(self._steps) and self.history.effective:
+            self._replay_state(self.history.effective[-1]["seq"])
+            self._live = True
+        if self._live and not self.replay_mode and self._state != self._shadow:
+            # changes made after the last step would be lost on resume: record them
+            rec: Record = {"kind": "note", "message": "state at exit"}
+            self._with_state_patch(rec)
+            self._append(rec)
         if status and not self.supervised and not self.replay_mode:
             rundir.update_run_json(self.run_dir, status=status, ended=rundir.utc_now())
-        self._writer.close()
+        if self._session is not None:
+            self._session.finish(self._pos, None)
+        if self._writer is not None:
+            self._writer.close()
 
     # ------------------------------------------------------------------ state
     @property
@@ -191,8 +210,14 @@ class Run:
     def step(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Run ``fn(*args, **kwargs)`` as the step ``name`` or, on resume, return its recorded output."""
         pos = self._pos
+        if self._session is not None:
+            return self._replay_step(self._session, pos, name, fn, args, kwargs)  # type: ignore[no-any-return]
         if pos < len(self._steps):
             return self._replay(pos, name)  # type: ignore[no-any-return]
+        if self._applied < len(self.history.effective) and not self._live:
+            # the replay->live boundary: state saved after the last replayed step counts too
+            self._replay_state(self.history.effective[-1]["seq"])
+        self._live = True
         if self.replay_mode == "strict":
             raise ReplayError(
                 f"strict replay: the agent asked for step {name!r} at position {pos}, "
@@ -223,6 +248,40 @@ class Run:
         self.replayed.append(name)
         self._replay_state(rec["seq"])
         return rec.get("output")
+
+    def _replay_step(
+        self, s: ReplaySession, pos: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        """``replay --verify`` / ``--live``: serve the step (checking its inputs) or run it live and compare.
+
+        Nothing is written. A live step's new output goes back to the agent; the
+        state keeps following the recorded patches, as for served steps.
+        """
+        rec = self._steps[pos] if pos < len(self._steps) else None
+        live = s.mode.is_live(name)
+        if rec is None and not live:
+            raise s.missing(pos, name)
+        if rec is not None and step_name(rec) != name:
+            raise s.step_mismatch(pos, rec, name)
+        if not live:
+            s.check_inputs(pos, rec, canonical_inputs(args, kwargs))  # type: ignore[arg-type]
+            s.replayed += 1
+            return self._replay(pos, name)
+        self._current_key = self.idempotency_key(pos)
+        t0 = time.perf_counter()
+        try:
+            out = fn(*args, **kwargs)
+        except BaseException as e:
+            s.live_error(pos, name, e)
+            raise
+        finally:
+            self._current_key = None
+        s.live_step(pos, rec, name, out, round((time.perf_counter() - t0) * 1000, 3))
+        self._pos = pos + 1
+        self.executed.append(name)
+        if rec is not None:
+            self._replay_state(rec["seq"])
+        return out
 
     def _replay_state(self, upto_seq: int) -> None:
         """Bring the state to what it was right after the recorded record ``upto_seq``.
@@ -279,6 +338,7 @@ class Run:
         rec: Record = {"kind": "step", "step": name, "pos": pos, "attempt": self.attempt}
         if inputs:
             rec["inputs"] = inputs
+        rec["inputs_hash"] = inputs_hash(inputs)  # compared by 'replay --verify'
         rec["output"] = out
         rec["dur_ms"] = round((time.perf_counter() - t0) * 1000, 3)
         rec["key"] = key

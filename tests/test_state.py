@@ -1,0 +1,83 @@
+"""State diffs, JSON Patch and checkpoints."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from supervisor import Run
+from supervisor.checkpoints import checkpoint_files, load_checkpoint, slugify
+from supervisor.state import apply_patch, diff, json_copy, make_patch
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=5),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=4), children, max_size=4),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(a=st.dictionaries(st.text(max_size=4), json_values, max_size=5), b=st.dictionaries(st.text(max_size=4), json_values, max_size=5))
+def test_patch_turns_a_into_b(a: dict, b: dict) -> None:
+    patch = make_patch(a, b)
+    assert apply_patch(json_copy(a), orjson.loads(orjson.dumps(patch))) == b
+
+
+def test_diff_reports_paths_with_old_and_new_values() -> None:
+    a = {"plan": "x", "findings": ["f1"], "meta": {"n": 1, "gone": True}}
+    b = {"plan": "y", "findings": ["f1", "f2"], "meta": {"n": 1}, "new": 3}
+    got = {(c.op, c.pointer, orjson.dumps(c.old), orjson.dumps(c.new)) for c in diff(a, b)}
+    assert got == {
+        ("changed", "/plan", b'"x"', b'"y"'),
+        ("added", "/findings/1", b"null", b'"f2"'),
+        ("removed", "/meta/gone", b"true", b"null"),
+        ("added", "/new", b"null", b"3"),
+    }
+    assert make_patch(a, b)[1] == {"op": "add", "path": "/findings/-", "value": "f2"}
+
+
+def test_pointer_escaping() -> None:
+    a = {"a/b": {"~x": 1}}
+    b = {"a/b": {"~x": 2}}
+    patch = make_patch(a, b)
+    assert patch == [{"op": "replace", "path": "/a~1b/~0x", "value": 2}]
+    assert apply_patch(json_copy(a), patch) == b
+
+
+def test_one_key_change_of_a_large_state_writes_bytes_in_proportion(tmp_path: Path) -> None:
+    big = {f"doc{i}": "x" * 1000 for i in range(10_000)}  # about 10 MB of state
+    with Run.open(tmp_path / "run") as run:
+        run.state.update(big)
+        run.step("load", lambda: "loaded")
+        journal = tmp_path / "run" / "journal.jsonl"
+        before = journal.stat().st_size
+        run.state["doc5"] = "changed"
+        run.step("edit", lambda: "edited")
+        written = journal.stat().st_size - before
+    assert len(orjson.dumps(big)) > 10_000_000
+    assert written < 2_000, f"a one-key change wrote {written} bytes"
+
+
+def test_checkpoint_names_are_slugged_and_never_overwrite(tmp_path: Path) -> None:
+    assert slugify("../../etc/passwd") == "etc-passwd"
+    assert slugify("Plan Done!") == "plan-done"
+    assert slugify("///") == "checkpoint"
+    run_dir = tmp_path / "run"
+    with Run.open(run_dir) as run:
+        run.state["a"] = 1
+        f1 = run.checkpoint("../../etc/passwd")
+        run.state["a"] = 2
+        f2 = run.checkpoint("../../etc/passwd")
+    assert (f1, f2) == ("0001-etc-passwd.json", "0002-etc-passwd.json")
+    files = checkpoint_files(run_dir)
+    assert [p.parent for p in files] == [run_dir / "checkpoints"] * 2
+    assert load_checkpoint(run_dir, f1)["state"] == {"a": 1}
+    assert load_checkpoint(run_dir, f2)["state"] == {"a": 2}
+    assert all((p.stat().st_mode & 0o777) == 0o600 for p in files)
+    assert not list((run_dir / "checkpoints").glob(".*tmp"))
+    assert not os.path.exists(tmp_path / "etc")
