@@ -45,6 +45,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except OSError as e:
+        # a file the user pointed at cannot be read or written: say which and why, no traceback
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"agent-supervisor: {where}{e.strerror or e}; check the path and its permissions", file=sys.stderr)
+        return EXIT_USAGE
     except BrokenPipeError:
         # `agent-supervisor log ... | head`: the reader went away, nothing to report
         sys.stderr.close()
