@@ -134,7 +134,8 @@ def main(argv: list[str] | None = None) -> int:
         summary = run.step("summarize", model, "summarize", f"[{strategy}] summarize {run.state['findings']}")
         run.state["summary"] = summary
         report = run.step("write_report", lambda s: f"# Report on {args.task}\n\n{s}\n", summary)
-        (run.run_dir / "report.md").write_text(report)
+        if not run.replay_mode:  # a replay (agent-supervisor replay --verify/--live) writes nothing in the run dir
+            (run.run_dir / "report.md").write_text(report)
         print(f"replayed {run.replayed}")
         print(f"executed {run.executed}")
         print(f"model calls in total: {ledger.count('model')}")

@@ -1,10 +1,140 @@
-"""Subcommands of this area (filled in by its issue)."""
+"""``replay`` (TUI, ``--verify``, ``--live``) and ``fork``."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
 from typing import Any
+
+from .. import history as history_mod
+from ..errors import SupervisorError
+from ..fork import fork
+from ..replay import print_result, recorded_command, run_replay
+from ..replay_session import ReplayMode
+from ..rundir import check_readable_run_dir
+from .inspect_cmds import resolve_point
+
+_REPLAY_EPILOG = """\
+modes:
+  (no flag)          open the TUI over the run, read-only (time travel)
+  --verify -- CMD    re-run CMD with every step served from the journal; no step function runs.
+                     Exit 0 if it replays cleanly, 1 on a divergence (other step, other inputs,
+                     a step missing from the journal), 3 if the agent failed otherwise.
+  --live PAT -- CMD  run the steps whose names match PAT (fnmatch glob: * ? [seq]; repeatable)
+                     live and serve the others; print how each live step's output changed.
+Without '-- CMD', the command and working directory recorded in run.json are used.
+A replay writes nothing in RUN_DIR.
+"""
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    """Add this area's subcommands to the parser."""
+    """Add ``replay`` and ``fork``."""
+    p = sub.add_parser(
+        "replay",
+        help="time-travel a run in the TUI, or re-execute an agent against its journal",
+        description="Replay a finished or crashed run: in the TUI, or by re-executing the agent against its journal.",
+        epilog=_REPLAY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory (or, for the TUI, a bare journal .jsonl)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--verify", action="store_true", help="strict deterministic re-execution (for CI)")
+    mode.add_argument("--live", action="append", metavar="PATTERN", help="run matching steps live (fnmatch glob)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD", help="the agent's command")
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser(
+        "fork",
+        help="copy a run's effective history up to a record into a new run directory",
+        description=(
+            "Make a new run directory whose journal is the effective history of RUN_DIR up to SEQ "
+            "(re-numbered from 0; each record keeps origin_seq/origin_id), with the state as of SEQ "
+            "as a checkpoint named 'fork' and a fork record naming its origin. RUN_DIR is not changed. "
+            "Run or supervise the agent on the new directory to continue live from there."
+        ),
+    )
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    p.add_argument("--at", required=True, metavar="SEQ", help="a record's seq, a checkpoint name, or 'end'")
+    p.add_argument("--to", type=Path, metavar="NEW_DIR", help="where to create the fork (default: RUN_DIR-fork-SEQ beside it)")
+    p.set_defaults(func=cmd_fork)
+
+
+def _split_command(args: argparse.Namespace) -> list[str]:
+    """Take the agent's command (after ``--``) from the remainder, and the options written before it.
+
+    argparse hands everything after RUN_DIR to the remainder, options included,
+    so ``replay RUN --verify -- python agent.py`` is split here.
+    """
+    rest = list(args.command or [])
+    if "--" in rest:
+        i = rest.index("--")
+        opts, cmd = rest[:i], rest[i + 1 :]
+    else:
+        opts, cmd = rest, []
+    i = 0
+    while i < len(opts):
+        o = opts[i]
+        if o == "--verify":
+            args.verify = True
+        elif o == "--live" and i + 1 < len(opts):
+            args.live = (args.live or []) + [opts[i + 1]]
+            i += 1
+        elif o.startswith("--live="):
+            args.live = (args.live or []) + [o.split("=", 1)[1]]
+        else:
+            raise SupervisorError(
+                f"unexpected {o!r}: put the agent's command after '--', e.g. "
+                f"agent-supervisor replay {args.run_dir} --verify -- python agent.py"
+            )
+        i += 1
+    if args.verify and args.live:
+        raise SupervisorError("--verify and --live exclude each other: --verify serves every step, --live runs some")
+    return cmd
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    check_readable_run_dir(args.run_dir)
+    cmd = _split_command(args)
+    if not args.verify and not args.live:
+        if cmd:
+            raise SupervisorError("a command after '--' needs --verify or --live; without them replay opens the TUI")
+        return _open_tui(args.run_dir)
+    mode = ReplayMode("strict") if args.verify else ReplayMode("live", tuple(_patterns(args.live)))
+    cwd = None
+    if not cmd:
+        cmd, cwd = recorded_command(args.run_dir)
+        print(f"replaying with the recorded command: {' '.join(cmd)} (in {cwd})", file=sys.stderr)
+    # the agent's own output goes to stderr, so stdout carries only the verdict (easy to grep in CI)
+    res = run_replay(args.run_dir, mode, cmd, cwd=cwd, stdout=sys.stderr)
+    return print_result(res)
+
+
+def _patterns(values: list[str]) -> list[str]:
+    pats = [v for v in values if v.strip()]
+    if not pats or any("\n" in p for p in pats):
+        raise SupervisorError("--live needs a step-name pattern such as 'summarize' or 'search:*' (one line each)")
+    return pats
+
+
+def _open_tui(path: Path) -> int:
+    # imported here: the core (and `replay --verify` in CI) never needs Textual
+    try:
+        from ..tui.app import run_tui
+    except ModuleNotFoundError as e:
+        if e.name and (e.name.startswith("supervisor.tui") or e.name.startswith("textual")):
+            raise SupervisorError(f"the replay TUI is not available ({e}); use --verify or --live, or 'agent-supervisor log'") from None
+        raise
+    return int(run_tui(path, replay=True) or 0)
+
+
+def cmd_fork(args: argparse.Namespace) -> int:
+    check_readable_run_dir(args.run_dir)
+    h = history_mod.load(args.run_dir)
+    seq = resolve_point(h, args.at)
+    if seq < 0:
+        raise SupervisorError(f"{args.run_dir} has no records to fork")
+    new = fork(args.run_dir, seq, args.to, history=h)
+    print(f"forked {args.run_dir} at seq {seq} into {new}")
+    print(f"continue it with: agent-supervisor supervise --run-dir {new} -- CMD   (or run the agent with its run dir set to {new})")
+    return 0

@@ -1,0 +1,200 @@
+"""Fork a run: a new run directory that continues from any record of another run.
+
+``fork(run_dir, at_seq)`` builds a new run directory whose journal is the
+effective history as it stood right after the record ``at_seq`` (the same
+definition ``state_at`` uses, so a seq inside an abandoned branch forks that
+branch), then:
+
+* every copied record is re-numbered (``seq`` from 0, a new ``id``) and keeps its
+  original position as ``origin_seq`` and ``origin_id``; ``parent``/``context``
+  links and a rollback's ``checkpoint_seq`` are translated to the new numbers
+  (the original value kept as ``origin_checkpoint_seq``), so rollbacks fold the same way and
+  ``Run.rollbacks`` still counts them;
+* the checkpoint files those records name are copied (their ``seq`` translated);
+* a ``fork`` record names the origin (run directory, run id, seq, record id);
+* a checkpoint named ``fork`` holds the full state as of ``at_seq``, so
+  ``state_at`` on the fork starts from it and a rollback can return to the fork point;
+* ``run.json`` is new: a fresh id, ``status: "forked"``, ``forked_from``, and the
+  origin's ``command``/``cwd`` so the same agent can be started on it.
+
+The original is only read. The fork is assembled in a hidden temporary
+directory beside the target and renamed into place, so a crash leaves either no
+fork or a complete one (plus, at worst, a ``.fork-*.tmp`` directory to delete).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from . import checkpoints, history as history_mod, rundir
+from .errors import RunDirError, SupervisorError
+from .records import BadLine, Record
+
+FORK_CHECKPOINT = "fork"
+_DUMPS = orjson.OPT_NON_STR_KEYS
+
+
+class ForkError(SupervisorError):
+    """The fork cannot be made where or from where it was asked."""
+
+
+def default_target(run_dir: Path, at_seq: int) -> Path:
+    """``<run>-fork-<seq>`` beside the original; ``-2``, ``-3``... if taken. Never an existing directory."""
+    base = run_dir.parent / f"{run_dir.stem if run_dir.is_file() else run_dir.name}-fork-{at_seq}"
+    cand, n = base, 1
+    while cand.exists():
+        n += 1
+        cand = base.with_name(f"{base.name}-{n}")
+    return cand
+
+
+def _check_target(origin: Path, to: Path) -> None:
+    o, t = origin.resolve(), to.resolve()
+    if t == o or o in t.parents:
+        raise ForkError(f"{to} is inside the run being forked; choose a directory outside {origin} (the original stays untouched)")
+    if to.exists():
+        if not to.is_dir():
+            raise ForkError(f"{to} exists and is a file; choose a new directory for the fork")
+        if any(to.iterdir()):
+            raise ForkError(f"{to} exists and is not empty; choose a new directory for the fork (nothing was overwritten)")
+
+
+def fork(run_dir: Path, at_seq: int, to: Path | None = None, *, history: history_mod.History | None = None) -> Path:
+    """Create the fork of ``run_dir`` at record ``at_seq``; return its directory.
+
+    ``history`` may be passed if the caller already loaded ``run_dir``'s journal.
+    """
+    h = history if history is not None else history_mod.load(run_dir)
+    records = [e for e in h.entries if type(e) is not BadLine]
+    by_seq = {r["seq"]: r for r in records}  # type: ignore[index]
+    if at_seq not in by_seq:
+        last = max(by_seq) if by_seq else -1
+        raise ForkError(f"no record with seq {at_seq} in {run_dir} (seqs 0 to {last}); see 'agent-supervisor log {run_dir}'")
+    target = to if to is not None else default_target(run_dir, at_seq)
+    _check_target(run_dir, target)
+    prefix = [e for e in h.entries if (e.seq if type(e) is BadLine else e["seq"]) <= at_seq]  # type: ignore[union-attr,index]
+    path = history_mod.fold(prefix).effective
+    state = history_mod.state_at(run_dir, h, at_seq)
+    origin_meta = rundir.read_run_json(run_dir) if run_dir.is_dir() else {"format": 0}
+    origin_id = str(origin_meta.get("id") or (run_dir.stem if run_dir.is_file() else run_dir.name))
+
+    parent = target.resolve().parent
+    rundir.ensure_dir(parent)
+    tmp = parent / f".fork-{secrets.token_hex(4)}.tmp"
+    tmp.mkdir(mode=rundir.DIR_MODE)
+    try:
+        _build(tmp, run_dir, path, state, origin_id, at_seq, by_seq[at_seq], origin_meta, len(h.problems))
+        _move_into_place(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target
+
+
+def _build(
+    tmp: Path,
+    origin: Path,
+    path: list[Record],
+    state: Any,
+    origin_id: str,
+    at_seq: int,
+    at_rec: Record,
+    origin_meta: dict[str, Any],
+    bad_lines: int,
+) -> None:
+    id_prefix = "f" + secrets.token_hex(4)
+    new_seq: dict[int, int] = {}
+    new_id: dict[str, str] = {}
+    for i, r in enumerate(path):
+        new_seq[r["seq"]] = i
+        if isinstance(r.get("id"), str):
+            new_id[r["id"]] = f"{id_prefix}{i:x}"
+    lines: list[bytes] = []
+    copied_files: set[str] = set()
+    for i, r in enumerate(path):
+        rec = dict(r)
+        rec["origin_seq"] = r["seq"]
+        if "id" in r:
+            rec["origin_id"] = r["id"]
+        rec.pop("recorded_seq", None)  # origin_seq says it: the reader added it for a mismatched seq field
+        rec["seq"] = i
+        rec["id"] = f"{id_prefix}{i:x}"
+        for link in ("parent", "context"):
+            if isinstance(rec.get(link), str) and rec[link] in new_id:
+                rec[link] = new_id[rec[link]]
+        if rec.get("kind") == "rollback" and isinstance(rec.get("checkpoint_seq"), int):
+            rec["origin_checkpoint_seq"] = rec["checkpoint_seq"]
+            rec["checkpoint_seq"] = new_seq.get(rec["checkpoint_seq"], rec["checkpoint_seq"])
+        if rec.get("kind") == "checkpoint" and isinstance(rec.get("file"), str) and origin.is_dir():
+            if _copy_checkpoint(origin, tmp, rec["file"], i):
+                copied_files.add(rec["file"])
+        lines.append(orjson.dumps(rec, option=_DUMPS) + b"\n")
+    n = len(lines)
+    steps = sum(1 for r in path if r.get("kind", "step") == "step" and r.get("error") is None)
+    now = rundir.utc_now()
+    fork_rec: Record = {
+        "kind": "fork",
+        "seq": n,
+        "id": f"{id_prefix}{n:x}",
+        "ts": now,
+        "origin": {"run_dir": str(origin.resolve()), "run_id": origin_id, "seq": at_seq, "id": at_rec.get("id")},
+        "records": n,
+        "pos": steps,
+    }
+    if bad_lines:
+        fork_rec["skipped_bad_lines"] = bad_lines  # they stay in the original, shown by 'log'
+    lines.append(orjson.dumps(fork_rec, option=_DUMPS) + b"\n")
+    cp_file = checkpoints.write_checkpoint(tmp, FORK_CHECKPOINT, seq=n + 1, pos=steps, ts=now, state=state)
+    cp_rec: Record = {"kind": "checkpoint", "seq": n + 1, "id": f"{id_prefix}{n + 1:x}", "ts": now, "name": FORK_CHECKPOINT, "pos": steps, "file": cp_file}
+    lines.append(orjson.dumps(cp_rec, option=_DUMPS) + b"\n")
+    _write_new(tmp / rundir.JOURNAL, b"".join(lines))
+    meta: dict[str, Any] = {
+        "id": rundir.new_run_id(),
+        "created": now,
+        "status": "forked",
+        "forked_from": fork_rec["origin"],
+        "format": rundir.FORMAT,
+    }
+    for k in ("command", "cwd"):
+        if k in origin_meta:
+            meta[k] = origin_meta[k]
+    rundir.write_run_json(tmp, meta)
+
+
+def _copy_checkpoint(origin: Path, tmp: Path, fname: str, seq: int) -> bool:
+    """Copy one checkpoint file, its ``seq`` translated; ``False`` if the original is missing or unreadable."""
+    try:
+        doc = checkpoints.load_checkpoint(origin, fname)
+    except SupervisorError:
+        return False  # state_at falls back to the patches, as it does in the original
+    doc["origin_seq"] = doc.get("seq")
+    doc["seq"] = seq
+    d = rundir.ensure_dir(tmp / rundir.CHECKPOINTS)
+    rundir.atomic_write(d / Path(fname).name, orjson.dumps(doc, option=_DUMPS))
+    return True
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, rundir.FILE_MODE)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _move_into_place(tmp: Path, target: Path) -> None:
+    """Rename the finished fork to ``target``; an empty existing directory is replaced, anything else refused."""
+    try:
+        os.rename(tmp, target)  # atomic; replaces only an empty directory
+    except OSError as e:
+        raise RunDirError(f"cannot create the fork at {target}: {e.strerror}; choose another --to") from None
+    rundir.fsync_dir(target.resolve().parent)
