@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+import orjson
+
 from . import rundir
 from . import state as state_mod
 from .errors import ReplayError, RunDirError
@@ -166,21 +168,30 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 # --------------------------------------------------------------------------- formatting
 
 
+def _show(value: Any, width: int) -> str:
+    """A preview in which a string is quoted, so that an empty or blank one is visible."""
+    return preview(orjson.dumps(value).decode() if isinstance(value, str) else value, width)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
 def format_value_diff(old: Any, new: Any, indent: str = "    ") -> list[str]:
     """Lines showing how ``old`` became ``new``: path-level changes, long texts as a unified diff."""
     lines: list[str] = []
     for c in state_mod.diff(old, new):
         where = c.pointer or "/"
         if c.op == "added":
-            lines.append(f"{indent}+ {where}: {preview(c.new, 100)}")
+            lines.append(f"{indent}+ {where}: {_show(c.new, 100)}")
         elif c.op == "removed":
-            lines.append(f"{indent}- {where}: {preview(c.old, 100)}")
+            lines.append(f"{indent}- {where}: {_show(c.old, 100)}")
         elif isinstance(c.old, str) and isinstance(c.new, str) and ("\n" in c.old + c.new or len(c.old) + len(c.new) > 100):
             lines.append(f"{indent}~ {where}:")
             udiff = difflib.unified_diff(c.old.splitlines(), c.new.splitlines(), "recorded", "new", lineterm="", n=2)
             lines.extend(f"{indent}  {line}" for line in udiff)
         else:
-            lines.append(f"{indent}~ {where}: {preview(c.old, 48)} -> {preview(c.new, 48)}")
+            lines.append(f"{indent}~ {where}: {_show(c.old, 48)} -> {_show(c.new, 48)}")
     return lines
 
 
@@ -248,12 +259,12 @@ def summary_line(res: ReplayResult) -> str:
         checked = f"inputs checked for {r.get('inputs_checked', 0)}"
         if r.get("inputs_unchecked"):
             checked += f", {r['inputs_unchecked']} without recorded inputs"
-        verdict = "replay verified" if res.exit_code == EXIT_OK else f"replay FAILED ({n_div} divergences)" if n_div else "replay FAILED"
+        verdict = "replay verified" if res.exit_code == EXIT_OK else f"replay FAILED ({_plural(n_div, 'divergence')})" if n_div else "replay FAILED"
         return f"{verdict}: {r.get('replayed', 0)} of {r.get('journal_steps', '?')} steps replayed in {secs} ({checked}); no step function ran"
     live = r.get("live", [])
     changed = sum(1 for s in live if s.get("changed"))
     pats = ", ".join(repr(p) for p in res.mode.patterns)
-    verdict = "partial replay" if res.exit_code == EXIT_OK else f"partial replay FAILED ({n_div} divergences)" if n_div else "partial replay FAILED"
+    verdict = "partial replay" if res.exit_code == EXIT_OK else f"partial replay FAILED ({_plural(n_div, 'divergence')})" if n_div else "partial replay FAILED"
     return (
         f"{verdict}: {r.get('replayed', 0)} steps served from the journal, {len(live) + len(r.get('new_steps', []))} "
         f"run live (matching {pats}), {changed} outputs changed, in {secs}"

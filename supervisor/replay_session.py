@@ -113,7 +113,8 @@ class ReplaySession:
     mode: ReplayMode
     run_dir: Path
     run_id: str
-    journal_steps: int
+    steps: list[Record]
+    """The journal's finished steps in effective order (read-only here)."""
     report_path: Path | None
     redactor: Redactor
     replayed: int = 0
@@ -128,13 +129,17 @@ class ReplaySession:
     _written: bool = False
 
     @classmethod
-    def from_env(cls, mode_value: str, run_dir: Path, run_id: str, journal_steps: int, redactor: Redactor) -> ReplaySession:
+    def from_env(cls, mode_value: str, run_dir: Path, run_id: str, steps: list[Record], redactor: Redactor) -> ReplaySession:
         """The session for ``AGENT_SUPERVISOR_REPLAY``; the report is also written at exit if ``close`` never ran."""
         report = os.environ.get(ENV_REPLAY_REPORT)
-        s = cls(ReplayMode.parse(mode_value), run_dir, run_id, journal_steps, Path(report) if report else None, redactor)
+        s = cls(ReplayMode.parse(mode_value), run_dir, run_id, steps, Path(report) if report else None, redactor)
         if s.report_path is not None:
             atexit.register(s.write, "exited without closing the run")
         return s
+
+    @property
+    def journal_steps(self) -> int:
+        return len(self.steps)
 
     # -- checks made by Run.step
     def check_inputs(self, pos: int, rec: Record, inputs: dict[str, Any]) -> None:
@@ -215,7 +220,9 @@ class ReplaySession:
                 {
                     "position": position,
                     "kind": "unfinished",
-                    "expected": f"{self.journal_steps - position} more recorded steps",
+                    "expected": f"{self.journal_steps - position} more recorded step(s), next {step_name(self.steps[position])!r}"
+                    if position < len(self.steps)
+                    else f"{self.journal_steps - position} more recorded step(s)",
                     "actual": "the agent finished",
                 }
             )

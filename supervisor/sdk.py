@@ -108,7 +108,7 @@ class Run:
         self.resuming = bool(self._steps) or os.environ.get(rundir.ENV_RESUME) == "1"
         self._session: ReplaySession | None = None
         if self.replay_mode:
-            self._session = ReplaySession.from_env(self.replay_mode, self.run_dir, self.run_id, len(self._steps), self.redactor)
+            self._session = ReplaySession.from_env(self.replay_mode, self.run_dir, self.run_id, self._steps, self.redactor)
         self._append(
             {
                 "kind": "start",
