@@ -1,10 +1,126 @@
-"""Subcommands of this area (filled in by its issue)."""
+"""``tui`` and ``demo``: the Textual dashboard, and the supervised sample agent opened in it."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 from typing import Any
+
+from .. import rundir
+from ..errors import SupervisorError
+
+DEMO_AGENT = Path(__file__).resolve().parents[2] / "sample_runs" / "research_agent.py"
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    """Add this area's subcommands to the parser."""
+    """Add ``tui`` and ``demo``."""
+    p = sub.add_parser(
+        "tui",
+        help="open the dashboard on a run or a directory of runs",
+        description="Open the Textual dashboard on a run directory, a bare journal .jsonl, or a runs root (default ./runs).",
+    )
+    p.add_argument("path", type=Path, nargs="?", default=Path("runs"), metavar="RUN_DIR | RUNS_ROOT")
+    p.set_defaults(func=cmd_tui)
+
+    p = sub.add_parser(
+        "demo",
+        help="start the supervised sample agent (it crashes once and resumes) and open the dashboard",
+        description=(
+            "Start the sample research agent under the supervisor in a new run directory under ./runs "
+            "(it crashes once in search:q2 and is resumed), and open the dashboard on it. "
+            "Quitting the dashboard stops the demo's supervisor; the run directory stays."
+        ),
+    )
+    p.add_argument("--runs-root", type=Path, default=Path("runs"), help="where to create the run (default ./runs)")
+    p.add_argument("--step-delay", type=float, default=0.4, help="seconds each step of the sample agent takes")
+    p.add_argument("--keep-running", action="store_true", help="leave the supervisor running when the dashboard quits")
+    p.set_defaults(func=cmd_demo)
+
+
+def cmd_tui(args: argparse.Namespace) -> int:
+    from ..tui.app import run_tui
+
+    path: Path = args.path
+    if path == Path("runs") and not path.exists():
+        raise SupervisorError("no ./runs directory here: pass a run directory, or start one with 'agent-supervisor demo'")
+    return run_tui(path)
+
+
+def demo_command(run_dir: Path, step_delay: float = 0.4) -> list[str]:
+    """The exact supervisor command line the demo starts."""
+    return [
+        sys.executable, "-m", "supervisor", "supervise", "--run-dir", str(run_dir), "-q", "--",
+        sys.executable, str(DEMO_AGENT), "--crash-in", "search:q2", "--step-delay", str(step_delay),
+    ]
+
+
+def start_demo(runs_root: Path, step_delay: float = 0.4) -> tuple[subprocess.Popen[bytes], Path]:
+    """Start the supervised sample agent detached (own session, stdin /dev/null, output to a file)."""
+    if not DEMO_AGENT.exists():
+        raise SupervisorError(f"the sample agent {DEMO_AGENT} is missing: run 'demo' from a source checkout")
+    rundir.ensure_dir(runs_root)
+    run_dir = runs_root / rundir.new_run_id()
+    rundir.ensure_dir(run_dir)
+    out_path = runs_root / f".{run_dir.name}.demo-output.log"
+    fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, rundir.FILE_MODE)
+    try:
+        env = dict(os.environ)
+        # the sample agent imports `supervisor` from the source tree
+        src = str(DEMO_AGENT.parents[1])
+        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+        proc = subprocess.Popen(
+            demo_command(run_dir, step_delay),
+            stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True, env=env,
+        )
+    finally:
+        os.close(fd)
+    # wait (briefly) for the supervisor to create its files, so the dashboard opens on a live run
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and proc.poll() is None:
+        if (run_dir / rundir.JOURNAL).exists() or (run_dir / rundir.SUPERVISOR_EVENTS).exists():
+            break
+        time.sleep(0.02)
+    if proc.poll() not in (None, 0):
+        raise SupervisorError(f"the demo supervisor exited with code {proc.returncode}; see {out_path}")
+    return proc, run_dir
+
+
+def stop_demo(proc: subprocess.Popen[bytes], run_dir: Path, timeout: float = 10.0) -> None:
+    """Stop the demo's supervisor: ask it through the socket, then SIGTERM, then SIGKILL."""
+    if proc.poll() is not None:
+        return
+    try:
+        from ..control import ControlClient
+
+        ControlClient(run_dir, timeout=2.0).request({"cmd": "stop"})
+    except (ImportError, SupervisorError, OSError):
+        pass  # fall through to signals: the process may not have opened its socket yet
+    try:
+        proc.wait(timeout)
+        return
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+    try:
+        proc.wait(5.0)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from ..tui.app import make_app
+
+    proc, run_dir = start_demo(args.runs_root, args.step_delay)
+    print(f"demo run: {run_dir}", file=sys.stderr)
+    try:
+        app = make_app(run_dir)
+        code = int(app.run() or 0)
+    finally:
+        if not args.keep_running:
+            stop_demo(proc, run_dir)
+    print(f"the run stays in {run_dir}; open it again with 'agent-supervisor tui {run_dir}'", file=sys.stderr)
+    return code

@@ -1,0 +1,61 @@
+"""The detail of the selected row: the record as coloured JSON, and the state at that step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.json import JSON
+from rich.text import Text
+from textual.containers import VerticalScroll
+from textual.widgets import Static
+
+from ..records import BadLine
+from ..journal import Entry
+from .timeline_model import dumps_pretty
+
+_JSON_LIMIT = 200_000
+
+
+def json_renderable(value: Any, title: str = "") -> JSON | Text:
+    """Pretty, coloured JSON; plain text past ``_JSON_LIMIT`` characters (huge outputs stay fast)."""
+    text = dumps_pretty(value, _JSON_LIMIT)
+    if len(text) >= _JSON_LIMIT:
+        return Text(text)
+    return JSON(text, indent=2)
+
+
+class JsonPane(VerticalScroll):
+    """A scrollable pane that shows one JSON document or a message."""
+
+    DEFAULT_CSS = """
+    JsonPane { height: 1fr; }
+    JsonPane > Static { width: auto; }
+    """
+
+    def compose(self):  # type: ignore[no-untyped-def]
+        yield Static("", id=f"{self.id}-body" if self.id else None)
+
+    @property
+    def body(self) -> Static:
+        return self.query_one(Static)
+
+    def show_value(self, value: Any, heading: str = "") -> None:
+        """Show ``value`` as coloured JSON under an optional heading."""
+        if heading:
+            from rich.console import Group
+
+            self.body.update(Group(Text(heading, style="bold"), json_renderable(value)))
+        else:
+            self.body.update(json_renderable(value))
+
+    def show_text(self, text: str, style: str = "") -> None:
+        self.body.update(Text(text, style=style))
+
+    def show_entry(self, ent: Entry | None, heading: str = "") -> None:
+        """Show a journal entry (a bad line as its position and text)."""
+        if ent is None:
+            self.show_text("(blank line or not loaded yet)", "dim")
+        elif isinstance(ent, BadLine):
+            self.show_text(f"{ent.path}:{ent.line}: skipped, {ent.reason}\n\n{ent.text}", "red")
+        else:
+            self.show_value(ent, heading)

@@ -1,0 +1,140 @@
+"""The diff screen: the state at two points, path by path (coloured) and as a unified diff.
+
+Default points: the selected record against the previous effective checkpoint
+(``d``); mark another record with ``m`` to diff against it instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.worker import get_current_worker
+
+from .. import state as state_mod
+from ..errors import SupervisorError
+from ..records import preview
+from .timeline_model import TimelineModel, dumps_pretty
+
+
+def changes_text(changes: list[state_mod.Change]) -> Text:
+    """Path-level changes: added green, removed red, changed yellow, with values."""
+    t = Text()
+    if not changes:
+        t.append("no changes", style="dim")
+        return t
+    for c in changes:
+        ptr = c.pointer or "/"
+        if c.op == "added":
+            t.append(f"+ {ptr}: ", style="bold green")
+            t.append(preview(c.new, 100) + "\n", style="green")
+        elif c.op == "removed":
+            t.append(f"- {ptr}: ", style="bold red")
+            t.append(preview(c.old, 100) + "\n", style="red")
+        else:
+            t.append(f"~ {ptr}: ", style="bold yellow")
+            t.append(preview(c.old, 48), style="red")
+            t.append(" → ", style="dim")
+            t.append(preview(c.new, 48) + "\n", style="green")
+    return t
+
+
+def unified_text(a: Any, b: Any, label_a: str, label_b: str) -> Text:
+    """A unified diff of the two documents as indented JSON."""
+    la = dumps_pretty(a).splitlines()
+    lb = dumps_pretty(b).splitlines()
+    t = Text()
+    for line in difflib.unified_diff(la, lb, label_a, label_b, lineterm="", n=3):
+        style = ""
+        if line.startswith("+++") or line.startswith("---"):
+            style = "bold"
+        elif line.startswith("@@"):
+            style = "cyan"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        t.append(line + "\n", style=style)
+    if not t:
+        t.append("the two states are identical", style="dim")
+    return t
+
+
+class DiffScreen(Screen[None]):
+    """State at ``a`` against state at ``b`` (``a = -1``: the empty state before the run)."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q,escape", "app.pop_screen", "Back"),
+        Binding("c", "tab('changes')", "Changes"),
+        Binding("u", "tab('unified')", "Unified"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+    ]
+
+    DEFAULT_CSS = """
+    DiffScreen #diff-title { height: 1; background: $panel; padding: 0 1; text-style: bold; }
+    DiffScreen VerticalScroll > Static { width: auto; }
+    """
+
+    def __init__(self, model: TimelineModel, a: int, b: int) -> None:
+        super().__init__()
+        self.model = model
+        self.a = a
+        self.b = b
+
+    def _label(self, seq: int) -> str:
+        if seq < 0:
+            return "start (empty state)"
+        m = self.model.marker(seq)
+        if m is not None and m.kind == "checkpoint":
+            return f"#{seq} checkpoint {m.name}"
+        rec = self.model.record(seq)
+        name = rec.get("step") or rec.get("kind") if isinstance(rec, dict) else ""
+        return f"#{seq} {name}"
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"diff  {self._label(self.a)}  →  {self._label(self.b)}", id="diff-title")
+        with TabbedContent(initial="changes"):
+            with TabPane("Changes", id="changes"):
+                with VerticalScroll():
+                    yield Static("computing…", id="changes-body")
+            with TabPane("Unified", id="unified"):
+                with VerticalScroll():
+                    yield Static("computing…", id="unified-body")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.compute()
+
+    @work(thread=True, exclusive=True, exit_on_error=False)
+    def compute(self) -> None:
+        worker = get_current_worker()
+        try:
+            sa = self.model.state_at(self.a) if self.a >= 0 else {}
+            sb = self.model.state_at(self.b) if self.b >= 0 else {}
+        except (ValueError, OSError, SupervisorError, KeyError, IndexError, TypeError) as e:
+            msg = Text(f"cannot compute the states: {e}", style="yellow")
+            self.app.call_from_thread(self._show, msg, msg)
+            return
+        changes = changes_text(state_mod.diff(sa, sb))
+        unified = unified_text(sa, sb, self._label(self.a), self._label(self.b))
+        if not worker.is_cancelled:
+            self.app.call_from_thread(self._show, changes, unified)
+
+    def _show(self, changes: Text, unified: Text) -> None:
+        self.query_one("#changes-body", Static).update(changes)
+        self.query_one("#unified-body", Static).update(unified)
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def action_help(self) -> None:
+        from .help_screen import HelpScreen
+
+        self.app.push_screen(HelpScreen(False))

@@ -1,0 +1,91 @@
+"""The help screen (``?``): every key, grouped as in lnav and k9s."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+KEYS: list[tuple[str, list[tuple[str, str]]]] = [
+    (
+        "Move",
+        [
+            ("j / k / ↓ / ↑", "next / previous row"),
+            ("PgDn / PgUp / space / b", "page down / up"),
+            ("g / G / Home / End", "first / last row (G turns follow on)"),
+            ("f", "follow new records on / off (off when you move up, as tail -f and lnav)"),
+            (":", "go to a seq (negative counts from the end) or a checkpoint name"),
+            ("e / E", "next / previous error"),
+            ("!", "first error"),
+            ("] / [", "next / previous checkpoint"),
+            ("mouse", "click a row to select it, wheel to scroll"),
+        ],
+    ),
+    (
+        "Search",
+        [
+            ("/", "search the raw JSON of every record (smart case)"),
+            ("n / N", "next / previous match, with wrap-around"),
+        ],
+    ),
+    (
+        "Inspect",
+        [
+            ("i / s / l", "record detail / state at the row / agent output"),
+            ("d", "diff the state: selected row against the marked row, else the previous checkpoint"),
+            ("m", "mark the row as the other side of a diff (again: unmark)"),
+        ],
+    ),
+    (
+        "Change (each asks first)",
+        [
+            ("r", "roll back to the selected checkpoint (live: through the supervisor; offline: on the files)"),
+            ("F", "fork the run at the selected record into a new run directory"),
+            ("R", "restart the agent (live only)"),
+            ("X", "stop the agent (live only)"),
+        ],
+    ),
+    (
+        "Screens",
+        [
+            ("Enter", "open the selected run (runs list)"),
+            ("?", "this help"),
+            ("q / Esc", "back; quit from the first screen"),
+            ("ctrl+p", "command palette: every action by name"),
+        ],
+    ),
+]
+
+
+class HelpScreen(ModalScreen[None]):
+    """Lists every key; any of q, Esc or ? closes it."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("q,escape,question_mark", "app.pop_screen", "Close")]
+
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > VerticalScroll { width: 100; max-width: 95%; height: 90%; border: thick $accent; background: $surface; padding: 0 1; }
+    """
+
+    def __init__(self, replay: bool) -> None:
+        super().__init__()
+        self.replay = replay
+
+    def compose(self) -> ComposeResult:
+        table = Table(show_header=False, box=None, expand=True, padding=(0, 1))
+        table.add_column(style="bold cyan", no_wrap=True)
+        table.add_column()
+        if self.replay:
+            table.add_row("", "[b]Replay mode[/b]: the cursor is 'now'; the state pane shows the state as of now "
+                          "and later rows are dimmed. Read-only, except an offline rollback (asks first).")
+        for group, keys in KEYS:
+            table.add_row(f"[u]{group}[/u]", "")
+            for key, what in keys:
+                table.add_row(key, what)
+        with VerticalScroll():
+            yield Static(table)

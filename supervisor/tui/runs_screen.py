@@ -1,0 +1,103 @@
+"""The runs list (a runs root, default ``./runs``): Enter opens a run's dashboard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from .runs_model import RunInfo, ago, list_runs
+
+_STATUS_STYLE = {"running": "green", "crashed": "red", "failed": "red", "succeeded": "cyan", "backoff": "yellow"}
+
+
+class RunsScreen(Screen[None]):
+    """One row per run; refreshed every two seconds while open."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "open", "Open", show=True),
+        Binding("j", "cursor(1)", "Down", show=False),
+        Binding("k", "cursor(-1)", "Up", show=False),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("q,escape", "app.quit", "Quit"),
+    ]
+
+    DEFAULT_CSS = """
+    RunsScreen #runs-title { height: 1; background: $panel; padding: 0 1; text-style: bold; }
+    RunsScreen DataTable { height: 1fr; }
+    RunsScreen #runs-empty { padding: 1 2; color: $text-muted; }
+    """
+
+    def __init__(self, root: Path) -> None:
+        super().__init__()
+        self.root = root
+        self.runs: list[RunInfo] = []
+
+    def compose(self) -> ComposeResult:
+        yield Static(f"runs in {self.root}", id="runs-title")
+        table: DataTable[str | Text] = DataTable(cursor_type="row", zebra_stripes=True, id="runs")
+        table.add_columns("id", "command", "status", "attempts", "steps", "last activity", "live")
+        yield table
+        yield Static("", id="runs-empty")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.load()
+        self.set_interval(2.0, self.load)
+        self.query_one(DataTable).focus()
+
+    @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
+    def load(self) -> None:
+        runs = list_runs(self.root)
+        self.app.call_from_thread(self._show, runs)
+
+    def _show(self, runs: list[RunInfo]) -> None:
+        table = self.query_one(DataTable)
+        selected = self.runs[table.cursor_row].path if self.runs and 0 <= table.cursor_row < len(self.runs) else None
+        self.runs = runs
+        table.clear()
+        for r in runs:
+            cmd = r.command if len(r.command) <= 48 else "…" + r.command[-47:]
+            table.add_row(
+                r.id,
+                cmd,
+                Text(r.status, style=_STATUS_STYLE.get(r.status, "")),
+                r.attempts,
+                r.steps,
+                ago(r.last_activity),
+                Text("● live", style="bold green") if r.live else Text("-", style="dim"),
+                key=str(r.path),
+            )
+        if selected is not None:
+            for i, r in enumerate(runs):
+                if r.path == selected:
+                    table.move_cursor(row=i)
+        empty = self.query_one("#runs-empty", Static)
+        empty.update("" if runs else f"no runs in {self.root}; start one with 'agent-supervisor demo'")
+
+    def action_cursor(self, delta: int) -> None:
+        table = self.query_one(DataTable)
+        table.move_cursor(row=table.cursor_row + delta)
+
+    @on(DataTable.RowSelected)
+    def on_row_selected(self, event: DataTable.RowSelected) -> None:
+        self.action_open()
+
+    def action_open(self) -> None:
+        from .dashboard import DashboardScreen
+
+        table = self.query_one(DataTable)
+        if not self.runs or not 0 <= table.cursor_row < len(self.runs):
+            return
+        self.app.push_screen(DashboardScreen(self.runs[table.cursor_row].path))
+
+    def action_help(self) -> None:
+        from .help_screen import HelpScreen
+
+        self.app.push_screen(HelpScreen(False))

@@ -1,0 +1,322 @@
+"""The timeline: a virtual list of records and supervisor events (Line API, renders visible rows only).
+
+A DataTable with a million rows is too slow to build; this widget asks the
+model only for the rows on screen. Follow mode works as in ``tail -f`` and lnav:
+on at the end, off when the cursor leaves the last row, on again with ``f`` or ``G``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.message import Message
+from textual.reactive import reactive
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from ..records import BadLine, Record, preview, step_name
+from .timeline_model import TimelineModel
+
+_KIND_LABEL = {
+    "step": "step",
+    "begin": "begin",
+    "checkpoint": "◆ checkpt",
+    "rollback": "↺ rollback",
+    "start": "▶ start",
+    "fork": "⑂ fork",
+    "note": "note",
+}
+
+
+def _time(ts: Any) -> str:
+    s = str(ts or "")
+    return s[11:23] if len(s) >= 23 and s[10] == "T" else s[:12]
+
+
+def _dur(ms: Any) -> str:
+    if not isinstance(ms, (int, float)):
+        return ""
+    if ms < 1:
+        return "<1ms"
+    if ms < 10_000:
+        return f"{ms:.0f}ms"
+    return f"{ms / 1000:.1f}s"
+
+
+def describe_event(ev: dict[str, Any]) -> str:
+    """One line for a supervisor event, as the timeline shows it."""
+    name = str(ev.get("event", "?"))
+    att = ev.get("attempt")
+    parts = [f"attempt {att}" if att is not None else ""]
+    if name == "spawn":
+        parts.append(f"pid {ev.get('pid')}")
+    elif name == "exit":
+        code, sig = ev.get("code"), ev.get("signal")
+        parts.append(f"signal {sig}" if sig else f"exit code {code}")
+        if ev.get("step"):
+            parts.append(f"in step {ev.get('step')}")
+        if ev.get("uptime_s") is not None:
+            parts.append(f"after {float(ev['uptime_s']):.1f}s")
+    elif name == "backoff":
+        parts.append(f"waiting {ev.get('delay_s')}s")
+    elif name == "rollback":
+        parts.append(f"to {ev.get('checkpoint') or 'start'}: {ev.get('reason', '')}")
+    elif ev.get("reason"):
+        parts.append(str(ev.get("reason")))
+    return f"── supervisor: {name} " + ", ".join(p for p in parts if p)
+
+
+def is_crash(ev: dict[str, Any]) -> bool:
+    return ev.get("event") in ("exit", "hang", "memory-limit", "give-up") and (
+        ev.get("event") != "exit" or ev.get("code") not in (0, None) or bool(ev.get("signal"))
+    )
+
+
+class TimelineView(ScrollView, can_focus=True):
+    """Rows of the run; the cursor row is the selected record (in replay mode: "now")."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("j,down", "cursor(1)", "Down", show=False),
+        Binding("k,up", "cursor(-1)", "Up", show=False),
+        Binding("pagedown,space", "page(1)", "Page down", show=False),
+        Binding("pageup,b", "page(-1)", "Page up", show=False),
+        Binding("g,home", "top", "Top", show=False),
+        Binding("G,end", "bottom", "Bottom", show=False),
+    ]
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "timeline--cursor",
+        "timeline--abandoned",
+        "timeline--future",
+        "timeline--error",
+        "timeline--checkpoint",
+        "timeline--event",
+        "timeline--crash",
+        "timeline--match",
+        "timeline--muted",
+        "timeline--mark",
+    }
+
+    DEFAULT_CSS = """
+    TimelineView { height: 1fr; }
+    TimelineView > .timeline--cursor { background: $accent 40%; }
+    TimelineView:focus > .timeline--cursor { background: $accent 70%; text-style: bold; }
+    TimelineView > .timeline--abandoned { color: $text-disabled; text-style: strike; }
+    TimelineView > .timeline--future { color: $text-disabled; }
+    TimelineView > .timeline--error { color: $error; }
+    TimelineView > .timeline--checkpoint { color: $success; text-style: bold; }
+    TimelineView > .timeline--event { color: $secondary; }
+    TimelineView > .timeline--crash { color: $error; text-style: bold; }
+    TimelineView > .timeline--match { background: $warning 30%; }
+    TimelineView > .timeline--muted { color: $text-muted; }
+    TimelineView > .timeline--mark { color: $warning; }
+    """
+
+    cursor: reactive[int] = reactive(0, always_update=True, init=False)
+    follow: reactive[bool] = reactive(True)
+
+    @dataclass
+    class Selected(Message):
+        """The cursor moved to another row."""
+
+        view: TimelineView
+        row: int
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, TimelineView.Selected)
+
+    @dataclass
+    class FollowChanged(Message):
+        """Follow mode went on or off."""
+
+        follow: bool
+
+    def __init__(self, model: TimelineModel, *, replay: bool = False, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.model = model
+        self.replay = replay
+        self.matches: set[int] = set()
+        self.mark: int | None = None
+        if replay:
+            self.set_reactive(TimelineView.follow, False)
+
+    # ------------------------------------------------------------------ data changes
+    def rows_changed(self) -> None:
+        """The model has more rows (or events moved): resize, and follow if on."""
+        self.virtual_size = Size(self.size.width, self.model.rows)
+        if self.follow and self.model.rows:
+            self.cursor = self.model.rows - 1
+        else:
+            self.refresh()
+
+    def on_mount(self) -> None:
+        self.virtual_size = Size(self.size.width, self.model.rows)
+        if self.model.rows:
+            self.cursor = self.model.rows - 1 if (self.follow or not self.replay) else 0
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.virtual_size = Size(event.size.width, self.model.rows)
+        self.call_after_refresh(self._scroll_to_cursor)
+
+    # ------------------------------------------------------------------ cursor
+    def validate_cursor(self, value: int) -> int:
+        return max(0, min(value, self.model.rows - 1)) if self.model.rows else 0
+
+    def watch_cursor(self, old: int, new: int) -> None:
+        self._scroll_to_cursor()
+        self.refresh()
+        self.post_message(self.Selected(self, new))
+
+    def watch_follow(self, value: bool) -> None:
+        self.post_message(self.FollowChanged(value))
+
+    def _scroll_to_cursor(self) -> None:
+        h = self.scrollable_content_region.height
+        if h <= 0:
+            return
+        top = int(self.scroll_y)
+        if self.cursor < top:
+            self.scroll_to(y=self.cursor, animate=False, immediate=True)
+        elif self.cursor >= top + h:
+            self.scroll_to(y=self.cursor - h + 1, animate=False, immediate=True)
+
+    def move_to(self, row: int, *, keep_follow: bool = False) -> None:
+        """Select ``row``; leaving the last row turns follow off (as scrolling up in lnav)."""
+        self.cursor = row
+        if not keep_follow:
+            self.follow = self.cursor >= self.model.rows - 1 and not self.replay
+
+    def move_to_seq(self, seq: int) -> None:
+        self.move_to(self.model.row_of_seq(seq))
+
+    def action_cursor(self, delta: int) -> None:
+        self.move_to(self.cursor + delta)
+
+    def action_page(self, direction: int) -> None:
+        h = max(1, self.scrollable_content_region.height - 1)
+        self.move_to(self.cursor + direction * h)
+
+    def action_top(self) -> None:
+        self.move_to(0)
+
+    def action_bottom(self) -> None:
+        self.move_to(self.model.rows - 1)
+        if not self.replay:
+            self.follow = True
+
+    def selected(self) -> tuple[str, int]:
+        """``("rec", seq)``, ``("event", i)``, or ``("none", -1)`` for an empty run."""
+        if not self.model.rows:
+            return "none", -1
+        return self.model.row_item(self.cursor)
+
+    def selected_seq(self) -> int | None:
+        """The seq of the cursor row, or of the record right after an event row."""
+        kind, i = self.selected()
+        if kind == "rec":
+            return i
+        if kind == "event":
+            before = self.model.events[i].before
+            return min(before, self.model.count - 1) if self.model.count else None
+        return None
+
+    def on_click(self, event: events.Click) -> None:
+        row = int(self.scroll_y) + event.y
+        if 0 <= row < self.model.rows:
+            self.move_to(row)
+
+    def on_mouse_scroll_up(self, event: events.MouseScrollUp) -> None:
+        self.follow = False
+
+    # ------------------------------------------------------------------ rendering
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_content_region.width
+        row = int(self.scroll_y) + y
+        if row >= self.model.rows:
+            return Strip.blank(width, self.rich_style)
+        top = int(self.scroll_y)
+        if y == 0 or not self.model.has(self.model.row_item(row)[1]):
+            # fetch the visible window in one read (a few kB): cheaper than a worker round trip
+            h = self.scrollable_content_region.height
+            first = self.model.row_item(top)
+            a = first[1] if first[0] == "rec" else self.model.events[first[1]].before
+            self.model.fetch(a, a + h + 1)
+        kind, i = self.model.row_item(row)
+        if kind == "event":
+            ev = self.model.events[i].data
+            style = self.get_component_rich_style("timeline--crash" if is_crash(ev) else "timeline--event")
+            segs = [Segment(f"{'':>7} {_time(ev.get('ts')):12} " + describe_event(ev), style)]
+        else:
+            segs = self._record_segments(i)
+        strip = Strip(segs).crop_extend(0, width, self.rich_style)
+        if self.replay and kind == "rec" and self._is_future(row):
+            strip = strip.apply_style(self.get_component_rich_style("timeline--future"))
+        elif kind == "rec" and self.model.is_abandoned(i):
+            strip = strip.apply_style(self.get_component_rich_style("timeline--abandoned"))
+        if kind == "rec" and i in self.matches:
+            strip = strip.apply_style(self.get_component_rich_style("timeline--match"))
+        if row == self.cursor:
+            strip = strip.apply_style(self.get_component_rich_style("timeline--cursor"))
+        return strip
+
+    def _is_future(self, row: int) -> bool:
+        return row > self.cursor
+
+    def _record_segments(self, seq: int) -> list[Segment]:
+        ent = self.model.entry(seq)
+        mark = "▸" if self.mark == seq else " "
+        head = f"{mark}{seq:>6} "
+        muted = self.get_component_rich_style("timeline--muted")
+        if ent is None:
+            text = "…" if not self.model.has(seq) else "(blank line)"
+            return [Segment(head, muted), Segment(text, muted)]
+        if isinstance(ent, BadLine):
+            err = self.get_component_rich_style("timeline--error")
+            return [Segment(head), Segment(f"✗ line {ent.line} of {ent.path.rsplit('/', 1)[-1]}: {ent.reason}: ", err), Segment(ent.text[:200], muted)]
+        return self._rec_segments(head, ent)
+
+    def _rec_segments(self, head: str, rec: Record) -> list[Segment]:
+        kind = str(rec.get("kind", "step"))
+        style = Style()
+        if kind == "checkpoint":
+            style = self.get_component_rich_style("timeline--checkpoint")
+        elif kind in ("start", "rollback", "fork"):
+            style = self.get_component_rich_style("timeline--event")
+        label = _KIND_LABEL.get(kind, kind)[:10]
+        name = step_name(rec) if kind in ("step", "begin") else str(rec.get("name") or rec.get("checkpoint") or "")
+        dur = rec.get("dur_ms")
+        dur_s = _dur(dur)
+        segs = [Segment(head, None), Segment(f"{_time(rec.get('ts')):12} ", self.get_component_rich_style("timeline--muted"))]
+        segs.append(Segment(f"{label:10} ", style))
+        segs.append(Segment(f"{name[:22]:22} ", style))
+        segs.append(Segment(f"{dur_s:>7} ", None))
+        if kind == "step":
+            if rec.get("error") is not None:
+                err = rec["error"]
+                msg = err.get("message", err) if isinstance(err, dict) else err
+                st = self.get_component_rich_style("timeline--error")
+                segs.append(Segment("✗ ", st))
+                segs.append(Segment(preview(msg, 120), st))
+            else:
+                segs.append(Segment("✓ ", self.get_component_rich_style("timeline--checkpoint")))
+                segs.append(Segment(preview(rec.get("output"), 120), None))
+        elif kind == "begin":
+            segs.append(Segment("… ", None))
+            segs.append(Segment(preview(rec.get("inputs"), 120), self.get_component_rich_style("timeline--muted")))
+        elif kind == "rollback":
+            segs.append(Segment(f"  {rec.get('reason', '')}", None))
+        elif kind == "start":
+            extra = f"  attempt {rec.get('attempt')} pid {rec.get('pid')}" + (" (resume)" if rec.get("resume") else "")
+            segs.append(Segment(extra, None))
+        elif kind == "checkpoint":
+            segs.append(Segment(f"  {rec.get('file', '')}", self.get_component_rich_style("timeline--muted")))
+        else:
+            rest = {k: v for k, v in rec.items() if k not in ("kind", "seq", "ts", "id", "pos")}
+            segs.append(Segment("  " + preview(rest, 120), None))
+        return segs

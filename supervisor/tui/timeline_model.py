@@ -1,0 +1,540 @@
+"""What the timeline shows, kept small enough for a million-record journal (no Textual here).
+
+The model never holds every record. It keeps:
+
+- the number of records and a bounded cache of parsed records near the screen
+  (``tail(n)`` fills it for the first screen, ``get_range`` after the index);
+- one byte per record: abandoned (a later rollback cut it off);
+- the seqs of the few records that matter for navigation and folding:
+  checkpoints, rollbacks, errors and process starts, found by a regex over the
+  raw bytes (C speed) and parsed one by one;
+- supervisor events (``supervisor.jsonl``), placed between records by attempt.
+
+Folding by hand is equivalent to ``history.fold``: a rollback to checkpoint ``c``
+at ``r`` abandons every still-effective record with ``c < seq < r``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .. import history as history_mod
+from .. import rundir
+from ..journal import Entry, JournalReader, _committed_size, read_json_lines, segment_paths
+from ..records import BadLine, Record, parse_line
+
+_SCAN_RE = re.compile(rb'"kind"\s*:\s*"(checkpoint|rollback|start)"|"error"\s*:\s*(?!null)')
+_CHUNK = 8 * 1024 * 1024
+CACHE_MAX = 20_000
+STATE_MAX_RECORDS = 200_000
+"""The state pane replays at most this many records after a checkpoint (else: use the CLI)."""
+
+
+@dataclass(slots=True)
+class Marker:
+    """A record that navigation or folding needs: seq, kind and the few fields used."""
+
+    seq: int
+    kind: str  # checkpoint, rollback, start, error
+    name: str = ""
+    file: str = ""
+    attempt: int | None = None
+    target_seq: int | None = None  # rollback: the checkpoint it returns to (-1: the start)
+
+
+@dataclass(slots=True)
+class Event:
+    """A supervisor event shown between records; ``before`` is the seq it precedes."""
+
+    data: dict[str, Any]
+    before: int
+    order: int
+
+
+@dataclass
+class ScanResult:
+    """What a full scan found (built in a worker thread, handed to the model)."""
+
+    count: int
+    end_offsets: list[tuple[Path, int]]
+    markers: list[Marker] = field(default_factory=list)
+    steps: int = 0
+
+
+def _scan_bytes(
+    data: bytes, base_seq: int, out: ScanResult, path: Path, cancelled: Callable[[], bool] | None = None
+) -> int:
+    """Scan complete lines in ``data`` (starting at ``base_seq``); return the lines seen."""
+    seq = base_seq
+    pos = 0
+    out.steps += data.count(b'"kind":"step"')
+    for m in _SCAN_RE.finditer(data):
+        start = data.rfind(b"\n", 0, m.start()) + 1
+        if start < pos:
+            continue  # a second match in a line already handled
+        seq += data.count(b"\n", pos, start)
+        end = data.find(b"\n", m.end())
+        end = len(data) if end < 0 else end
+        pos = end + 1
+        try:
+            rec = parse_line(data[start:end])
+        except ValueError:
+            seq += 1
+            continue
+        _add_marker(rec, seq, out.markers)
+        seq += 1
+        if cancelled is not None and cancelled():
+            break
+    seq += data.count(b"\n", pos)
+    return seq - base_seq
+
+
+def _add_marker(rec: Record, seq: int, markers: list[Marker]) -> None:
+    kind = rec.get("kind", "step")
+    if kind == "checkpoint":
+        markers.append(Marker(seq, "checkpoint", str(rec.get("name") or ""), str(rec.get("file") or "")))
+    elif kind == "rollback":
+        markers.append(Marker(seq, "rollback", str(rec.get("checkpoint") or ""), target_seq=rec.get("checkpoint_seq")))
+    elif kind == "start":
+        att = rec.get("attempt")
+        markers.append(Marker(seq, "start", attempt=att if isinstance(att, int) else None))
+    elif kind == "step" and rec.get("error") is not None:
+        markers.append(Marker(seq, "error", str(rec.get("step") or "")))
+
+
+def scan_journal(source: Path, cancelled: Callable[[], bool] | None = None) -> ScanResult:
+    """One pass over the raw bytes: count lines and find the marker records."""
+    res = ScanResult(0, [])
+    for p in segment_paths(source):
+        try:
+            f = open(p, "rb")
+        except FileNotFoundError:
+            continue
+        with f:
+            end = _committed_size(f.fileno(), os.fstat(f.fileno()).st_size)
+            read = 0
+            carry = b""
+            while read < end:
+                chunk = f.read(min(_CHUNK, end - read))
+                if not chunk:
+                    break
+                read += len(chunk)
+                data = carry + chunk
+                cut = data.rfind(b"\n") + 1
+                carry = data[cut:]
+                res.count += _scan_bytes(data[:cut], res.count, res, p)
+                if cancelled is not None and cancelled():
+                    return res
+            res.end_offsets.append((p, read))
+    return res
+
+
+def search_journal(
+    source: Path, query: str, cancelled: Callable[[], bool] | None = None, limit: int = 1_000_000
+) -> list[int]:
+    """Seqs of the lines whose raw JSON text contains ``query``.
+
+    Smart case, as in less and lnav: a query in lower case matches any case.
+    """
+    needle = query.encode()
+    fold = needle == needle.lower()
+    hits: list[int] = []
+    seq = 0
+    for p in segment_paths(source):
+        try:
+            f = open(p, "rb")
+        except FileNotFoundError:
+            continue
+        with f:
+            end = _committed_size(f.fileno(), os.fstat(f.fileno()).st_size)
+            read = 0
+            carry = b""
+            while read < end:
+                chunk = f.read(min(_CHUNK, end - read))
+                if not chunk:
+                    break
+                read += len(chunk)
+                data = carry + chunk
+                cut = data.rfind(b"\n") + 1
+                carry = data[cut:]
+                data = data[:cut]
+                hay = data.lower() if fold else data
+                pos = 0  # start of the line at `seq`
+                i = hay.find(needle)
+                while i >= 0:
+                    start = hay.rfind(b"\n", 0, i) + 1
+                    seq += hay.count(b"\n", pos, start)
+                    hits.append(seq)
+                    nl = hay.find(b"\n", i)
+                    pos = nl + 1
+                    seq += 1
+                    if len(hits) >= limit:
+                        return hits
+                    i = hay.find(needle, pos)
+                seq += hay.count(b"\n", pos)
+                if cancelled is not None and cancelled():
+                    return hits
+    return hits
+
+
+def _event_ts(ev: dict[str, Any]) -> str:
+    return str(ev.get("ts", ""))
+
+
+class TimelineModel:
+    """Rows of the timeline: journal records with supervisor events between them.
+
+    Call ``open()`` first (cheap: the tail only), ``adopt(scan_journal(...))`` from
+    a worker for navigation and abandoned-branch dimming, then ``poll()`` when
+    files change.
+    """
+
+    def __init__(self, source: Path, tail_rows: int = 200) -> None:
+        self.source = source
+        self.run_dir = source if source.is_dir() else source.parent
+        self.tail_rows = tail_rows
+        self.reader = JournalReader(source)
+        self.count = 0
+        self.cache: dict[int, Entry | None] = {}
+        self.indexed = False
+        self.scanned = False
+        self.abandoned = bytearray()
+        self.markers: list[Marker] = []
+        self.checkpoint_seqs: list[int] = []
+        self.error_seqs: list[int] = []
+        self.rollback_seqs: list[int] = []
+        self.start_seqs: dict[int, int] = {}  # attempt -> seq of its start record
+        self.step_records = 0
+        self.events: list[Event] = []
+        self._event_rows: list[int] = []
+        self._events_raw: list[dict[str, Any]] = []
+        self._events_size = -1
+        self._scan_end: dict[Path, int] = {}
+        self.deleted = False
+        self._tail_markers: list[Marker] = []
+
+    # ------------------------------------------------------------------ loading
+    def open(self) -> None:
+        """Read the last screen of records and the supervisor events."""
+        try:
+            tail = self.reader.tail(self.tail_rows)
+        except OSError:
+            tail = []
+        for ent in tail:
+            self.cache[_seq(ent)] = ent
+        if tail:
+            self.count = _seq(tail[-1]) + 1
+        else:
+            self.count = 0
+        for ent in tail:
+            if type(ent) is not BadLine:
+                _add_marker(ent, _seq(ent), self._tail_markers)  # type: ignore[arg-type]
+        self._apply_markers(self._tail_markers, provisional=True)
+        self.load_events()
+
+    def adopt(self, scan: ScanResult) -> None:
+        """Take a full scan made in a worker: markers, counts, abandoned flags; then index."""
+        self.markers = []
+        self.checkpoint_seqs = []
+        self.error_seqs = []
+        self.rollback_seqs = []
+        self.start_seqs = {}
+        self.abandoned = bytearray(max(scan.count, self.count))
+        self.step_records = scan.steps
+        self._apply_markers(scan.markers, provisional=False)
+        self._scan_end = {p: off for p, off in scan.end_offsets}
+        self.count = max(self.count, scan.count)
+        self.scanned = True
+        try:
+            n = self.reader.index()
+        except OSError:
+            n = self.count
+        self.indexed = True
+        if n != self.count:
+            self.poll()
+        self.place_events()
+
+    def _apply_markers(self, markers: list[Marker], *, provisional: bool) -> None:
+        for m in markers:
+            if provisional and any(x.seq == m.seq for x in self.markers):
+                continue
+            self.markers.append(m)
+            if m.kind == "checkpoint":
+                bisect.insort(self.checkpoint_seqs, m.seq)
+            elif m.kind == "error":
+                bisect.insort(self.error_seqs, m.seq)
+            elif m.kind == "start" and m.attempt is not None:
+                self.start_seqs.setdefault(m.attempt, m.seq)
+            elif m.kind == "rollback":
+                bisect.insort(self.rollback_seqs, m.seq)
+                if not provisional:
+                    self._fold_rollback(m)
+
+    def _fold_rollback(self, m: Marker) -> None:
+        """Mark what rollback ``m`` abandons, exactly as ``history.fold`` does."""
+        target: int | None = None
+        if m.target_seq is None and m.name in ("", "start"):
+            target = -1
+        else:
+            for seq in reversed(self.checkpoint_seqs):
+                if seq >= m.seq or self.is_abandoned(seq):
+                    continue
+                cp = self.marker(seq)
+                if m.target_seq is not None:
+                    if seq == m.target_seq:
+                        target = seq
+                        break
+                elif cp is not None and m.name in (cp.name, cp.file):
+                    target = seq
+                    break
+        m.target_seq = target
+        if target is None:
+            return  # names no effective checkpoint: history.fold reports it as a problem
+        if len(self.abandoned) < m.seq:
+            self.abandoned.extend(bytes(m.seq - len(self.abandoned)))
+        self.abandoned[target + 1 : m.seq] = b"\x01" * (m.seq - target - 1)
+
+    def marker(self, seq: int) -> Marker | None:
+        for m in self.markers:
+            if m.seq == seq:
+                return m
+        return None
+
+    def is_abandoned(self, seq: int) -> bool:
+        return seq < len(self.abandoned) and self.abandoned[seq] == 1
+
+    @property
+    def effective_checkpoints(self) -> list[int]:
+        return [s for s in self.checkpoint_seqs if not self.is_abandoned(s)]
+
+    # ------------------------------------------------------------------ live
+    def poll(self) -> tuple[int, bool]:
+        """Read what was committed since the last call; return (new records, events changed)."""
+        if not self.run_dir.exists():
+            self.deleted = True
+            return 0, False
+        self.deleted = False
+        old = self.count
+        if self.indexed:
+            try:
+                n = self.reader.index()
+            except OSError:
+                return 0, False
+            if n > old:
+                try:
+                    new = self.reader.get_range(old, n)
+                except OSError:
+                    new = []
+                self.count = n
+                self._take_new(old, new)
+        else:
+            try:
+                tail = self.reader.tail(self.tail_rows)
+            except OSError:
+                tail = []
+            if tail and _seq(tail[-1]) + 1 > old:
+                new = [e for e in tail if _seq(e) >= old]
+                self.count = _seq(tail[-1]) + 1
+                self._take_new(old, new)
+        ev_changed = self.load_events()
+        return self.count - old, ev_changed
+
+    def _take_new(self, old: int, new: list[Entry]) -> None:
+        if len(self.abandoned) < self.count:
+            self.abandoned.extend(bytes(self.count - len(self.abandoned)))
+        markers: list[Marker] = []
+        for ent in new:
+            s = _seq(ent)
+            self.cache[s] = ent
+            if type(ent) is not BadLine:
+                _add_marker(ent, s, markers)  # type: ignore[arg-type]
+                if ent.get("kind") == "step":  # type: ignore[union-attr]
+                    self.step_records += 1
+        self._apply_markers(markers, provisional=not self.scanned)
+        if len(self.cache) > CACHE_MAX:
+            self._trim_cache()
+
+    def _trim_cache(self) -> None:
+        keep = sorted(self.cache)[-CACHE_MAX // 2 :]
+        self.cache = {k: self.cache[k] for k in keep}
+
+    # ------------------------------------------------------------------ events
+    def load_events(self) -> bool:
+        """Re-read ``supervisor.jsonl`` when it grew; return whether the rows changed."""
+        path = self.run_dir / rundir.SUPERVISOR_EVENTS
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = -1
+        if size == self._events_size:
+            return False
+        self._events_size = size
+        self._events_raw = read_json_lines(path) if size > 0 else []
+        self.place_events()
+        return True
+
+    def place_events(self) -> None:
+        """Put each event before the journal's start record of the attempt it leads to."""
+        starts = self.start_seqs
+        last_attempt = max(starts) if starts else None
+        placed: list[Event] = []
+        for i, ev in enumerate(self._events_raw):
+            name = ev.get("event")
+            if name == "supervisor-start":
+                continue
+            att = ev.get("attempt")
+            if not isinstance(att, int):
+                before = self.count
+            else:
+                nxt = att if name == "spawn" else att + 1
+                if nxt in starts:
+                    before = starts[nxt]
+                elif last_attempt is not None and last_attempt >= nxt:
+                    continue  # its start record is not read yet (before the scan): place it later
+                elif self.scanned or last_attempt is not None or self.count == 0:
+                    before = self.count
+                else:
+                    continue
+            placed.append(Event(ev, before, i))
+        placed.sort(key=lambda e: (e.before, e.order))
+        # an event placed at the end stays there until the next start record: keep ``before`` = count
+        self.events = placed
+        self._event_rows = [e.before + i for i, e in enumerate(placed)]
+
+    # ------------------------------------------------------------------ rows
+    @property
+    def rows(self) -> int:
+        return self.count + len(self.events)
+
+    def row_item(self, row: int) -> tuple[str, int]:
+        """``("rec", seq)`` or ``("event", index)`` for a row."""
+        k = bisect.bisect_left(self._event_rows, row)
+        if k < len(self._event_rows) and self._event_rows[k] == row:
+            return "event", k
+        return "rec", row - k
+
+    def row_of_seq(self, seq: int) -> int:
+        """The row of record ``seq`` (events with ``before <= seq`` come first)."""
+        k = bisect.bisect_right([e.before for e in self.events], seq) if self.events else 0
+        return seq + k
+
+    def entry(self, seq: int) -> Entry | None:
+        """The parsed record at ``seq`` if cached (``None``: blank line or not loaded)."""
+        return self.cache.get(seq)
+
+    def has(self, seq: int) -> bool:
+        return seq in self.cache
+
+    def fetch(self, start: int, stop: int) -> None:
+        """Make records ``start``..``stop`` available (after the index; a few kB read)."""
+        start = max(0, start)
+        stop = min(stop, self.count)
+        if not self.indexed or start >= stop:
+            return
+        if all(s in self.cache for s in range(start, stop)):
+            return
+        try:
+            got = self.reader.get_range(start, stop)
+        except (OSError, IndexError):
+            return
+        for s in range(start, stop):
+            self.cache.setdefault(s, None)  # blank lines have no entry
+        for ent in got:
+            self.cache[_seq(ent)] = ent
+        if len(self.cache) > CACHE_MAX:
+            self._trim_cache()
+
+    def record(self, seq: int) -> Entry | None:
+        """The record at ``seq``, reading it if needed."""
+        if seq not in self.cache:
+            self.fetch(seq, seq + 1)
+        return self.cache.get(seq)
+
+    # ------------------------------------------------------------------ state
+    def state_at(self, seq: int) -> Any:
+        """The agent's state right after ``seq`` (reads from the last checkpoint on its path).
+
+        Raises ``ValueError`` when more than ``STATE_MAX_RECORDS`` records lie
+        between ``seq`` and a usable checkpoint.
+        """
+        lo = self._state_origin(seq)
+        if seq - lo > STATE_MAX_RECORDS:
+            raise ValueError(
+                f"{seq - lo} records after the nearest checkpoint; "
+                f"use 'agent-supervisor state {self.source} --at {seq}'"
+            )
+        if self.indexed:
+            entries = self.reader.get_range(max(lo, 0), seq + 1)
+        else:
+            # copies: fold() writes ``pos`` into the records it folds
+            entries = [dict(e) if type(e) is dict else e for s, e in sorted(self.cache.items()) if lo <= s <= seq and e is not None]
+        return history_mod.state_at(self.run_dir, history_mod.fold(entries), seq)
+
+    def _state_origin(self, seq: int) -> int:
+        """The first seq to read for the state at ``seq``: a checkpoint on its path, or 0."""
+        cps = [s for s in self.checkpoint_seqs if s <= seq]
+        lo = cps[-1] if cps else 0
+        changed = True
+        while changed:
+            changed = False
+            for r in self.rollback_seqs:
+                if lo < r <= seq:
+                    m = self.marker(r)
+                    t = m.target_seq if m is not None else None
+                    if t is None or t < lo:
+                        cps = [s for s in self.checkpoint_seqs if t is not None and s <= t]
+                        new_lo = cps[-1] if cps else 0
+                        if new_lo < lo:
+                            lo = new_lo
+                            changed = True
+        if not self.indexed:
+            cached = [s for s in self.cache if s <= seq]
+            if cached and min(cached) > lo:
+                raise ValueError("the journal is still being indexed; the state appears in a moment")
+        return lo
+
+    # ------------------------------------------------------------------ navigation
+    def next_in(self, seqs: list[int], seq: int, forward: bool) -> int | None:
+        if forward:
+            i = bisect.bisect_right(seqs, seq)
+            return seqs[i] if i < len(seqs) else None
+        i = bisect.bisect_left(seqs, seq)
+        return seqs[i - 1] if i > 0 else None
+
+    def previous_checkpoint(self, seq: int) -> int | None:
+        """The latest effective checkpoint strictly before ``seq`` (for the default diff)."""
+        for s in reversed(self.checkpoint_seqs):
+            if s < seq and not self.is_abandoned(s):
+                return s
+        return None
+
+    def abandoned_by_rollback_to(self, cp_seq: int, sample: int = 8) -> tuple[int, list[int]]:
+        """How many records a rollback to the checkpoint at ``cp_seq`` would abandon, and the first few."""
+        n = self.count - cp_seq - 1 - self.abandoned.count(1, cp_seq + 1, self.count)
+        first: list[int] = []
+        for s in range(cp_seq + 1, self.count):
+            if len(first) >= sample:
+                break
+            if not self.is_abandoned(s):
+                first.append(s)
+        return n, first
+
+
+def _seq(ent: Entry) -> int:
+    return ent.seq if type(ent) is BadLine else int(ent["seq"])  # type: ignore[index]
+
+
+def dumps_pretty(value: Any, limit: int = 200_000) -> str:
+    """Indented JSON for the detail panes, cut at ``limit`` characters (a 50 MB output stays usable)."""
+    text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=repr).decode()
+    if len(text) > limit:
+        return text[:limit] + f"\n… ({len(text) - limit} more characters; see 'agent-supervisor log --json')"
+    return text
