@@ -1,10 +1,316 @@
-"""Subcommands of this area (filled in by its issue)."""
+"""``supervise``, ``status`` and ``rollback``: run an agent under the supervisor and talk to it."""
 
 from __future__ import annotations
 
 import argparse
+import fcntl
+import os
+import shutil
+import sys
+from pathlib import Path
 from typing import Any
+
+import orjson
+
+from .. import rundir
+from ..control import ControlClient, ControlTimeout, ControlUnavailable
+from ..errors import RunDirError, SupervisorError
+from ..events import read_events
+from ..journal import count_lines
+from ..lock import read_holder
+from ..metrics import format_size, parse_size
+from ..rollback import rollback
+from ..supervise import Options, Supervisor
+
+
+def _positive(kind: type) -> Any:
+    def conv(text: str) -> Any:
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if v < 0:
+            raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+        return v
+
+    return conv
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    """Add this area's subcommands to the parser."""
+    """Add ``supervise``, ``status`` and ``rollback``."""
+    d = Options()
+    p = sub.add_parser(
+        "supervise",
+        help="run an agent, restarting it with --resume when it crashes",
+        description=(
+            "Run CMD as a supervised agent in a run directory (new under ./runs/, or the one given, which resumes). "
+            "Exit 0 -> succeeded; exit 78 -> failed for good; exit 75 -> restart now; any other exit or a signal -> "
+            "restart with the resume flag, with backoff while attempts make no progress."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--run-dir", type=Path, metavar="DIR", help="run directory to use or resume (default: a new one under ./runs/)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the agent's own output still shows)")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--resume-flag", default=d.resume_flag, metavar="FLAG", help="argument appended to CMD on restarts")
+    g.add_argument("--no-resume-flag", action="store_true", help="append nothing on restarts (the agent reads AGENT_SUPERVISOR_RESUME)")
+    p.add_argument("--backoff-initial", type=_positive(float), default=d.backoff_initial, metavar="S", help="first delay after an attempt without progress")
+    p.add_argument("--backoff-max", type=_positive(float), default=d.backoff_max, metavar="S", help="longest delay")
+    p.add_argument("--backoff-factor", type=_positive(float), default=d.backoff_factor, metavar="F", help="delay multiplier per attempt without progress")
+    p.add_argument("--backoff-jitter", type=_positive(float), default=d.backoff_jitter, metavar="J", help="random +-fraction of each delay")
+    p.add_argument("--rollback-after", type=_positive(int), default=d.rollback_after, metavar="K", help="attempts without progress before one automatic rollback to the latest checkpoint (0: never)")
+    p.add_argument("--give-up-after", type=_positive(int), default=d.give_up_after, metavar="M", help="attempts without progress before giving up (status failed)")
+    p.add_argument("--hang-timeout", type=_positive(float), default=None, metavar="S", help="restart when no journal record and no output came for S seconds (default: off)")
+    p.add_argument("--max-rss", type=_size, default=None, metavar="SIZE", help="restart when the agent's process tree uses more memory, e.g. 2G (default: off)")
+    p.add_argument("--stop-grace", type=_positive(float), default=d.stop_grace, metavar="S", help="seconds between SIGTERM and SIGKILL when stopping")
+    p.add_argument("--log-max-bytes", type=_size, default=d.log_max_bytes, metavar="SIZE", help="rotate agent.log at this size")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]", help="the agent's command, after --")
+    p.set_defaults(func=cmd_supervise)
+
+    p = sub.add_parser("status", help="show a run's supervisor state and figures", description="Status of a run: live from its supervisor, else from its files.")
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("rollback", help="roll a run back to a checkpoint", description=(
+        "Append a rollback record to CHECKPOINT (a name, a file or a seq; 'start' for the start of the run). "
+        "With a live supervisor, the agent is stopped and restarted with the resume flag."))
+    p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    p.add_argument("--to", required=True, metavar="CHECKPOINT", help="checkpoint name, file or seq")
+    p.add_argument("--reason", default="manual rollback", help="why (the agent can read it)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_rollback)
+
+
+# --------------------------------------------------------------------------- supervise
+
+
+def _check_command(cmd: list[str]) -> None:
+    exe = cmd[0]
+    if "/" in exe:
+        path = Path(exe)
+        if not path.exists():
+            raise SupervisorError(f"command not found: {exe} does not exist; check the path")
+        if path.is_dir() or not os.access(path, os.X_OK):
+            raise SupervisorError(
+                f"{exe} is not executable; 'chmod +x {exe}', or run it through its interpreter (e.g. python {exe})"
+            )
+        return
+    if shutil.which(exe) is None:
+        raise SupervisorError(f"command not found: {exe!r} is not on PATH; give its full path or fix PATH")
+
+
+def _writable_ancestor(path: Path) -> Path:
+    p = path.absolute()
+    while not p.exists():
+        p = p.parent
+    return p
+
+
+def _check_run_dir(run_dir: Path) -> bool:
+    """Validate a run directory before anything is created; return whether it exists already."""
+    if run_dir.exists():
+        if not run_dir.is_dir():
+            raise RunDirError(f"{run_dir} is a file, not a run directory; pass a directory path")
+        if not os.access(run_dir, os.W_OK | os.X_OK):
+            raise RunDirError(f"{run_dir} is not writable; run as its owner or choose another --run-dir")
+        rundir.read_run_json(run_dir)  # refuses a newer format, or a broken run.json
+        return True
+    anc = _writable_ancestor(run_dir)
+    if not anc.is_dir() or not os.access(anc, os.W_OK | os.X_OK):
+        raise RunDirError(f"cannot create {run_dir}: {anc} is not writable; choose another --run-dir")
+    return False
+
+
+def cmd_supervise(args: argparse.Namespace) -> int:
+    cmd = list(args.command)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    run_dir: Path = args.run_dir or Path("runs") / rundir.new_run_id()
+    exists = _check_run_dir(run_dir)
+    if not cmd:
+        meta = rundir.read_run_json(run_dir) if exists else {}
+        recorded = meta.get("command")
+        if not (isinstance(recorded, list) and recorded and all(isinstance(a, str) for a in recorded)):
+            raise SupervisorError(
+                "missing command: put the agent's command after '--', "
+                "e.g. agent-supervisor supervise -- python agent.py"
+            )
+        cmd = recorded
+    _check_command(cmd)
+    if args.give_up_after < 1:
+        raise SupervisorError("--give-up-after must be at least 1")
+    opts = Options(
+        resume_flag=None if args.no_resume_flag else (args.resume_flag or None),
+        backoff_initial=args.backoff_initial,
+        backoff_max=args.backoff_max,
+        backoff_factor=args.backoff_factor,
+        backoff_jitter=min(args.backoff_jitter, 1.0),
+        rollback_after=args.rollback_after or 10**9,
+        give_up_after=args.give_up_after,
+        hang_timeout=args.hang_timeout or None,
+        max_rss=args.max_rss,
+        stop_grace=args.stop_grace,
+        quiet=args.quiet,
+        log_max_bytes=max(args.log_max_bytes, 4096),
+    )
+    created = False
+    if not exists:
+        rundir.ensure_dir(run_dir)
+        created = True
+    sup = Supervisor(run_dir, cmd, opts)
+    try:
+        sup.prepare()
+    except SupervisorError:
+        if created:
+            _remove_if_empty(run_dir)
+        raise
+    sup.say(f"run directory {run_dir}")
+    return sup.run()
+
+
+def _remove_if_empty(run_dir: Path) -> None:
+    """Undo a directory we created a moment ago and nothing was written to (no half-made run)."""
+    try:
+        for leftover in (rundir.SUPERVISOR_LOCK,):
+            (run_dir / leftover).unlink(missing_ok=True)
+        run_dir.rmdir()
+    except OSError:
+        pass  # not empty: someone else's files, keep them
+
+
+# --------------------------------------------------------------------------- status
+
+
+def offline_status(run_dir: Path) -> dict[str, Any]:
+    """The status of a run without a live supervisor, from its files."""
+    meta = rundir.read_run_json(run_dir)
+    events = read_events(run_dir)
+    status = str(meta.get("status") or "unknown")
+    note = None
+    if status == "running":
+        if _journal_locked(run_dir):
+            note = "an agent writes the journal without a supervisor"
+        else:
+            status = "stopped"
+            note = "the supervisor is gone without recording an end (killed?); resume with 'supervise --run-dir'"
+    last_exit = next((e for e in reversed(events) if e.get("event") == "exit"), None)
+    return {
+        "ok": True,
+        "state": status,
+        "pid": None,
+        "attempt": int(meta.get("attempts") or 0),
+        "uptime_s": None,
+        "restarts": sum(1 for e in events if e.get("event") == "restart"),
+        "cpu_percent": 0.0,
+        "rss_bytes": 0,
+        "threads": 0,
+        "open_files": 0,
+        "records": count_lines(run_dir),
+        "run_dir": str(run_dir.resolve()),
+        "supervisor_pid": None,
+        "live": False,
+        "id": meta.get("id"),
+        "created": meta.get("created"),
+        "ended": meta.get("ended"),
+        "command": meta.get("command"),
+        "last_exit": last_exit,
+        "note": note,
+    }
+
+
+def _journal_locked(run_dir: Path) -> bool:
+    try:
+        fd = os.open(run_dir / rundir.JOURNAL_LOCK, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def get_status(run_dir: Path) -> dict[str, Any]:
+    """Live status through the control socket, else from the files."""
+    rundir.check_readable_run_dir(run_dir)
+    if run_dir.is_file():
+        raise RunDirError(f"{run_dir} is a journal file; pass its run directory")
+    try:
+        return ControlClient(run_dir).request({"cmd": "status"})
+    except ControlUnavailable:
+        holder = read_holder(run_dir)
+        st = offline_status(run_dir)
+        if holder and holder.get("purpose") == "supervise":
+            st["note"] = f"supervisor pid {holder.get('pid')} holds the lock but its control socket is gone"
+        return st
+    except ControlTimeout as e:
+        raise SupervisorError(str(e)) from None
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    st = get_status(args.run_dir)
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(st, option=orjson.OPT_NON_STR_KEYS) + b"\n")
+        sys.stdout.flush()
+        return 0
+    out = [f"run dir    {st['run_dir']}"]
+    state = st["state"]
+    if st.get("live"):
+        line = f"state      {state}"
+        if st.get("pid"):
+            line += f" (pid {st['pid']}, attempt {st['attempt']}, up {st.get('uptime_s') or 0:.1f} s)"
+        else:
+            line += f" (attempt {st['attempt']})"
+        if st.get("backoff_s") is not None:
+            line += f", restarting in {st.get('backoff_left_s', st['backoff_s']):.1f} s"
+        if st.get("paused"):
+            line += ", restarts paused"
+        out.append(line)
+        out.append(f"restarts   {st['restarts']}")
+        if st.get("pid"):
+            out.append(
+                f"agent tree cpu {st['cpu_percent']:.1f} %, rss {format_size(int(st['rss_bytes']))}, "
+                f"{st['threads']} threads, {st['open_files']} open files, {st.get('processes', 1)} processes"
+            )
+        out.append(f"journal    {st['records']} records" + (f"; in step {st['step']}" if st.get("step") else ""))
+        out.append(f"supervisor pid {st['supervisor_pid']}")
+    else:
+        out.append(f"state      {state} (no supervisor running)")
+        out.append(f"attempts   {st['attempt']}, restarts {st['restarts']}")
+        out.append(f"journal    {st['records']} records")
+        if st.get("ended"):
+            out.append(f"ended      {st['ended']}")
+        ex = st.get("last_exit")
+        if ex:
+            how = f"signal {ex.get('signal')}" if ex.get("signal") else f"code {ex.get('code')}"
+            out.append(f"last exit  attempt {ex.get('attempt')}: {how}" + (f" in step {ex['step']}" if ex.get("step") else ""))
+        if st.get("note"):
+            out.append(f"note       {st['note']}")
+    print("\n".join(out))
+    return 0
+
+
+# --------------------------------------------------------------------------- rollback
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    if args.run_dir.is_file():
+        raise RunDirError(f"{args.run_dir} is a journal file; pass its run directory")
+    res = rollback(args.run_dir, args.to, reason=args.reason, by="user")
+    if args.json:
+        print(orjson.dumps(res).decode())
+    else:
+        how = "the supervisor restarted the agent with its resume flag" if res.get("live") else (
+            "the next start resumes from it")
+        print(f"rolled back to {res.get('checkpoint') or 'the start of the run'} (record seq {res.get('seq')}); {how}")
+    return 0

@@ -1,0 +1,166 @@
+"""``agent.log``: the child's stdout and stderr, teed to the terminal and to a file.
+
+The terminal gets the raw bytes as they come (no line buffering: a progress bar
+still works). The file gets whole lines, each prefixed with the time, the
+attempt and the stream, with secrets redacted (``supervisor.redact.Redactor``):
+
+    2026-11-29T19:20:00.123Z [2:stderr] research_agent: crashing hard in search:q2
+
+Rotation seals ``agent.log`` as ``agent.000001.log``, ``agent.000002.log`` ... when
+it passes ``max_bytes``; sealed files are never deleted by the tool (the house
+rule: nothing the agent wrote is removed), so prune them yourself if needed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+
+from . import rundir
+
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+MAX_LINE = 64 * 1024
+"""A line longer than this is written in pieces (a child printing megabytes without a newline)."""
+_SEALED_RE = re.compile(r"^agent\.(\d{6,})\.log$")
+
+
+def _nonblocking_if_pipe(fd: int) -> bool:
+    """Make our stdout/stderr non-blocking when it is a pipe, so a reader that never reads cannot stall us.
+
+    A terminal or a file is left alone (O_NONBLOCK on a tty would be shared with
+    the shell). Returns whether the fd is usable at all.
+    """
+    try:
+        st = os.fstat(fd)
+    except OSError:
+        return False
+    if stat.S_ISFIFO(st.st_mode) or stat.S_ISSOCK(st.st_mode):
+        os.set_blocking(fd, False)
+    return True
+
+
+class AgentLog:
+    """Tees child output; keeps the last stderr lines of the current attempt for the exit event."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        *,
+        redact: Callable[[bytes], bytes] | None = None,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        tee: bool = True,
+        tail_lines: int = 20,
+    ) -> None:
+        self.run_dir = run_dir
+        self.path = run_dir / rundir.AGENT_LOG
+        self.max_bytes = max_bytes
+        self._redact = redact
+        self._fd = -1
+        self._open()
+        self.attempt = 0
+        self._partial: dict[str, bytes] = {"stdout": b"", "stderr": b""}
+        self._tail: deque[str] = deque(maxlen=tail_lines)
+        self._tee_fds: dict[str, int] = {}
+        self.dropped_bytes = 0
+        """Terminal bytes dropped because a piped stdout/stderr was full (the file has them all)."""
+        if tee:
+            for name, f in (("stdout", sys.stdout), ("stderr", sys.stderr)):
+                try:
+                    fd = f.fileno() if f is not None else -1
+                except (OSError, ValueError):
+                    fd = -1
+                if fd >= 0 and _nonblocking_if_pipe(fd):
+                    self._tee_fds[name] = fd
+
+    def _open(self) -> None:
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, rundir.FILE_MODE)
+        self._size = os.fstat(self._fd).st_size
+
+    def begin_attempt(self, attempt: int, pid: int, argv: list[str]) -> None:
+        """Start a new attempt: a marker line in the file, an empty stderr tail."""
+        self.attempt = attempt
+        self._tail.clear()
+        self._partial = {"stdout": b"", "stderr": b""}
+        self._write_file(self._prefix("supervisor") + f"attempt {attempt} started, pid {pid}: {' '.join(argv)}\n".encode())
+
+    def _prefix(self, stream: str) -> bytes:
+        return f"{rundir.utc_now()} [{self.attempt}:{stream}] ".encode()
+
+    def feed(self, stream: str, data: bytes) -> None:
+        """Bytes read from the child's ``stream`` (``stdout`` or ``stderr``)."""
+        self._tee(stream, data)
+        buf = self._partial[stream] + data
+        cut = buf.rfind(b"\n") + 1
+        lines = buf[:cut].split(b"\n")[:-1] if cut else []
+        rest = buf[cut:]
+        while len(rest) >= MAX_LINE:
+            lines.append(rest[:MAX_LINE])
+            rest = rest[MAX_LINE:]
+        self._partial[stream] = rest
+        if lines:
+            self._write_lines(stream, lines)
+
+    def end_attempt(self) -> None:
+        """The child exited: write its unfinished last lines."""
+        for stream in ("stdout", "stderr"):
+            rest = self._partial[stream]
+            if rest:
+                self._partial[stream] = b""
+                self._write_lines(stream, [rest])
+
+    def _write_lines(self, stream: str, lines: list[bytes]) -> None:
+        prefix = self._prefix(stream)
+        out = b"".join(prefix + ln.rstrip(b"\r") + b"\n" for ln in lines)
+        if self._redact is not None:
+            out = self._redact(out)
+        if stream == "stderr":
+            for ln in out.decode("utf-8", "replace").splitlines():
+                self._tail.append(ln[len(prefix) :] if ln.startswith(prefix.decode()) else ln)
+        self._write_file(out)
+
+    def stderr_tail(self, n: int = 10) -> list[str]:
+        """The last ``n`` stderr lines of the current attempt (redacted, without prefix)."""
+        return list(self._tail)[-n:]
+
+    def _tee(self, stream: str, data: bytes) -> None:
+        fd = self._tee_fds.get(stream)
+        if fd is None:
+            return
+        view = memoryview(data)
+        try:
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+        except BlockingIOError:
+            self.dropped_bytes += len(view)
+        except (BrokenPipeError, OSError):
+            self._tee_fds.pop(stream, None)  # the terminal went away; the file still gets everything
+
+    def _write_file(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+        self._size += len(data)
+        if self._size >= self.max_bytes:
+            self.rotate()
+
+    def rotate(self) -> Path:
+        """Seal ``agent.log`` as the next numbered file and start a new one."""
+        existing = [int(m.group(1)) for n in os.listdir(self.run_dir) if (m := _SEALED_RE.match(n))]
+        sealed = self.run_dir / f"agent.{max(existing, default=0) + 1:06d}.log"
+        os.close(self._fd)
+        os.rename(self.path, sealed)
+        self._open()
+        return sealed
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.end_attempt()
+            os.close(self._fd)
+            self._fd = -1

@@ -1,0 +1,218 @@
+"""``supervisor.lock``: one supervisor per run directory, and cleanup after one killed with -9.
+
+The lock is an ``flock`` on the file, so it is released by the kernel whatever
+way its holder dies: a lock we can take is never held by a live process. The
+file's content says who holds it (pid, create time) and which child it runs
+(pid, create time, session), so the next supervisor can find a leftover of the
+old attempt with psutil and stop it before starting: never two agents on one
+run directory.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import psutil
+
+from . import rundir
+from .errors import SupervisorError
+
+_SIZE = 1024
+"""The content is padded to this size and written with one ``pwrite``: never torn, no truncate needed."""
+
+
+class LockedError(SupervisorError):
+    """A live supervisor (or a rollback in progress) holds the run directory."""
+
+
+class SupervisorLock:
+    """The flock on ``supervisor.lock`` plus its JSON content."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.path = run_dir / rundir.SUPERVISOR_LOCK
+        self._fd = -1
+        self.info: dict[str, Any] = {}
+
+    @property
+    def held(self) -> bool:
+        return self._fd >= 0
+
+    def acquire(self, purpose: str = "supervise") -> dict[str, Any] | None:
+        """Take the lock; return what the previous (dead) holder left in it, or ``None``.
+
+        Raises ``LockedError`` naming the live holder's pid.
+        """
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, rundir.FILE_MODE)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = _parse(os.pread(fd, _SIZE, 0))
+                os.close(fd)
+                raise LockedError(_held_message(self.run_dir, holder)) from None
+            # the previous holder may have unlinked the file between our open and flock: retry on the new one
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        self._fd = fd
+        previous = _parse(os.pread(fd, _SIZE, 0))
+        me = psutil.Process()
+        self.info = {
+            "pid": os.getpid(),
+            "create_time": me.create_time(),
+            "since": rundir.utc_now(),
+            "purpose": purpose,
+            "child": None,
+        }
+        self._write()
+        return previous
+
+    def record_child(self, pid: int, create_time: float) -> None:
+        """Remember the running child (its session id is its pid: it is started with setsid)."""
+        self.info["child"] = {"pid": pid, "create_time": create_time, "sid": pid}
+        self._write()
+
+    def clear_child(self) -> None:
+        self.info["child"] = None
+        self._write()
+
+    def _write(self) -> None:
+        data = orjson.dumps(self.info)
+        if len(data) >= _SIZE:
+            raise ValueError("lock content too large")
+        os.pwrite(self._fd, data + b" " * (_SIZE - len(data) - 1) + b"\n", 0)
+
+    def release(self) -> None:
+        """Remove the file, then drop the lock (in that order, so nobody locks a file about to vanish)."""
+        if self._fd < 0:
+            return
+        try:
+            self.path.unlink(missing_ok=True)
+        finally:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def _parse(data: bytes) -> dict[str, Any] | None:
+    try:
+        obj = orjson.loads(data.strip() or b"null")
+    except orjson.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _held_message(run_dir: Path, holder: dict[str, Any] | None) -> str:
+    if not holder:
+        return f"{run_dir} is locked by another supervisor that is starting; try again in a moment"
+    pid = holder.get("pid")
+    if holder.get("purpose") == "rollback":
+        return f"{run_dir} is being rolled back by pid {pid}; try again in a moment"
+    child = holder.get("child") or {}
+    agent = f", agent pid {child.get('pid')}" if child.get("pid") else ""
+    return (
+        f"{run_dir} is already supervised by pid {pid} (since {holder.get('since')}{agent}); "
+        f"use 'agent-supervisor status {run_dir}', or stop it with 'kill {pid}' first"
+    )
+
+
+def read_holder(run_dir: Path) -> dict[str, Any] | None:
+    """The lock's content if a live process holds it, else ``None`` (no file or a stale one)."""
+    path = run_dir / rundir.SUPERVISOR_LOCK
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _parse(os.pread(fd, _SIZE, 0)) or {}
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
+# --------------------------------------------------------------------------- leftovers
+
+
+def _same_process(p: psutil.Process, create_time: Any) -> bool:
+    try:
+        return isinstance(create_time, (int, float)) and abs(p.create_time() - create_time) < 0.05
+    except psutil.Error:
+        return False
+
+
+def find_leftovers(run_dir: Path, previous: dict[str, Any] | None) -> list[psutil.Process]:
+    """Processes of the previous holder's attempt that still run.
+
+    Three ways in: the recorded child (pid + create time, so a reused pid is not
+    mistaken for it), every process in the child's session (its grandchildren,
+    started no earlier than the child), and every process whose environment
+    names this run directory and the dead supervisor (grandchildren that left the
+    session with setsid).
+    """
+    if not previous:
+        return []
+    found: dict[int, psutil.Process] = {}
+    child = previous.get("child") or {}
+    cpid, ctime = child.get("pid"), child.get("create_time")
+    if isinstance(cpid, int):
+        try:
+            p = psutil.Process(cpid)
+            if _same_process(p, ctime):
+                found[p.pid] = p
+        except psutil.Error:
+            pass
+    old_sup = str(previous.get("pid", ""))
+    target = str(run_dir.resolve())
+    me = os.getpid()
+    for p in psutil.process_iter(["pid", "create_time", "uids"]):
+        if p.pid == me or p.pid in found:
+            continue
+        try:
+            if isinstance(cpid, int) and isinstance(ctime, (int, float)):
+                if os.getsid(p.pid) == cpid and p.info["create_time"] >= ctime - 0.05:
+                    found[p.pid] = p
+                    continue
+            if p.info["uids"] is None or p.info["uids"].real != os.getuid():
+                continue
+            env = p.environ()
+            if env.get(rundir.ENV_SUPERVISED) == old_sup and env.get(rundir.ENV_RUN_DIR) == target:
+                found[p.pid] = p
+        except (psutil.Error, ProcessLookupError, PermissionError):
+            continue  # gone, or not ours to read
+    return list(found.values())
+
+
+def stop_processes(procs: list[psutil.Process], grace: float) -> list[int]:
+    """SIGTERM, wait up to ``grace`` seconds, SIGKILL the rest; return the pids that were stopped."""
+    for p in procs:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _gone, alive = psutil.wait_procs(procs, timeout=grace)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    deadline = time.monotonic() + 5
+    _gone, alive = psutil.wait_procs(alive, timeout=max(0.0, deadline - time.monotonic()))
+    if alive:
+        raise SupervisorError(
+            f"could not stop leftover processes {[p.pid for p in alive]} of the previous attempt; "
+            "stop them by hand before supervising this run again"
+        )
+    return [p.pid for p in procs]

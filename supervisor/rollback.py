@@ -1,0 +1,103 @@
+"""Rollback to a checkpoint: the one operation the CLI, the TUI and the supervisor share.
+
+A rollback is a new ``rollback`` record (built by ``history.rollback_record``),
+never an edit: the effective history continues from the checkpoint and the
+steps after it stay in the file as an abandoned branch.
+
+With a live supervisor the request goes through ``control.sock``: it stops the
+agent, appends the record and restarts the agent with the resume flag. Without
+one, the record is appended directly, holding ``supervisor.lock`` (no supervisor
+starts meanwhile) and the journal lock (refused if an agent runs unsupervised).
+The checkpoint name ``start`` (when no checkpoint has that name) means the
+start of the run.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from . import history as history_mod
+from .control import ControlClient, ControlUnavailable
+from .errors import JournalLockedError, SupervisorError
+from .events import EventLog
+from .journal import JournalWriter
+from .lock import SupervisorLock
+from .records import Record
+from .redact import Redactor
+from .rundir import check_readable_run_dir, read_run_json
+
+START = "start"
+
+
+def resolve_checkpoint(h: history_mod.History, ref: str) -> Record | None:
+    """The checkpoint record ``ref`` names (name, file or seq); ``None`` for the start of the run."""
+    cp = h.find_checkpoint(str(ref))
+    if cp is not None:
+        return cp
+    if str(ref) == START:
+        return None
+    names = ", ".join(f"{c.get('name')} (seq {c.get('seq')})" for c in h.checkpoints) or "none yet"
+    raise SupervisorError(
+        f"no checkpoint {ref!r} in the effective history (checkpoints: {names}); "
+        f"pass one of them, or '{START}' for the start of the run"
+    )
+
+
+def append_rollback(run_dir: Path, ref: str, reason: str, *, by: str) -> Record:
+    """Append a rollback record to ``run_dir``'s journal; the agent must not be running.
+
+    Takes the journal lock through ``JournalWriter``: refused with a clear error
+    if a process (an agent running unsupervised) holds it.
+    """
+    try:
+        writer = JournalWriter(run_dir, redact=Redactor())
+    except JournalLockedError:
+        raise SupervisorError(
+            f"an agent is writing the journal of {run_dir} without a supervisor; "
+            "stop it first (or supervise it: 'agent-supervisor supervise --run-dir ... -- CMD'), then roll back"
+        ) from None
+    try:
+        h = history_mod.load(run_dir)
+        target = resolve_checkpoint(h, ref)
+        return writer.append(history_mod.rollback_record(target, reason, by=by))
+    finally:
+        writer.close()
+
+
+def rollback(run_dir: Path, checkpoint: str, *, reason: str = "manual rollback", by: str = "user") -> dict[str, Any]:
+    """Roll the run back to ``checkpoint``, live through the supervisor or directly on the files.
+
+    Returns ``{"ok": True, "checkpoint": NAME, "seq": SEQ_OF_THE_RECORD, "live": bool}``.
+    """
+    run_dir = Path(run_dir)
+    check_readable_run_dir(run_dir)
+    try:
+        resp = ControlClient(run_dir, timeout=60.0).request(
+            {"cmd": "rollback", "checkpoint": str(checkpoint), "reason": reason, "by": by}
+        )
+    except ControlUnavailable:
+        return _offline(run_dir, str(checkpoint), reason, by)
+    if not resp.get("ok"):
+        raise SupervisorError(str(resp.get("error") or "the supervisor refused the rollback"))
+    resp["live"] = True
+    return resp
+
+
+def _offline(run_dir: Path, ref: str, reason: str, by: str) -> dict[str, Any]:
+    read_run_json(run_dir)  # refuses a newer format before anything is written
+    lock = SupervisorLock(run_dir)
+    lock.acquire(purpose="rollback")  # LockedError names the live supervisor
+    try:
+        rec = append_rollback(run_dir, ref, reason, by=by)
+        events = EventLog(run_dir)
+        try:
+            events.emit(
+                "rollback", int(read_run_json(run_dir).get("attempts") or 0),
+                checkpoint=rec.get("checkpoint"), seq=rec["seq"], reason=reason, by=by, live=False,
+            )
+        finally:
+            events.close()
+    finally:
+        lock.release()
+    return {"ok": True, "checkpoint": rec.get("checkpoint"), "seq": rec["seq"], "live": False}

@@ -1,0 +1,756 @@
+"""The Supervisor: runs the agent, restarts it with the resume flag, and answers the control socket.
+
+One thread, one ``selectors`` loop. It wakes for: the child's exit (pidfd), its
+output (pipes, teed to the terminal and ``agent.log``), control requests,
+signals (a wakeup fd), and timers (backoff, stop grace, the journal poll every
+0.1 s, psutil figures every second). A crash is therefore seen at once, not on
+a tick.
+
+Policy (the defaults are in ``--help``):
+
+- exit 0: succeeded. Exit 78 (``EXIT_FAILED``): failed, no restart.
+- exit 75 (``EXIT_ROLLBACK``, the SDK appended a rollback): restart now, it is progress.
+- any other exit or a signal: restart with the resume flag. If the attempt made
+  progress (a successful step or a checkpoint committed to the journal since it
+  started) the restart is immediate and the count of attempts without progress
+  resets; otherwise wait ``initial * factor**(n-1)`` seconds (capped, +-jitter).
+- crash loop: after ``rollback_after`` attempts in a row without progress, one
+  automatic rollback to the latest checkpoint (reason ``crash-loop``); after
+  ``give_up_after``, give up: status failed, a summary, exit 1.
+- hang (no journal record and no output for ``hang_timeout`` s) and memory
+  limit (the tree's RSS over ``max_rss``): stop the tree, then as a crash.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import selectors
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import history as history_mod
+from . import rundir
+from .agentlog import DEFAULT_MAX_BYTES, AgentLog
+from .control import ControlServer, Reply
+from .errors import JournalLockedError, SupervisorError
+from .events import EventLog
+from .journal import JournalReader, count_lines
+from .lock import SupervisorLock, find_leftovers, stop_processes
+from .metrics import TreeSample, TreeSampler
+from .process import Child, ExitStatus, become_subreaper, kill_leftovers, own_orphans, reap_orphans
+from .records import BadLine, Record, step_name
+from .redact import Redactor
+from .rollback import append_rollback, resolve_checkpoint
+from .states import ProcessState, StateChange, StateMachine
+
+S = ProcessState
+EXIT_GAVE_UP = 1
+"""The supervisor's exit code when the run failed (gave up, or the agent exited 78)."""
+
+JOURNAL_POLL_S = 0.1
+METRICS_INTERVAL_S = 1.0
+
+
+@dataclass
+class Options:
+    """What ``supervise`` was asked to do (the CLI's options, with their defaults)."""
+
+    resume_flag: str | None = "--resume"
+    backoff_initial: float = 0.5
+    backoff_max: float = 30.0
+    backoff_factor: float = 2.0
+    backoff_jitter: float = 0.25
+    rollback_after: int = 3
+    give_up_after: int = 5
+    hang_timeout: float | None = None
+    max_rss: int | None = None
+    stop_grace: float = 10.0
+    quiet: bool = False
+    tee: bool = True
+    log_max_bytes: int = DEFAULT_MAX_BYTES
+
+
+@dataclass
+class Attempt:
+    """What the supervisor knows of one attempt, for the exit event and the give-up summary."""
+
+    number: int
+    pid: int
+    records_at_start: int
+    progress: int = 0
+    in_flight: str | None = None
+    last_activity: float = field(default_factory=time.monotonic)
+    status: ExitStatus | None = None
+    uptime_s: float = 0.0
+    reason: str | None = None
+
+
+def backoff_delay(opts: Options, failures: int, rng: random.Random | None = None) -> float:
+    """Seconds to wait after ``failures`` attempts in a row without progress (>= 1)."""
+    base = min(opts.backoff_max, opts.backoff_initial * opts.backoff_factor ** max(0, failures - 1))
+    j = opts.backoff_jitter
+    r = (rng or random).uniform(1 - j, 1 + j) if j > 0 else 1.0
+    return round(min(opts.backoff_max, base * r), 3)
+
+
+def is_progress(rec: Record) -> bool:
+    """A record that moves the run forward: a successful step or a checkpoint (not ``start``/``begin``/``note``)."""
+    kind = rec.get("kind", "step")
+    return (kind == "step" and rec.get("error") is None) or kind in ("checkpoint", "fork")
+
+
+class Supervisor:
+    """Supervises one run directory. ``prepare()`` then ``run()``; ``run`` returns the exit code."""
+
+    def __init__(self, run_dir: Path, argv: list[str], opts: Options, *, cwd: str | None = None) -> None:
+        self.run_dir = run_dir.resolve()
+        self.display_dir = run_dir
+        self.argv = argv
+        self.opts = opts
+        self.cwd = cwd or os.getcwd()
+        self.sm = StateMachine()
+        self.sm.listeners.append(self._on_state)
+        self.sel = selectors.DefaultSelector()
+        self.lock = SupervisorLock(self.run_dir)
+        self.events: EventLog | None = None
+        self.log: AgentLog | None = None
+        self.server: ControlServer | None = None
+        self.reader = JournalReader(self.run_dir)
+        self.records = 0
+        self.attempt_no = 0
+        self.restarts = 0
+        self.no_progress = 0
+        self.crash_loop_rolled_back = False
+        self.paused = False
+        self.child: Child | None = None
+        self.cur: Attempt | None = None
+        self.attempts: list[Attempt] = []
+        self.sampler: TreeSampler | None = None
+        self.sample = TreeSample()
+        self.started = time.monotonic()
+        self.exit_code = 0
+        self._pending: tuple[str, dict[str, Any]] | None = None  # what to do once the child is gone
+        self._stop_deadline: float | None = None
+        self._backoff_until: float | None = None
+        self._backoff_s: float = 0.0
+        self._next_poll = 0.0
+        self._next_metrics = 0.0
+        self._journal_stat: tuple[int, int] = (-1, -1)
+        self._signals: list[int] = []
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._stop_signal: int | None = None
+        self._leftovers: list[int] = []
+
+    # ------------------------------------------------------------------ output
+    def say(self, text: str) -> None:
+        """A progress line on stderr (silenced by ``-q``)."""
+        if self.opts.quiet:
+            return
+        with contextlib.suppress(OSError, ValueError):
+            sys.stderr.write(f"agent-supervisor: {text}\n")
+            sys.stderr.flush()
+
+    def emit(self, event: str, **fields: Any) -> None:
+        if self.events is not None:
+            self.events.emit(event, self.attempt_no, **fields)
+
+    def _on_state(self, ch: StateChange) -> None:
+        pass  # events are written by the transitions' callers, which know the details
+
+    # ------------------------------------------------------------------ preparation
+    def prepare(self) -> None:
+        """Take the lock, stop leftovers of a supervisor killed with -9, open the files. Raises on bad input."""
+        previous = self.lock.acquire()
+        try:
+            self._stop_leftovers(previous)
+            self._check_journal_free()
+            meta = rundir.read_run_json(self.run_dir)
+            exists = (self.run_dir / rundir.RUN_JSON).exists()
+            self.attempt_no = int(meta.get("attempts") or 0) if exists else 0
+            changes: dict[str, Any] = {
+                "command": self.argv,
+                "cwd": self.cwd,
+                "status": "running",
+                "supervisor_pid": os.getpid(),
+                "attempts": self.attempt_no,
+                "ended": None,
+            }
+            if not exists:
+                changes.update(id=self.run_dir.name, created=rundir.utc_now())
+            rundir.update_run_json(self.run_dir, **changes)
+            self.events = EventLog(self.run_dir)
+            self.log = AgentLog(
+                self.run_dir, redact=Redactor(), max_bytes=self.opts.log_max_bytes, tee=self.opts.tee
+            )
+            self.reader.seek_end()
+            self.records = count_lines(self.run_dir)
+            self.server = ControlServer(self.run_dir, self.sel, self._handle_request)
+        except BaseException:
+            self._close_files()
+            self.lock.release()
+            raise
+        become_subreaper()
+        self.emit(
+            "supervisor-start", pid=os.getpid(), argv=self.argv, run_dir=str(self.run_dir),
+            resumed_run=self.attempt_no > 0, leftovers_stopped=self._leftovers,
+        )
+
+    def _stop_leftovers(self, previous: dict[str, Any] | None) -> None:
+        procs = find_leftovers(self.run_dir, previous)
+        if procs:
+            self.say(f"stopping {len(procs)} leftover process(es) of the previous supervisor: {[p.pid for p in procs]}")
+            self._leftovers = stop_processes(procs, self.opts.stop_grace)
+
+    def _check_journal_free(self) -> None:
+        """Refuse if an agent runs on this run directory without us (it holds the journal lock)."""
+        import fcntl
+
+        path = self.run_dir / rundir.JOURNAL_LOCK
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise JournalLockedError(
+                f"an agent is already writing the journal of {self.display_dir} without a supervisor; "
+                "stop it first, then supervise the run (it resumes)"
+            ) from None
+        finally:
+            os.close(fd)
+
+    # ------------------------------------------------------------------ main loop
+    def run(self) -> int:
+        """Run until the agent succeeds, fails for good, or a stop is requested; return the exit code."""
+        self._install_signals()
+        try:
+            self._spawn(reason="start")
+            while not self.sm.state.terminal:
+                timeout = self._timeout()
+                for key, _ in self.sel.select(timeout):
+                    key.data()
+                    if self.sm.state.terminal:
+                        break
+                self._timers()
+        finally:
+            self._emergency_cleanup()
+            self._restore_signals()
+            self._close_files()
+            self.lock.release()
+        return self.exit_code
+
+    def _timeout(self) -> float:
+        now = time.monotonic()
+        deadlines = [self._next_poll, self._next_metrics] if self.child else []
+        if self._stop_deadline is not None:
+            deadlines.append(self._stop_deadline)
+        if self._backoff_until is not None:
+            deadlines.append(self._backoff_until)
+        if not deadlines:
+            return 1.0
+        return max(0.0, min(deadlines) - now)
+
+    def _timers(self) -> None:
+        now = time.monotonic()
+        if self._backoff_until is not None and now >= self._backoff_until:
+            self._backoff_until = None
+            if self.sm.state is S.BACKOFF:
+                self._spawn(reason="backoff over")
+                return
+        if self.child is None:
+            return
+        if self._stop_deadline is not None and now >= self._stop_deadline:
+            self._stop_deadline = None
+            self.say(f"attempt {self.attempt_no} did not stop within {self.opts.stop_grace:g} s: SIGKILL to its process group")
+            self.child.signal_group(signal.SIGKILL)
+        if now >= self._next_poll:
+            self._next_poll = now + JOURNAL_POLL_S
+            self._poll_journal()
+            self._check_hang(now)
+        if now >= self._next_metrics and self.child is not None:
+            self._next_metrics = now + METRICS_INTERVAL_S
+            self._sample_metrics()
+
+    # ------------------------------------------------------------------ spawning
+    def _child_argv(self, resume: bool) -> list[str]:
+        flag = self.opts.resume_flag
+        if resume and flag and flag not in self.argv:
+            return [*self.argv, flag]
+        return list(self.argv)
+
+    def _spawn(self, *, reason: str) -> None:
+        assert self.log is not None
+        if self.sm.state is not S.STARTING:
+            self.sm.change(S.STARTING, reason=reason)
+        self.attempt_no += 1
+        resume = self.attempt_no > 1 or self.records > 0
+        argv = self._child_argv(resume)
+        env = dict(os.environ)
+        env.update(
+            {
+                rundir.ENV_RUN_DIR: str(self.run_dir),
+                rundir.ENV_RUN_ID: str(rundir.read_run_json(self.run_dir).get("id") or self.run_dir.name),
+                rundir.ENV_ATTEMPT: str(self.attempt_no),
+                rundir.ENV_RESUME: "1" if resume else "0",
+                rundir.ENV_SUPERVISED: str(os.getpid()),
+            }
+        )
+        # Python agents buffer a piped stdout: the terminal, agent.log and the hang watchdog would see nothing
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        if reason != "start":
+            self.restarts += 1
+            self.emit("restart", reason=reason, resume=resume)
+        try:
+            child = Child(argv, env, cwd=self.cwd)
+        except OSError as e:
+            # the command vanished or lost its x bit since the check: a failed attempt, not a crash of ours
+            self.say(f"attempt {self.attempt_no} could not start: {e.strerror or e}")
+            self.emit("exit", pid=None, code=127, signal=None, uptime_s=0.0, step=None, stderr_tail=[str(e)])
+            self.cur = Attempt(self.attempt_no, 0, self.records)
+            self.cur.status = ExitStatus(127, None)
+            self.attempts.append(self.cur)
+            self._after_exit(self.cur, None)
+            return
+        self.child = child
+        self.cur = Attempt(self.attempt_no, child.pid, self.records)
+        self.attempts.append(self.cur)
+        self.sampler = TreeSampler(child.pid)
+        self.sel.register(child.pidfd, selectors.EVENT_READ, self._on_child_exit)
+        self.sel.register(child.out_fd, selectors.EVENT_READ, lambda: self._on_output("stdout"))
+        self.sel.register(child.err_fd, selectors.EVENT_READ, lambda: self._on_output("stderr"))
+        self.sm.change(S.RUNNING, pid=child.pid)
+        now = time.monotonic()
+        self._next_poll = now + JOURNAL_POLL_S
+        self._next_metrics = now + 0.2  # a first figure soon, for a status right after the start
+        self.log.begin_attempt(self.attempt_no, child.pid, argv)
+        self.emit("spawn", pid=child.pid, argv=argv, resume=resume)
+        self.say(f"attempt {self.attempt_no} started (pid {child.pid}){' with ' + self.opts.resume_flag if resume and self.opts.resume_flag else ''}")
+        # durability after the child runs: a restart does not wait for the disk
+        self.lock.record_child(child.pid, child.create_time)
+        rundir.update_run_json(self.run_dir, attempts=self.attempt_no, status="running")
+        assert self.events is not None
+        self.events.flush()
+
+    # ------------------------------------------------------------------ child I/O
+    def _on_output(self, stream: str) -> None:
+        child = self.child
+        if child is None:
+            return
+        fd = child.out_fd if stream == "stdout" else child.err_fd
+        data = child.read_available(fd)
+        if data is None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.sel.unregister(fd)
+            return
+        if data:
+            assert self.log is not None
+            self.log.feed(stream, data)
+            if self.cur is not None:
+                self.cur.last_activity = time.monotonic()
+
+    def _poll_journal(self) -> None:
+        """Read the journal records committed since the last poll (only if the file changed)."""
+        try:
+            st = os.stat(self.run_dir / rundir.JOURNAL)
+            key = (st.st_ino, st.st_size)
+        except FileNotFoundError:
+            key = (-1, 0)
+        if key == self._journal_stat:
+            return
+        self._journal_stat = key
+        new = self.reader.read_new()
+        if not new:
+            return
+        cur = self.cur
+        for ent in new:
+            if isinstance(ent, BadLine):
+                self.records = max(self.records, ent.seq + 1)
+                continue
+            self.records = max(self.records, int(ent.get("seq", 0)) + 1)
+            if cur is None:
+                continue
+            kind = ent.get("kind", "step")
+            if kind == "begin":
+                cur.in_flight = step_name(ent)
+            elif kind in ("step", "start", "rollback"):
+                cur.in_flight = None
+            if is_progress(ent):
+                cur.progress += 1
+        if cur is not None:
+            cur.last_activity = time.monotonic()
+
+    def _check_hang(self, now: float) -> None:
+        limit = self.opts.hang_timeout
+        cur = self.cur
+        if not limit or cur is None or self.sm.state is not S.RUNNING:
+            return
+        idle = now - cur.last_activity
+        if idle >= limit:
+            self.emit("hang", pid=cur.pid, idle_s=round(idle, 3), step=cur.in_flight, hang_timeout_s=limit)
+            self.say(f"attempt {cur.number} hung: no journal record and no output for {idle:.1f} s"
+                     f"{' in step ' + cur.in_flight if cur.in_flight else ''}; stopping it")
+            self._begin_stop("hang")
+
+    def _sample_metrics(self) -> None:
+        if self.sampler is None or self.child is None:
+            return
+        self.sample = self.sampler.sample([p.pid for p in own_orphans(self.child.pid)])
+        limit = self.opts.max_rss
+        if limit and self.sample.rss_bytes > limit and self.sm.state is S.RUNNING:
+            self.emit("memory-limit", pid=self.child.pid, rss_bytes=self.sample.rss_bytes, max_rss=limit,
+                      step=self.cur.in_flight if self.cur else None)
+            self.say(f"attempt {self.attempt_no} uses {self.sample.rss_bytes} bytes of memory, over --max-rss {limit}; stopping it")
+            self._begin_stop("memory-limit")
+
+    # ------------------------------------------------------------------ stopping
+    def _begin_stop(self, action: str, **info: Any) -> None:
+        """Ask the child's group to stop (SIGTERM); SIGKILL after the grace period. ``action`` says what next."""
+        assert self.child is not None
+        self._pending = (action, info)
+        if self.sm.state is not S.STOPPING:
+            self.sm.change(S.STOPPING, action=action)
+        self._stop_deadline = time.monotonic() + self.opts.stop_grace
+        self.child.signal_group(signal.SIGTERM)
+
+    def _on_child_exit(self) -> None:
+        child, cur = self.child, self.cur
+        assert child is not None and cur is not None and self.log is not None
+        status = child.reap()
+        cur.uptime_s = round(child.uptime, 3)
+        cur.status = status
+        self.sel.unregister(child.pidfd)
+        # what the child wrote last: its output, then its journal (for the step in flight)
+        for fd, stream in ((child.out_fd, "stdout"), (child.err_fd, "stderr")):
+            data = child.read_available(fd)
+            if data:
+                self.log.feed(stream, data)
+        self._journal_stat = (-1, -1)
+        self._poll_journal()
+        grace = min(self.opts.stop_grace, 3.0)
+        killed = kill_leftovers(child.pgid, grace)
+        for fd, stream in ((child.out_fd, "stdout"), (child.err_fd, "stderr")):
+            data = child.read_available(fd)
+            if data:
+                self.log.feed(stream, data)
+            with contextlib.suppress(KeyError, ValueError):
+                self.sel.unregister(fd)
+        self.log.end_attempt()
+        child.close()
+        self.child = None
+        self.sampler = None
+        self._stop_deadline = None
+        pending, self._pending = self._pending, None
+        cur.reason = pending[0] if pending else None
+        step = cur.in_flight
+        self.emit(
+            "exit", pid=cur.pid, code=status.code, signal=status.signal, uptime_s=cur.uptime_s, step=step,
+            stderr_tail=self.log.stderr_tail(), progress=cur.progress, reason=cur.reason,
+            leftovers_killed=killed,
+        )
+        where = f" in step {step}" if step else ""
+        self.say(f"attempt {cur.number} exited with {status.describe()}{where} after {cur.uptime_s:.1f} s"
+                 + (f" ({cur.reason})" if cur.reason else "")
+                 + (f"; stopped {len(killed)} leftover process(es)" if killed else ""))
+        with contextlib.suppress(OSError):
+            self.lock.clear_child()
+        self._after_exit(cur, pending)
+
+    def _after_exit(self, cur: Attempt, pending: tuple[str, dict[str, Any]] | None) -> None:
+        status = cur.status
+        assert status is not None
+        action = pending[0] if pending else None
+        if action == "stop":
+            self._finish(S.STOPPED, "stopped")
+            return
+        if action == "rollback":
+            assert pending is not None
+            self._do_rollback(**pending[1])
+            self._restart_or_pause("rollback")
+            return
+        if action == "restart":
+            self._restart_or_pause("request")
+            return
+        if status.code == 0 and action is None:
+            self._finish(S.SUCCEEDED, "succeeded")
+            return
+        if status.code == rundir.EXIT_FAILED and action is None:
+            self.say(f"attempt {cur.number} reported a permanent failure (exit {rundir.EXIT_FAILED}): not restarting")
+            self._finish(S.FAILED, "failed", reason=f"the agent exited {rundir.EXIT_FAILED} (permanent failure)")
+            return
+        progress = cur.progress > 0 or status.code == rundir.EXIT_ROLLBACK
+        if progress:
+            self.no_progress = 0
+            self.crash_loop_rolled_back = False
+        else:
+            self.no_progress += 1
+        if self.no_progress >= self.opts.give_up_after:
+            self._give_up()
+            return
+        if self.no_progress >= self.opts.rollback_after and not self.crash_loop_rolled_back:
+            self.crash_loop_rolled_back = True
+            self._crash_loop_rollback()
+        reason = action or ("rollback requested" if status.code == rundir.EXIT_ROLLBACK else "crash")
+        if self.paused:
+            self.sm.change(S.PAUSED, after=reason)
+            self.say("restarts are paused: waiting for 'resume'")
+            return
+        if progress:
+            self._spawn(reason=reason)
+            return
+        delay = backoff_delay(self.opts, self.no_progress)
+        self._backoff_s = delay
+        self._backoff_until = time.monotonic() + delay
+        self.sm.change(S.BACKOFF, delay_s=delay)
+        self.emit("backoff", delay_s=delay, attempts_without_progress=self.no_progress)
+        self.say(f"no progress in {self.no_progress} attempt(s) in a row: restarting in {delay:.2f} s")
+        assert self.events is not None
+        self.events.flush()
+
+    def _restart_or_pause(self, reason: str) -> None:
+        if self.paused:
+            self.sm.change(S.PAUSED, after=reason)
+            self.say("restarts are paused: waiting for 'resume'")
+        else:
+            self._spawn(reason=reason)
+
+    def _crash_loop_rollback(self) -> None:
+        h = history_mod.load(self.run_dir)
+        target = h.checkpoints[-1] if h.checkpoints else None
+        ref = str(target["seq"]) if target else "start"
+        n = self.no_progress
+        try:
+            self._do_rollback(ref, f"crash-loop: {n} attempts in a row without progress", "supervisor")
+        except SupervisorError as e:
+            self.say(f"automatic rollback failed: {e}")
+
+    def _do_rollback(self, checkpoint: str, reason: str, by: str, reply: Reply | None = None) -> None:
+        try:
+            rec = append_rollback(self.run_dir, checkpoint, reason, by=by)
+        except SupervisorError as e:
+            if reply is None:
+                raise
+            reply({"ok": False, "error": str(e)})
+            return
+        name = rec.get("checkpoint")
+        self.emit("rollback", checkpoint=name, seq=rec["seq"], reason=reason, by=by)
+        self.say(f"rolled back to {name or 'the start of the run'} ({reason})")
+        if reply is not None:
+            reply({"ok": True, "checkpoint": name, "seq": rec["seq"], "live": True})
+
+    def _give_up(self) -> None:
+        recent = self.attempts[-self.opts.give_up_after :]
+        summary = [
+            {"attempt": a.number, "code": a.status.code if a.status else None,
+             "signal": a.status.signal if a.status else None, "step": a.in_flight,
+             "uptime_s": a.uptime_s, "reason": a.reason}
+            for a in recent
+        ]
+        self.say(f"gave up after {self.no_progress} attempts in a row without progress; the run directory keeps everything:")
+        for s in summary:
+            how = f"signal {s['signal']}" if s["signal"] else f"code {s['code']}"
+            self.say(f"  attempt {s['attempt']}: {how} after {s['uptime_s']:.1f} s"
+                     + (f" in step {s['step']}" if s["step"] else "") + (f" ({s['reason']})" if s["reason"] else ""))
+        self._finish(S.FAILED, "failed", reason=f"{self.no_progress} attempts without progress", attempts=summary,
+                     event="give-up")
+
+    def _finish(self, state: ProcessState, status: str, *, event: str | None = None, **fields: Any) -> None:
+        """Enter a terminal state: the event, ``run.json``, the exit code."""
+        self.sm.change(state)
+        ev = event or {"stopped": "stop", "succeeded": "succeeded", "failed": "give-up"}[status]
+        if state is S.STOPPED and self._stop_signal:
+            fields["signal"] = signal.Signals(self._stop_signal).name
+        self.emit(ev, status=status, restarts=self.restarts, **fields)
+        rundir.update_run_json(self.run_dir, status=status, ended=rundir.utc_now(), attempts=self.attempt_no)
+        if state is S.SUCCEEDED:
+            self.exit_code = 0
+            self.say(f"run succeeded after {self.attempt_no} attempt(s)")
+        elif state is S.FAILED:
+            self.exit_code = EXIT_GAVE_UP
+        else:
+            self.exit_code = 128 + self._stop_signal if self._stop_signal else 0
+            self.say(f"stopped; resume with 'agent-supervisor supervise --run-dir {self.display_dir}'")
+
+    # ------------------------------------------------------------------ signals
+    def _install_signals(self) -> None:
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._old_wakeup = signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+        self._old_handlers = {}
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            self._old_handlers[sig] = signal.signal(sig, self._on_signal)
+        self.sel.register(self._wake_r, selectors.EVENT_READ, self._drain_signals)
+
+    def _restore_signals(self) -> None:
+        with contextlib.suppress(ValueError):
+            signal.set_wakeup_fd(self._old_wakeup)
+        for sig, h in getattr(self, "_old_handlers", {}).items():
+            signal.signal(sig, h)
+        with contextlib.suppress(KeyError, ValueError):
+            self.sel.unregister(self._wake_r)
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self._signals.append(signum)
+
+    def _drain_signals(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while self._wake_r.recv(512):
+                pass
+        sigs, self._signals = self._signals, []
+        for sig in sigs:
+            self._on_stop_signal(sig)
+
+    def _on_stop_signal(self, sig: int) -> None:
+        name = signal.Signals(sig).name
+        if self._stop_signal is not None and self.child is not None:
+            self.say(f"{name} again: SIGKILL to the agent's process group")
+            self.child.signal_group(signal.SIGKILL)
+            return
+        self._stop_signal = sig
+        self.say(f"{name}: stopping the agent (grace {self.opts.stop_grace:g} s, then SIGKILL)")
+        self._request_stop()
+
+    def _request_stop(self) -> None:
+        if self.child is not None:
+            self._begin_stop("stop")
+        elif not self.sm.state.terminal:
+            self._backoff_until = None
+            self._finish(S.STOPPED, "stopped")
+
+    # ------------------------------------------------------------------ control requests
+    def status(self) -> dict[str, Any]:
+        """The status response: state, pid, attempt, figures."""
+        self._poll_journal()
+        child = self.child
+        st: dict[str, Any] = {
+            "ok": True,
+            "state": self.sm.state.value,
+            "pid": child.pid if child else None,
+            "attempt": self.attempt_no,
+            "uptime_s": round(child.uptime, 3) if child else None,
+            "restarts": self.restarts,
+            "cpu_percent": self.sample.cpu_percent if child else 0.0,
+            "rss_bytes": self.sample.rss_bytes if child else 0,
+            "threads": self.sample.threads if child else 0,
+            "open_files": self.sample.open_files if child else 0,
+            "processes": self.sample.processes if child else 0,
+            "records": self.records,
+            "step": self.cur.in_flight if self.cur and child else None,
+            "paused": self.paused,
+            "attempts_without_progress": self.no_progress,
+            "run_dir": str(self.run_dir),
+            "supervisor_pid": os.getpid(),
+            "supervisor_uptime_s": round(time.monotonic() - self.started, 3),
+            "live": True,
+        }
+        if self.sm.state is S.BACKOFF and self._backoff_until is not None:
+            st["backoff_s"] = self._backoff_s
+            st["backoff_left_s"] = round(max(0.0, self._backoff_until - time.monotonic()), 3)
+        return st
+
+    def _handle_request(self, req: dict[str, Any], reply: Reply) -> None:
+        cmd = req.get("cmd")
+        state = self.sm.state
+        stopping_for_good = self._pending is not None and self._pending[0] == "stop"
+        if cmd == "status":
+            reply(self.status())
+        elif cmd == "stop":
+            if not stopping_for_good:
+                self._request_stop()
+            reply({"ok": True, "state": self.sm.state.value})
+        elif stopping_for_good or state.terminal:
+            reply({"ok": False, "error": f"the supervisor is stopping; {cmd!r} is no longer possible"})
+        elif cmd == "restart":
+            if state is S.STOPPING:
+                reply({"ok": False, "error": "the agent is already being stopped; wait for it to restart"})
+            elif self.child is not None:
+                self._begin_stop("restart")
+                reply({"ok": True, "state": self.sm.state.value})
+            else:
+                self._backoff_until = None
+                self.paused = False
+                self._spawn(reason="request")
+                reply({"ok": True, "state": self.sm.state.value})
+        elif cmd == "rollback":
+            self._request_rollback(req, reply)
+        elif cmd == "pause":
+            if not self.paused:
+                self.paused = True
+                self.emit("pause")
+                self.say("restarts paused")
+                if state is S.BACKOFF:
+                    self._backoff_until = None
+                    self.sm.change(S.PAUSED, after="backoff")
+            reply({"ok": True, "state": self.sm.state.value, "paused": True})
+        elif cmd == "resume":
+            if self.paused:
+                self.paused = False
+                self.emit("resume")
+                self.say("restarts resumed")
+                if self.sm.state is S.PAUSED:
+                    self._spawn(reason="resume")
+            reply({"ok": True, "state": self.sm.state.value, "paused": False})
+        else:
+            reply({"ok": False, "error": f"unknown command {cmd!r}; use status, stop, restart, rollback, pause or resume"})
+
+    def _request_rollback(self, req: dict[str, Any], reply: Reply) -> None:
+        ref = req.get("checkpoint")
+        if ref is None or ref == "":
+            reply({"ok": False, "error": 'rollback needs "checkpoint": a checkpoint name or seq (or "start")'})
+            return
+        ref = str(ref)
+        reason = str(req.get("reason") or "manual rollback")
+        by = str(req.get("by") or "user")
+        try:
+            resolve_checkpoint(history_mod.load(self.run_dir), ref)
+        except SupervisorError as e:
+            reply({"ok": False, "error": str(e)})
+            return
+        if self.sm.state is S.STOPPING:
+            reply({"ok": False, "error": "the agent is being stopped; retry the rollback in a moment"})
+            return
+        if self.child is not None:
+            self._begin_stop("rollback", checkpoint=ref, reason=reason, by=by, reply=reply)
+            return
+        self._backoff_until = None
+        self._do_rollback(ref, reason, by, reply)
+        if self.sm.state is S.BACKOFF:
+            self._spawn(reason="rollback")
+
+    # ------------------------------------------------------------------ teardown
+    def _emergency_cleanup(self) -> None:
+        """If we leave the loop with a child alive (a bug, an exception): no agent runs on unsupervised."""
+        child = self.child
+        if child is None:
+            return
+        child.signal_group(signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            child.proc.wait(timeout=5)
+        kill_leftovers(child.pgid, 0.5)
+        child.close()
+        self.child = None
+        if not self.sm.state.terminal:
+            with contextlib.suppress(SupervisorError, OSError):
+                rundir.update_run_json(self.run_dir, status="stopped", ended=rundir.utc_now())
+        reap_orphans()
+
+    def _close_files(self) -> None:
+        if self.server is not None:
+            self.server.close()
+            self.server = None
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+        if self.events is not None:
+            self.events.close()
+            self.events = None
+        self.sel.close()
