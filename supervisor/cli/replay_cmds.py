@@ -70,6 +70,8 @@ def _split_command(args: argparse.Namespace) -> list[str]:
     if "--" in rest:
         i = rest.index("--")
         opts, cmd = rest[:i], rest[i + 1 :]
+    elif rest and not rest[0].startswith("-"):
+        opts, cmd = [], rest  # argparse already dropped a '--' that came right after RUN_DIR
     else:
         opts, cmd = rest, []
     i = 0

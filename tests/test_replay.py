@@ -1,0 +1,308 @@
+"""``replay --verify`` and ``replay --live``: real agents re-executed against real journals."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from supervisor import rundir
+from supervisor.errors import ReplayError
+from supervisor.replay_session import ENV_REPLAY_REPORT, ReplayMode, inputs_hash
+
+from .conftest import ROOT, SAMPLE_AGENT, clean_env, run_agent, run_cli
+
+TEST_AGENT = Path(__file__).with_name("replay_agent.py")
+PY = sys.executable
+
+
+def snapshot(run_dir: Path) -> dict[str, tuple[str, int, int]]:
+    """Every file under ``run_dir``: sha256, mtime and mode, to prove a replay changed nothing."""
+    out = {}
+    for p in sorted(run_dir.rglob("*")):
+        st = p.lstat()
+        digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+        out[str(p.relative_to(run_dir))] = (digest, st.st_mtime_ns, st.st_mode)
+    return out
+
+
+def ledger(path: Path) -> list[str]:
+    """The steps whose functions really ran, in order."""
+    if not path.exists():
+        return []
+    return [orjson.loads(line)["step"] for line in path.read_bytes().splitlines()]
+
+
+def record_test_run(tmp_path: Path, *args: str) -> Path:
+    run_dir = tmp_path / "run"
+    r = subprocess.run(
+        [PY, str(TEST_AGENT), "--run-dir", str(run_dir), "--ledger", str(tmp_path / "recorded.jsonl"), *args],
+        capture_output=True, text=True, env=clean_env(), timeout=30,
+    )
+    assert r.returncode == 0, r.stderr
+    return run_dir
+
+
+def replay(run_dir: Path, *opts: str, cmd: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    return run_cli("replay", str(run_dir), *opts, *(["--", *cmd] if cmd is not None else []))
+
+
+def test_verify_clean_run_replays_every_step_and_changes_nothing(tmp_path: Path) -> None:
+    run_dir = record_test_run(tmp_path)
+    before = snapshot(run_dir)
+    led = tmp_path / "replay.jsonl"
+    r = replay(run_dir, "--verify", cmd=[PY, str(TEST_AGENT), "--ledger", str(led)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "replay verified: 6 of 6 steps replayed" in r.stdout
+    assert "inputs checked for 6" in r.stdout
+    assert ledger(led) == []  # no step function ran
+    assert snapshot(run_dir) == before  # byte for byte, mtimes too: no lock, no run.json, no journal line
+
+
+def test_verify_catches_changed_step_order(tmp_path: Path) -> None:
+    run_dir = record_test_run(tmp_path)
+    before = snapshot(run_dir)
+    r = replay(run_dir, "--verify", cmd=[PY, str(TEST_AGENT), "--ledger", str(tmp_path / "l.jsonl"), "--swap"])
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "DIVERGED at position 0 (seq 2): expected step 'fetch:1', actual 'fetch:2'" in r.stdout
+    assert "replay FAILED (1 divergence)" in r.stdout
+    assert "Traceback" not in r.stderr
+    assert snapshot(run_dir) == before
+
+
+def test_verify_catches_changed_input_and_shows_it(tmp_path: Path) -> None:
+    run_dir = record_test_run(tmp_path)
+    r = replay(run_dir, "--verify", cmd=[PY, str(TEST_AGENT), "--ledger", str(tmp_path / "l.jsonl"), "--salt", "x"])
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    head = next(line for line in lines if line.startswith("DIVERGED"))
+    assert "position 2" in head and "'analyze'" in head and "other inputs" in head
+    recorded = next(orjson.loads(x) for x in (run_dir / "journal.jsonl").read_bytes().splitlines() if b'"step":"analyze"' in x and b'"kind":"step"' in x)
+    assert f"expected hash {recorded['inputs_hash']}" in head
+    assert '~ /kwargs/salt: "" -> "x"' in r.stdout
+    assert ledger(tmp_path / "l.jsonl") == []
+
+
+def test_verify_of_sample_agent_with_another_task_diverges(tmp_path: Path) -> None:
+    run_dir = tmp_path / "research"
+    assert run_agent(run_dir, "--ledger", str(tmp_path / "rec.jsonl")).returncode == 0
+    r = replay(run_dir, "--verify", cmd=[PY, str(SAMPLE_AGENT), "--ledger", str(tmp_path / "l.jsonl"), "--task", "other"])
+    assert r.returncode == 1
+    assert "DIVERGED at position 0 (seq 2), step 'plan': other inputs" in r.stdout
+    assert "durable agents" in r.stdout and "other" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("flag", "expected"),
+    [
+        ("--extra", "DIVERGED at position 6: expected the end of the journal, actual step 'extra' (not in the journal)"),
+        ("--stop-early", "DIVERGED at position 5: expected 1 more recorded step(s), next 'summarize', actual: the agent finished"),
+    ],
+)
+def test_verify_catches_missing_and_unreplayed_steps(tmp_path: Path, flag: str, expected: str) -> None:
+    run_dir = record_test_run(tmp_path)
+    led = tmp_path / "l.jsonl"
+    r = replay(run_dir, "--verify", cmd=[PY, str(TEST_AGENT), "--ledger", str(led), flag])
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert expected in r.stdout
+    assert ledger(led) == []  # the step missing from the journal did not run either
+
+
+def test_verify_crashed_resumed_and_rolled_back_runs(tmp_path: Path) -> None:
+    """Runs with a crash and a resume, and with a rollback, replay through their effective history."""
+    crashed = tmp_path / "crashed"
+    assert run_agent(crashed, "--crash-in", "search:q2", "--ledger", str(tmp_path / "a.jsonl")).returncode == 1
+    assert run_agent(crashed, "--crash-in", "search:q2", "--ledger", str(tmp_path / "a.jsonl")).returncode == 0
+    rolled = tmp_path / "rolled"
+    # as a supervisor would: restart after each failure until the SDK rolls back (exit 75), then once more
+    codes = [run_agent(rolled, "--fail", "summarize:3", "--ledger", str(tmp_path / "b.jsonl")).returncode for _ in range(4)]
+    assert codes == [1, 1, rundir.EXIT_ROLLBACK, 0]
+    for run_dir in (crashed, rolled):
+        before = snapshot(run_dir)
+        led = tmp_path / f"replay-{run_dir.name}.jsonl"
+        r = replay(run_dir, "--verify", cmd=[PY, str(SAMPLE_AGENT), "--ledger", str(led)])
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "replay verified: 5 of 5 steps replayed" in r.stdout
+        assert ledger(led) == []
+        assert snapshot(run_dir) == before
+
+
+SAMPLES = ROOT / "sample_runs" / "runs"
+
+
+@pytest.mark.parametrize("name", ["clean", "crashed-resumed", "rolled-back"])
+def test_verify_each_sample_run(tmp_path: Path, name: str) -> None:
+    """The recorded sample runs (sample_runs/make_samples.py) verify against today's agent code."""
+    run_dir = SAMPLES / name
+    if not (run_dir / "journal.jsonl").exists():
+        pytest.skip(f"{run_dir} not generated yet (sample_runs/make_samples.py)")
+    before = snapshot(run_dir)
+    led = tmp_path / "l.jsonl"
+    r = replay(run_dir, "--verify", cmd=[PY, str(SAMPLE_AGENT), "--ledger", str(led)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "replay verified" in r.stdout
+    assert ledger(led) == []
+    assert snapshot(run_dir) == before
+
+
+def test_live_runs_only_matching_steps_and_diffs_outputs(tmp_path: Path) -> None:
+    run_dir = record_test_run(tmp_path)
+    before = snapshot(run_dir)
+    led = tmp_path / "live.jsonl"
+    r = replay(run_dir, "--live", "summarize", cmd=[PY, str(TEST_AGENT), "--ledger", str(led), "--style", "shout"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ledger(led) == ["summarize"]  # only the chosen step was called
+    out = r.stdout
+    assert "live step 'summarize' at position 5 (seq 13): output changed" in out
+    assert "-total 61" in out and "+TOTAL 61" in out
+    assert "partial replay: 5 steps served from the journal, 1 run live (matching 'summarize'), 1 outputs changed" in out
+    assert snapshot(run_dir) == before
+
+
+def test_live_glob_and_repeated_patterns(tmp_path: Path) -> None:
+    run_dir = record_test_run(tmp_path)
+    led = tmp_path / "live.jsonl"
+    r = replay(run_dir, "--live", "fetch:*", "--live", "work:[1]", cmd=[PY, str(TEST_AGENT), "--ledger", str(led)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ledger(led) == ["fetch:1", "fetch:2", "work:1"]
+    assert r.stdout.count("output unchanged") == 3
+    assert "0 outputs changed" in r.stdout
+
+
+def test_live_sample_agent_counts_model_calls(tmp_path: Path) -> None:
+    """Re-run only ``summarize`` of the research agent: one model call, none for plan or the searches."""
+    run_dir = tmp_path / "research"
+    assert run_agent(run_dir, "--ledger", str(tmp_path / "rec.jsonl")).returncode == 0
+    led = tmp_path / "live.jsonl"
+    r = replay(run_dir, "--live", "summarize", cmd=[PY, str(SAMPLE_AGENT), "--ledger", str(led)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ledger(led) == ["summarize"]
+    assert "output unchanged" in r.stdout
+
+
+def test_live_new_step_and_served_step_with_changed_inputs(tmp_path: Path) -> None:
+    run_dir = record_test_run(tmp_path)
+    led = tmp_path / "live.jsonl"
+    r = replay(run_dir, "--live", "extra", cmd=[PY, str(TEST_AGENT), "--ledger", str(led), "--extra", "--salt", "s"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert ledger(led) == ["extra"]
+    assert "live step 'extra' at position 6: new (not in the journal)" in r.stdout
+    assert "warning: step 'analyze' at position 2 was served from the journal although its inputs differ" in r.stdout
+
+
+def test_live_step_that_raises_fails_the_replay(tmp_path: Path) -> None:
+    run_dir = record_test_run(tmp_path)
+    r = replay(run_dir, "--live", "analyze", cmd=[PY, str(TEST_AGENT), "--ledger", str(tmp_path / "l.jsonl"), "--fail-in", "analyze"])
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "replay failed: live step 'analyze' at position 2 raised RuntimeError: analyze failed on purpose" in r.stdout
+
+
+def test_verify_uses_recorded_command_without_cmd(tmp_path: Path) -> None:
+    run_dir = record_test_run(tmp_path)
+    r = replay(run_dir, "--verify")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "replaying with the recorded command" in r.stderr
+    # the recorded command names the recorded ledger: a strict replay adds nothing to it
+    assert len(ledger(tmp_path / "recorded.jsonl")) == 6
+
+
+def test_agent_without_sdk_writes_no_report(tmp_path: Path) -> None:
+    run_dir = record_test_run(tmp_path)
+    r = replay(run_dir, "--verify", cmd=[PY, "-c", "print('hello')"])
+    assert r.returncode == 3
+    assert "without a replay report" in r.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["replay", "{missing}", "--verify", "--", PY, "x.py"], "no such run directory"),
+        (["replay", "{run}", "--verify", PY, "x.py"], "put the agent's command after '--'"),
+        (["replay", "{run}", "--verify", "--live", "x", "--", PY, "x.py"], "exclude each other"),
+        (["replay", "{run}", "--verify", "--", "/nonexistent/agent"], "no such program"),
+        (["replay", "{run}", "--", PY, "x.py"], "needs --verify or --live"),
+        (["replay", "{run}", "--verify", "--", PY, str(TEST_AGENT), "--ledger", "{tmp}/l", "--run-dir", "{other}"], "not {run}"),
+    ],
+)
+def test_bad_usage_is_one_line_exit_2(tmp_path: Path, argv: list[str], message: str) -> None:
+    run_dir = record_test_run(tmp_path)
+    other = tmp_path / "other"
+    subprocess.run(
+        [PY, str(TEST_AGENT), "--run-dir", str(other), "--ledger", str(tmp_path / "o.jsonl")], env=clean_env(), check=True, timeout=30
+    )
+    fill = {"{missing}": str(tmp_path / "nope"), "{run}": str(run_dir), "{other}": str(other), "{tmp}": str(tmp_path)}
+
+    def sub(a: str) -> str:
+        for k, v in fill.items():
+            a = a.replace(k, v)
+        return a
+
+    before = snapshot(run_dir)
+    r = run_cli(*[sub(a) for a in argv])
+    assert r.returncode == 2, r.stdout + r.stderr
+    err = [line for line in r.stderr.splitlines() if line.startswith("agent-supervisor:")]
+    assert len(err) == 1 and sub(message) in err[0], r.stderr
+    assert "Traceback" not in r.stderr
+    assert snapshot(run_dir) == before
+
+
+# --------------------------------------------------------------------------- the SDK side, in process
+
+
+def test_replay_mode_never_creates_a_run_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from supervisor import Run
+
+    monkeypatch.setenv(rundir.ENV_REPLAY, "strict")
+    with pytest.raises(ReplayError, match="no such run directory to replay"):
+        Run.open(tmp_path / "absent")
+    assert not (tmp_path / "absent").exists()
+
+
+def test_replay_mode_opens_read_only_and_reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process: a strict replay writes only its report; state follows the journal; step functions never run."""
+    from supervisor import Run
+
+    run_dir = record_test_run(tmp_path)
+    before = snapshot(run_dir)
+    report = tmp_path / "report.json"
+    monkeypatch.setenv(rundir.ENV_REPLAY, "strict")
+    monkeypatch.setenv(ENV_REPLAY_REPORT, str(report))
+    calls: list[str] = []
+    with Run.open(run_dir) as run:
+        for n in ("1", "2"):
+            page = run.step(f"fetch:{n}", lambda s, u: calls.append(s), f"fetch:{n}", f"https://example.invalid/{n}")
+            assert page == {"url": f"https://example.invalid/{n}", "body": f"page https://example.invalid/{n}"}
+        assert run.state == {}  # the agent's own assignment comes after; patches say so
+        run.state["pages"] = 2
+        run.step("analyze", lambda *a, **k: calls.append("analyze"), [page, page], salt="")
+    assert calls == []
+    doc = orjson.loads(report.read_bytes())
+    # 3 of 6 replayed, and the inputs of analyze differ (the pages passed are not the recorded ones)
+    assert doc["replayed"] == 3
+    assert [d["kind"] for d in doc["divergences"]] == ["inputs", "unfinished"]
+    assert snapshot(run_dir) == before  # no lock file, no run.json update, no journal line
+
+
+def test_inputs_hash_is_stable() -> None:
+    class Opaque:
+        pass
+
+    assert inputs_hash({"args": [1, "a"], "kwargs": {"x": 1, "y": 2}}) == inputs_hash({"kwargs": {"y": 2, "x": 1}, "args": [1, "a"]})
+    assert inputs_hash({"args": [1]}) != inputs_hash({"args": [2]})
+    assert len(inputs_hash({})) == 16
+    # an object without a JSON form hashes by its repr minus the memory address
+    assert inputs_hash({"args": [Opaque()]}) == inputs_hash({"args": [Opaque()]})
+
+
+def test_replay_mode_parse() -> None:
+    assert ReplayMode.parse("strict").kind == "strict"
+    m = ReplayMode.parse("live:summarize\nsearch:*")
+    assert m.patterns == ("summarize", "search:*")
+    assert m.is_live("search:q1") and m.is_live("summarize") and not m.is_live("Summarize")
+    assert ReplayMode.parse(m.env_value()) == m
+    with pytest.raises(ReplayError, match="not a replay mode"):
+        ReplayMode.parse("live:")
