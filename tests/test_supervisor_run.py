@@ -1,0 +1,177 @@
+"""The supervisor end to end with real processes: crash and resume, the file contract, status, bad input."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from supervisor import rundir
+from supervisor.history import load
+
+from .conftest import ROOT, clean_env, run_cli, wait_for
+from .supervisor_util import MINIMAL_AGENT, PY, Supervised, research
+
+
+def ledger(run_dir: Path) -> list[dict]:
+    return [orjson.loads(l) for l in (run_dir / "ledger.jsonl").read_bytes().splitlines() if l.strip()]
+
+
+@pytest.mark.timeout(60)
+def test_crash_in_step_3_is_resumed_and_completes(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with Supervised(run_dir, research("--crash-in", "search:q2")) as sup:
+        assert sup.wait(45) == 0, sup.stderr()
+    # the fake model was called twice in total: plan and summarize, never again on resume
+    assert sum(1 for e in ledger(run_dir) if e["kind"] == "model") == 2
+    exits = sup.events("exit")
+    crashes = [e for e in exits if e["code"] != 0]
+    assert len(crashes) == 1 and crashes[0]["step"] == "search:q2"
+    assert crashes[0]["code"] == 1 and crashes[0]["signal"] is None
+    assert any("crashing hard in search:q2" in line for line in crashes[0]["stderr_tail"])
+    spawns = sup.events("spawn")
+    assert [s["attempt"] for s in spawns] == [1, 2]
+    assert "--resume" not in spawns[0]["argv"] and spawns[1]["argv"][-1] == "--resume"
+    meta = rundir.read_run_json(run_dir)
+    assert meta["status"] == "succeeded" and meta["attempts"] == 2 and meta["supervisor_pid"] == sup.pid
+    assert meta["command"] == research("--crash-in", "search:q2")
+    # the second attempt replayed plan and search:q1 and ran the rest
+    assert "replayed ['plan', 'search:q1']" in sup.stdout()
+    log = (run_dir / "agent.log").read_text()
+    assert "[1:stderr] research_agent: crashing hard in search:q2" in log
+    assert "attempt 2 started" in log
+    assert "exited with code 1 in step search:q2" in sup.stderr()
+    # files 0600, no lock or socket left behind
+    for name in ("run.json", "supervisor.jsonl", "agent.log", "journal.jsonl"):
+        assert (run_dir / name).stat().st_mode & 0o777 == 0o600, name
+    assert not (run_dir / rundir.SUPERVISOR_LOCK).exists() and not (run_dir / rundir.CONTROL_SOCK).exists()
+
+
+@pytest.mark.timeout(60)
+def test_hand_written_journal_without_sdk_is_resumed(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with Supervised(run_dir, [PY, str(MINIMAL_AGENT), "--steps", "5", "--crash-at", "3"], "-q") as sup:
+        assert sup.wait(45) == 0, sup.stderr()
+    steps = [e["step"] for e in ledger(run_dir)]
+    assert steps == [f"step-{i}" for i in range(5)]  # each side effect once
+    h = load(run_dir)
+    assert [r["step"] for r in h.steps] == [f"step-{i}" for i in range(5)]
+    exits = sup.events("exit")
+    assert [e["code"] for e in exits] == [1, 0]
+    assert exits[0]["progress"] == 3
+    assert sup.events("spawn")[1]["argv"][-1] == "--resume"
+    assert "3 steps already done" in sup.stdout() and "total 100" in sup.stdout()
+    # -q: no progress lines, only the agent's own stderr (teed)
+    assert sup.stderr() == "minimal_agent: crashing before step-3\n"
+
+
+@pytest.mark.timeout(60)
+def test_live_status_and_offline_status(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with Supervised(run_dir, research("--steps", "200", "--step-delay", "0.05"), "-q") as sup:
+        st = wait_for(lambda: (lambda s: s if s.get("rss_bytes") and s.get("records", 0) > 3 else None)(sup.try_status()),
+                      timeout=20, what="status with figures")
+        assert st["ok"] and st["state"] == "running" and st["attempt"] == 1 and st["restarts"] == 0
+        assert st["pid"] == sup.events("spawn")[0]["pid"] and st["supervisor_pid"] == sup.pid
+        assert st["threads"] >= 1 and st["rss_bytes"] > 1_000_000 and isinstance(st["cpu_percent"], float)
+        assert st["run_dir"] == str(run_dir.resolve())
+        r = run_cli("status", str(run_dir), "--json")
+        assert r.returncode == 0, r.stderr
+        assert orjson.loads(r.stdout)["live"] is True
+        r = run_cli("status", str(run_dir))
+        assert "state      running (pid" in r.stdout and "agent tree cpu" in r.stdout
+        assert sup.request({"cmd": "frobnicate"})["ok"] is False
+        assert "unknown command" in sup.request({"cmd": "frobnicate"})["error"]
+        assert sup.request({"cmd": "stop"})["ok"] is True
+        assert sup.wait(20) == 0
+    r = run_cli("status", str(run_dir), "--json")
+    st = orjson.loads(r.stdout)
+    assert st["live"] is False and st["state"] == "stopped" and st["attempt"] == 1
+    assert "no supervisor running" in run_cli("status", str(run_dir)).stdout
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def _sup(*args: str, cwd: Path | None = None) -> tuple[int, str]:
+    r = run_cli("supervise", *args, cwd=cwd)
+    return r.returncode, r.stderr
+
+
+def test_missing_command(tmp_path: Path) -> None:
+    rc, err = _sup("--run-dir", str(tmp_path / "r"), "--")
+    assert rc == 2 and "missing command" in err and "Traceback" not in err
+    assert not (tmp_path / "r").exists()
+
+
+def test_command_not_found_and_not_executable(tmp_path: Path) -> None:
+    rc, err = _sup("--run-dir", str(tmp_path / "r"), "--", "no-such-agent-xyz")
+    assert rc == 2 and "command not found" in err and err.count("\n") == 1
+    script = tmp_path / "agent.sh"
+    script.write_text("#!/bin/sh\nexit 0\n")
+    rc, err = _sup("--run-dir", str(tmp_path / "r"), "--", str(script))
+    assert rc == 2 and "not executable" in err and "chmod +x" in err
+    rc, err = _sup("--run-dir", str(tmp_path / "r"), "--", str(tmp_path / "missing.sh"))
+    assert rc == 2 and "does not exist" in err
+    assert not (tmp_path / "r").exists()
+    # the default run directory is not created either
+    rc, err = _sup("--", "no-such-agent-xyz", cwd=tmp_path)
+    assert rc == 2 and not (tmp_path / "runs").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_run_dir_not_writable(tmp_path: Path) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o500)
+    rc, err = _sup("--run-dir", str(ro / "r"), "--", PY, "-c", "pass")
+    assert rc == 2 and "not writable" in err
+
+
+def test_run_dir_is_a_file_or_newer_format(tmp_path: Path) -> None:
+    f = tmp_path / "file"
+    f.write_text("x")
+    rc, err = _sup("--run-dir", str(f), "--", PY, "-c", "pass")
+    assert rc == 2 and "is a file" in err
+    newer = tmp_path / "newer"
+    newer.mkdir()
+    (newer / "run.json").write_text('{"format": 99, "status": "succeeded"}')
+    rc, err = _sup("--run-dir", str(newer), "--", PY, "-c", "pass")
+    assert rc == 2 and "newer" in err and "upgrade" in err
+    assert sorted(os.listdir(newer)) == ["run.json"]
+    assert orjson.loads((newer / "run.json").read_bytes())["format"] == 99
+
+
+@pytest.mark.timeout(60)
+def test_second_supervisor_is_refused_naming_the_first(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with Supervised(run_dir, research("--steps", "100", "--step-delay", "0.05"), "-q") as sup:
+        sup.wait_event("spawn")
+        rc, err = _sup("--run-dir", str(run_dir), "--", PY, "-c", "pass")
+        assert rc == 2 and f"supervised by pid {sup.pid}" in err and "Traceback" not in err
+        assert len(sup.events("spawn")) == 1
+        assert sup.request({"cmd": "stop"})["ok"]
+        sup.wait(20)
+
+
+@pytest.mark.timeout(60)
+def test_unsupervised_agent_holding_the_journal_is_refused(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    from supervisor.journal import JournalWriter
+
+    w = JournalWriter(run_dir)  # stands for an agent running without a supervisor
+    try:
+        rc, err = _sup("--run-dir", str(run_dir), "--", PY, "-c", "pass")
+        assert rc == 2 and "without a supervisor" in err
+        assert not (run_dir / "run.json").exists() and not (run_dir / "supervisor.jsonl").exists()
+    finally:
+        w.close()
+
+
+def test_help_shows_defaults() -> None:
+    r = run_cli("supervise", "--help")
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    assert "--backoff-initial S" in text and "(default: 0.5)" in text and "(default: --resume)" in text
