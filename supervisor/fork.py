@@ -15,7 +15,8 @@ branch), then:
 * a checkpoint named ``fork`` holds the full state as of ``at_seq``, so
   ``state_at`` on the fork starts from it and a rollback can return to the fork point;
 * ``run.json`` is new: a fresh id, ``status: "forked"``, ``forked_from``, and the
-  origin's ``command``/``cwd`` so the same agent can be started on it.
+  origin's ``cwd`` and ``command`` (with an argument naming the origin's run
+  directory pointed at the fork), so ``supervise --run-dir FORK`` can start the same agent on it.
 
 The original is only read. The fork is assembled in a hidden temporary
 directory beside the target and renamed into place, so a crash leaves either no
@@ -89,7 +90,7 @@ def fork(run_dir: Path, at_seq: int, to: Path | None = None, *, history: history
     tmp = parent / f".fork-{secrets.token_hex(4)}.tmp"
     tmp.mkdir(mode=rundir.DIR_MODE)
     try:
-        _build(tmp, run_dir, path, state, origin_id, at_seq, by_seq[at_seq], origin_meta, len(h.problems))
+        _build(tmp, target, run_dir, path, state, origin_id, at_seq, by_seq[at_seq], origin_meta, len(h.problems))
         _move_into_place(tmp, target)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -99,6 +100,7 @@ def fork(run_dir: Path, at_seq: int, to: Path | None = None, *, history: history
 
 def _build(
     tmp: Path,
+    target: Path,
     origin: Path,
     path: list[Record],
     state: Any,
@@ -161,10 +163,28 @@ def _build(
         "forked_from": fork_rec["origin"],
         "format": rundir.FORMAT,
     }
-    for k in ("command", "cwd"):
-        if k in origin_meta:
-            meta[k] = origin_meta[k]
+    if "cwd" in origin_meta:
+        meta["cwd"] = origin_meta["cwd"]
+    if isinstance(origin_meta.get("command"), list):
+        meta["command"] = _retarget(origin_meta["command"], origin, target, Path(str(origin_meta.get("cwd") or ".")))
     rundir.write_run_json(tmp, meta)
+
+
+def _retarget(command: list[Any], origin: Path, target: Path, cwd: Path) -> list[Any]:
+    """The origin's command with its run directory argument pointed at the fork.
+
+    ``supervise`` without ``-- CMD`` re-runs the recorded command; left as it
+    was, an explicit ``--run-dir ORIGIN`` would make the agent write to the original.
+    """
+    o = origin.resolve()
+    out: list[Any] = []
+    for arg in command:
+        if isinstance(arg, str):
+            flag, eq, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
+            if value and (cwd / value).resolve() == o:
+                arg = f"{flag}{eq}{target.resolve()}"
+        out.append(arg)
+    return out
 
 
 def _copy_checkpoint(origin: Path, tmp: Path, fname: str, seq: int) -> bool:

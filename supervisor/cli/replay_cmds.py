@@ -138,5 +138,5 @@ def cmd_fork(args: argparse.Namespace) -> int:
         raise SupervisorError(f"{args.run_dir} has no records to fork")
     new = fork(args.run_dir, seq, args.to, history=h)
     print(f"forked {args.run_dir} at seq {seq} into {new}")
-    print(f"continue it with: agent-supervisor supervise --run-dir {new} -- CMD   (or run the agent with its run dir set to {new})")
+    print(f"continue it live with: agent-supervisor supervise --run-dir {new} [-- CMD]   (without CMD: the recorded command)")
     return 0
