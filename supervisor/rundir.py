@@ -52,10 +52,17 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
 
 
+_second_cache: tuple[int, str] = (-1, "")
+
+
 def utc_now() -> str:
-    """ISO-8601 UTC time with milliseconds, as every record carries it."""
-    t = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
+    """ISO-8601 UTC time with milliseconds, as every record carries it (``2026-11-29T18:30:12.345Z``)."""
+    global _second_cache
+    ms = int(time.time() * 1000)
+    sec = ms // 1000
+    if _second_cache[0] != sec:  # strftime costs microseconds: once a second is enough
+        _second_cache = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
+    return f"{_second_cache[1]}.{ms % 1000:03d}Z"
 
 
 def fsync_dir(path: Path) -> None:
