@@ -192,7 +192,15 @@ def find_leftovers(run_dir: Path, previous: dict[str, Any] | None) -> list[psuti
                 found[p.pid] = p
         except (psutil.Error, ProcessLookupError, PermissionError):
             continue  # gone, or not ours to read
-    return list(found.values())
+    return [p for p in found.values() if _running(p)]
+
+
+def _running(p: psutil.Process) -> bool:
+    """Alive and not a zombie (a dead process its new parent has not reaped yet runs nothing)."""
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def stop_processes(procs: list[psutil.Process], grace: float) -> list[int]:

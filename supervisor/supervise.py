@@ -40,7 +40,7 @@ from . import rundir
 from .agentlog import DEFAULT_MAX_BYTES, AgentLog
 from .control import ControlServer, Reply
 from .errors import JournalLockedError, SupervisorError
-from .events import EventLog
+from .events import EventLog, read_events
 from .journal import JournalReader, count_lines
 from .lock import SupervisorLock, find_leftovers, stop_processes
 from .metrics import TreeSample, TreeSampler
@@ -147,6 +147,8 @@ class Supervisor:
         self._wake_r, self._wake_w = socket.socketpair()
         self._stop_signal: int | None = None
         self._leftovers: list[int] = []
+        self._high_water: int | None = None  # effective steps before a crash-loop rollback
+        self._eff_steps = 0  # effective successful steps, tracked only while _high_water is set
 
     # ------------------------------------------------------------------ output
     def say(self, text: str) -> None:
@@ -173,7 +175,11 @@ class Supervisor:
             self._check_journal_free()
             meta = rundir.read_run_json(self.run_dir)
             exists = (self.run_dir / rundir.RUN_JSON).exists()
-            self.attempt_no = int(meta.get("attempts") or 0) if exists else 0
+            # run.json is written after a spawn; the spawn event is written first (a supervisor killed
+            # in between must not make the next one reuse an attempt number)
+            recorded = [e.get("attempt") for e in read_events(self.run_dir)]
+            self.attempt_no = max([int(meta.get("attempts") or 0) if exists else 0]
+                                  + [a for a in recorded if isinstance(a, int)])
             changes: dict[str, Any] = {
                 "command": self.argv,
                 "cwd": self.cwd,
@@ -384,6 +390,11 @@ class Supervisor:
                 cur.in_flight = None
             if is_progress(ent):
                 cur.progress += 1
+            if self._high_water is not None:
+                if kind == "rollback":
+                    self._eff_steps = -1  # recount from the files when needed
+                elif self._eff_steps >= 0 and kind == "step" and ent.get("error") is None:
+                    self._eff_steps += 1
         if cur is not None:
             cur.last_activity = time.monotonic()
 
@@ -486,6 +497,12 @@ class Supervisor:
             self._finish(S.FAILED, "failed", reason=f"the agent exited {rundir.EXIT_FAILED} (permanent failure)")
             return
         progress = cur.progress > 0 or status.code == rundir.EXIT_ROLLBACK
+        if progress and self._high_water is not None:
+            if self._eff_steps < 0:
+                self._eff_steps = len(history_mod.load(self.run_dir).steps)
+            progress = self._eff_steps > self._high_water
+            if progress:
+                self._high_water = None
         if progress:
             self.no_progress = 0
             self.crash_loop_rolled_back = False
@@ -522,14 +539,25 @@ class Supervisor:
             self._spawn(reason=reason)
 
     def _crash_loop_rollback(self) -> None:
+        """Roll back once to the latest checkpoint; later attempts count as progress only past the old high-water mark.
+
+        Without the mark, re-running the abandoned steps would look like progress
+        and a deterministic crash would loop forever between rollback and crash.
+        """
         h = history_mod.load(self.run_dir)
         target = h.checkpoints[-1] if h.checkpoints else None
+        after = [r for r in h.effective if target is None or r["seq"] > target["seq"]]
+        if not any(is_progress(r) for r in after):
+            self.say("crash loop: nothing after the latest checkpoint to roll back")
+            return
         ref = str(target["seq"]) if target else "start"
-        n = self.no_progress
         try:
-            self._do_rollback(ref, f"crash-loop: {n} attempts in a row without progress", "supervisor")
+            self._do_rollback(ref, f"crash-loop: {self.no_progress} attempts in a row without progress", "supervisor")
         except SupervisorError as e:
             self.say(f"automatic rollback failed: {e}")
+            return
+        self._high_water = len(h.steps)
+        self._eff_steps = len(history_mod.load(self.run_dir).steps)
 
     def _do_rollback(self, checkpoint: str, reason: str, by: str, reply: Reply | None = None) -> None:
         try:

@@ -1,6 +1,7 @@
 """Misbehaving agents for the supervisor tests (run as real processes).
 
     grandchildren N crash|sleep  start N grandchildren (one leaves the session), write their pids, then exit 1 or sleep
+    crashloop                    SDK steps a, checkpoint cp, step b, then a hard crash, every attempt
     hog MB                       hold MB of memory on the first attempt, then sleep; later attempts exit 0
     bench N                      append one journal step and exit 1, until N steps: exit 0 (restart benchmark)
     rate N PER_S                 commit N SDK steps at PER_S steps a second (CPU benchmark)
@@ -84,11 +85,25 @@ def rate(n: int, per_s: float) -> int:
     return 0
 
 
+def crashloop() -> int:
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from supervisor import Run
+
+    with Run.open() as run:
+        run.step("a", lambda: 1)
+        run.checkpoint("cp")
+        run.step("b", lambda: 2)
+        print(f"crashloop: attempt {ATTEMPT}, rollbacks {len(run.rollbacks)}, crashing", file=sys.stderr, flush=True)
+        os._exit(1)
+
+
 def main() -> int:
     mode, *rest = sys.argv[1:]
     rest = [a for a in rest if a != "--resume"]
     if mode == "grandchildren":
         return grandchildren(int(rest[0]), rest[1])
+    if mode == "crashloop":
+        return crashloop()
     if mode == "hog":
         return hog(int(rest[0]))
     if mode == "bench":
