@@ -25,14 +25,14 @@ import orjson
 
 from . import rundir
 from .errors import JournalError, JournalLockedError
-from .records import BadLine, Record, normalize, parse_line
+from .records import LAZY_PREFIXES, BadLine, LazyRecord, Record, normalize, parse_line
 
 DEFAULT_ROTATE_BYTES = 64 * 1024 * 1024
 TORN_SUFFIX = ".torn"
 _SEGMENT_RE = re.compile(r"^journal\.(\d{6,})\.jsonl$")
 _CHUNK = 8 * 1024 * 1024
 
-Entry = Record | BadLine
+Entry = Record | BadLine | LazyRecord
 
 
 # --------------------------------------------------------------------------- segments
@@ -287,8 +287,12 @@ class JournalReader:
         return segs
 
     # -- bulk
-    def iter_entries(self) -> Iterator[Entry]:
-        """Every committed entry in order, parsed chunk by chunk (bounded memory)."""
+    def iter_entries(self, *, lazy: bool = False) -> Iterator[Entry]:
+        """Every committed entry in order, parsed chunk by chunk (bounded memory).
+
+        With ``lazy``, ``begin`` lines and successful ``step`` lines written by this
+        package come back unparsed, as :class:`LazyRecord` (the SDK's resume path).
+        """
         seq = 0
         for seg in self._refresh_segments():
             line_no = 0
@@ -310,8 +314,15 @@ class JournalReader:
                     carry = data[cut:]
                     lines = data[:cut].split(b"\n")
                     lines.pop()
+                    spath = str(seg.path)
                     for raw in lines:
                         line_no += 1
+                        if lazy:
+                            kind = LAZY_PREFIXES.get(raw[:15])
+                            if kind is not None and b'"error"' not in raw:
+                                yield LazyRecord(kind, raw, seq, spath)
+                                seq += 1
+                                continue
                         ent = _parse(raw, seq, seg.path, line_no)
                         seq += 1
                         if ent is None:
@@ -320,13 +331,13 @@ class JournalReader:
                             self.problems.append(ent)
                         yield ent
 
-    def load(self) -> list[Entry]:
+    def load(self, *, lazy: bool = False) -> list[Entry]:
         """Parse the whole journal into memory and remember the end for ``read_new``."""
         self.problems = []
         enabled = gc.isenabled()
         gc.disable()  # a million small dicts: the cyclic GC would rescan them again and again
         try:
-            out = list(self.iter_entries())
+            out = list(self.iter_entries(lazy=lazy))
         finally:
             if enabled:
                 gc.enable()
@@ -366,20 +377,24 @@ class JournalReader:
                 continue
             try:
                 pos = _committed_size(fd, os.fstat(fd).st_size)
-                buf = b""
+                carry: list[bytes] = []  # blocks of a line whose start lies before pos, last block first
                 got: list[bytes] = []
+                first = True
                 while pos > 0 and len(raws) + len(got) <= n:
                     start = max(0, pos - 256 * 1024)
-                    buf = os.pread(fd, pos - start, start) + buf
+                    block = os.pread(fd, pos - start, start)
+                    if first:
+                        block, first = block[:-1], False  # the final newline ends the last line
                     pos = start
-                    parts = buf.split(b"\n")
-                    parts.pop()  # after the last newline
+                    carry.append(block)
+                    if pos > 0 and b"\n" not in block:
+                        continue  # inside a long line: read on, split once (no quadratic re-splitting)
+                    parts = b"".join(reversed(carry)).split(b"\n")
+                    carry = []
                     if pos > 0:
-                        buf = parts[0] + b"\n"  # maybe partial: keep for the next round
-                        got = parts[1:]
-                    else:
-                        buf = b""
-                        got = parts
+                        carry = [parts[0]]  # maybe partial: completed by the next block
+                        parts = parts[1:]
+                    got = parts + got
                 raws = [(r, seg.path) for r in got] + raws
             finally:
                 os.close(fd)
@@ -516,7 +531,7 @@ class JournalReader:
 
 
 def _seq_of(ent: Entry) -> int:
-    return ent.seq if isinstance(ent, BadLine) else int(ent["seq"])
+    return ent.seq if isinstance(ent, (BadLine, LazyRecord)) else int(ent["seq"])
 
 
 async def follow(
