@@ -1,0 +1,90 @@
+"""Torture: the sample agent SIGKILLed at random moments 50+ times under the supervisor.
+
+In the end every step's side effect (counted in the agent's ledger) happened once
+per committed journal record, plus at most one for the step in flight at each
+kill, and the final output equals an uncrashed run's.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+from collections import Counter
+from pathlib import Path
+
+import orjson
+import pytest
+
+from supervisor.history import load, state_at
+
+from .conftest import run_agent, wait_for
+from .supervisor_util import Supervised, research
+
+KILLS = 52
+STEPS = 200
+
+
+def final_state(run_dir: Path) -> object:
+    h = load(run_dir)
+    return state_at(run_dir, h, h.effective[-1]["seq"])
+
+
+@pytest.mark.timeout(150)
+def test_kill_9_at_random_moments(tmp_path: Path) -> None:
+    seed = int(os.environ.get("TORTURE_SEED", "0")) or random.randrange(1, 10**6)
+    rng = random.Random(seed)
+    print(f"torture seed {seed} (rerun with TORTURE_SEED={seed})")
+
+    ref = tmp_path / "ref"
+    r = run_agent(ref, "--steps", str(STEPS), timeout=60)
+    assert r.returncode == 0, r.stderr
+
+    run_dir = tmp_path / "run"
+    opts = ("-q", "--backoff-initial", "0.01", "--backoff-max", "0.05", "--rollback-after", "0", "--give-up-after", "1000")
+    with Supervised(run_dir, research("--steps", str(STEPS), "--step-delay", "0.02"), *opts) as sup:
+        kills, last = 0, None
+        while kills < KILLS:
+            st = wait_for(lambda: (lambda s: s if s.get("pid") and s["pid"] != last else None)(sup.try_status()),
+                          timeout=30, what="a new attempt")
+            assert sup.proc.poll() is None, "the run finished before enough kills: raise STEPS"
+            if rng.random() < 0.75:
+                # most kills land in the step loop: wait until this attempt committed a record first
+                base = st["records"]
+                wait_for(lambda: sup.try_status().get("records", 0) > base or sup.proc.poll() is not None,
+                         timeout=30, what="the attempt's first record")
+                time.sleep(rng.uniform(0.0, 0.1))  # the random moment of the kill (not a wait for a condition)
+            else:
+                time.sleep(rng.uniform(0.0, 0.4))  # during start-up or replay
+            try:
+                os.kill(st["pid"], signal.SIGKILL)
+                kills += 1
+            except ProcessLookupError:
+                pass  # exited between status and kill
+            last = st["pid"]
+        assert sup.wait(90) == 0, sup.stderr()[-2000:]
+
+    exits = sup.events("exit")
+    killed = [e for e in exits if e["signal"] == "SIGKILL"]
+    assert len(killed) >= 50
+    h = load(run_dir)
+    committed = Counter(r["step"] for r in h.entries if r.get("kind") == "step" and r.get("error") is None)
+    assert all(n == 1 for n in committed.values()), "a finished step ran twice: replay failed"
+    ledger = Counter()
+    for raw in (run_dir / "ledger.jsonl").read_bytes().splitlines():
+        ledger[orjson.loads(raw)["step"]] += 1
+    in_flight_at_kill = Counter(e["step"] for e in killed if e["step"])
+    for step, n in ledger.items():
+        assert committed[step] == 1, f"side effect of {step} without a committed record"
+        extra = n - committed[step]
+        assert 0 <= extra <= in_flight_at_kill[step], f"{step}: {n} side effects, {in_flight_at_kill[step]} kills in it"
+    steps_with_effects = {s for s in committed if s != "write_report"}  # write_report has no ledger entry
+    assert set(ledger) == steps_with_effects
+    extras = sum(ledger.values()) - len(ledger)
+    print(f"{len(killed)} kills, {sum(in_flight_at_kill.values())} inside a step, {extras} repeated side effects")
+    assert extras <= len(killed)
+    # the final output equals an uncrashed run's
+    assert (run_dir / "report.md").read_bytes() == (ref / "report.md").read_bytes()
+    assert final_state(run_dir) == final_state(ref)
+    assert [r["step"] for r in h.steps] == [r["step"] for r in load(ref).steps]
