@@ -36,6 +36,7 @@ class ConfirmScreen(ModalScreen[bool]):
         super().__init__()
         self._title = title
         self._body = body
+        self.body_text = body.plain if isinstance(body, Text) else body
         self._confirm_label = confirm_label
 
     def compose(self) -> ComposeResult:

@@ -218,7 +218,7 @@ class DashboardScreen(Screen[None]):
             replay_now=now,
             indexing=not m.scanned,
             deleted=m.deleted,
-            problems=len(m.reader.problems),
+            problems=len(m.bad_seqs),
         )
 
     # ------------------------------------------------------------------ detail
@@ -477,6 +477,8 @@ class DashboardScreen(Screen[None]):
         how = "through the supervisor" if result.get("live") else "offline, on the files"
         self.app.call_from_thread(self.notify, f"rolled back to {name} ({how})")
         self.app.call_from_thread(self.on_files_changed)
+        # show the rollback record and the restarted attempt as they come: follow on
+        self.app.call_from_thread(self.timeline.action_bottom)
         self.poll_status()
 
     def action_fork(self) -> None:

@@ -14,12 +14,14 @@ from ..journal import Entry
 from .timeline_model import dumps_pretty
 
 _JSON_LIMIT = 200_000
+_HIGHLIGHT_LIMIT = 40_000
+"""Past this many characters the JSON is shown plain: highlighting megabytes takes seconds."""
 
 
 def json_renderable(value: Any, title: str = "") -> JSON | Text:
     """Pretty, coloured JSON; plain text past ``_JSON_LIMIT`` characters (huge outputs stay fast)."""
     text = dumps_pretty(value, _JSON_LIMIT)
-    if len(text) >= _JSON_LIMIT:
+    if len(text) >= _HIGHLIGHT_LIMIT:
         return Text(text)
     return JSON(text, indent=2)
 
@@ -35,20 +37,26 @@ class JsonPane(VerticalScroll):
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static("", id=f"{self.id}-body" if self.id else None)
 
+    text: str = ""
+    """The plain text shown (for tests and copy)."""
+
     @property
     def body(self) -> Static:
         return self.query_one(Static)
 
     def show_value(self, value: Any, heading: str = "") -> None:
         """Show ``value`` as coloured JSON under an optional heading."""
+        rend = json_renderable(value)
+        self.text = (heading + "\n" if heading else "") + (rend.plain if isinstance(rend, Text) else rend.text.plain)
         if heading:
             from rich.console import Group
 
-            self.body.update(Group(Text(heading, style="bold"), json_renderable(value)))
+            self.body.update(Group(Text(heading, style="bold"), rend))
         else:
-            self.body.update(json_renderable(value))
+            self.body.update(rend)
 
     def show_text(self, text: str, style: str = "") -> None:
+        self.text = text
         self.body.update(Text(text, style=style))
 
     def show_entry(self, ent: Entry | None, heading: str = "") -> None:

@@ -87,6 +87,9 @@ class DiffScreen(Screen[None]):
         self.model = model
         self.a = a
         self.b = b
+        self.changes_plain = ""
+        self.unified_plain = ""
+        """The plain text of both views once computed (for tests and copy)."""
 
     def _label(self, seq: int) -> str:
         if seq < 0:
@@ -128,6 +131,7 @@ class DiffScreen(Screen[None]):
             self.app.call_from_thread(self._show, changes, unified)
 
     def _show(self, changes: Text, unified: Text) -> None:
+        self.changes_plain, self.unified_plain = changes.plain, unified.plain
         self.query_one("#changes-body", Static).update(changes)
         self.query_one("#unified-body", Static).update(unified)
 

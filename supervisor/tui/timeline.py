@@ -39,6 +39,13 @@ def _time(ts: Any) -> str:
     return s[11:23] if len(s) >= 23 and s[10] == "T" else s[:12]
 
 
+def _pv(value: Any, width: int = 120) -> str:
+    """``records.preview`` that cuts a long string before working on it (a 50 MB output renders fast)."""
+    if isinstance(value, str) and len(value) > width * 2:
+        value = value[: width * 2]
+    return preview(value, width)
+
+
 def _dur(ms: Any) -> str:
     if not isinstance(ms, (int, float)):
         return ""
@@ -143,6 +150,7 @@ class TimelineView(ScrollView, can_focus=True):
         self.replay = replay
         self.matches: set[int] = set()
         self.mark: int | None = None
+        self._previews: dict[tuple[int, str], str] = {}
         if replay:
             self.set_reactive(TimelineView.follow, False)
 
@@ -268,6 +276,16 @@ class TimelineView(ScrollView, can_focus=True):
     def _is_future(self, row: int) -> bool:
         return row > self.cursor
 
+    def _cached_preview(self, rec: Record, key: str) -> str:
+        """Previews are cached per record: dumping a big output on every repaint would be slow."""
+        k = (int(rec.get("seq", -1)), key)
+        text = self._previews.get(k)
+        if text is None:
+            if len(self._previews) > 4096:
+                self._previews.clear()
+            text = self._previews[k] = _pv(rec.get(key))
+        return text
+
     def _record_segments(self, seq: int) -> list[Segment]:
         ent = self.model.entry(seq)
         mark = "▸" if self.mark == seq else " "
@@ -302,13 +320,13 @@ class TimelineView(ScrollView, can_focus=True):
                 msg = err.get("message", err) if isinstance(err, dict) else err
                 st = self.get_component_rich_style("timeline--error")
                 segs.append(Segment("✗ ", st))
-                segs.append(Segment(preview(msg, 120), st))
+                segs.append(Segment(_pv(msg), st))
             else:
                 segs.append(Segment("✓ ", self.get_component_rich_style("timeline--checkpoint")))
-                segs.append(Segment(preview(rec.get("output"), 120), None))
+                segs.append(Segment(self._cached_preview(rec, "output"), None))
         elif kind == "begin":
             segs.append(Segment("… ", None))
-            segs.append(Segment(preview(rec.get("inputs"), 120), self.get_component_rich_style("timeline--muted")))
+            segs.append(Segment(self._cached_preview(rec, "inputs"), self.get_component_rich_style("timeline--muted")))
         elif kind == "rollback":
             segs.append(Segment(f"  {rec.get('reason', '')}", None))
         elif kind == "start":
@@ -318,5 +336,5 @@ class TimelineView(ScrollView, can_focus=True):
             segs.append(Segment(f"  {rec.get('file', '')}", self.get_component_rich_style("timeline--muted")))
         else:
             rest = {k: v for k, v in rec.items() if k not in ("kind", "seq", "ts", "id", "pos")}
-            segs.append(Segment("  " + preview(rest, 120), None))
+            segs.append(Segment("  " + _pv(rest), None))
         return segs

@@ -17,6 +17,7 @@ at ``r`` abandons every still-effective record with ``c < seq < r``.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import os
 import re
 from collections.abc import Callable
@@ -75,7 +76,8 @@ def _scan_bytes(
     """Scan complete lines in ``data`` (starting at ``base_seq``); return the lines seen."""
     seq = base_seq
     pos = 0
-    out.steps += data.count(b'"kind":"step"')
+    # records without a kind are steps (the minimal format); bad lines are counted too, a small overestimate
+    out.steps += data.count(b'"kind":"step"') + data.count(b"\n") - data.count(b'"kind"')
     for m in _SCAN_RE.finditer(data):
         start = data.rfind(b"\n", 0, m.start()) + 1
         if start < pos:
@@ -220,6 +222,8 @@ class TimelineModel:
         self._scan_end: dict[Path, int] = {}
         self.deleted = False
         self._tail_markers: list[Marker] = []
+        self.bad_seqs: set[int] = set()
+        """Lines seen so far that are not JSON objects (the status bar counts them)."""
 
     # ------------------------------------------------------------------ loading
     def open(self) -> None:
@@ -228,7 +232,12 @@ class TimelineModel:
             tail = self.reader.tail(self.tail_rows)
         except OSError:
             tail = []
+        single = len(segment_paths(self.source)) == 1
         for ent in tail:
+            if type(ent) is BadLine:
+                self.bad_seqs.add(ent.seq)
+                if single and ent.line == 0:  # tail() does not count lines; in one file the line is seq + 1
+                    ent = dataclasses.replace(ent, line=ent.seq + 1)
             self.cache[_seq(ent)] = ent
         if tail:
             self.count = _seq(tail[-1]) + 1
@@ -258,6 +267,8 @@ class TimelineModel:
         except OSError:
             n = self.count
         self.indexed = True
+        for s in [s for s, e in self.cache.items() if type(e) is BadLine and e.line == 0]:
+            del self.cache[s]  # read again with its line number now that the index exists
         if n != self.count:
             self.poll()
         self.place_events()
@@ -354,6 +365,8 @@ class TimelineModel:
         for ent in new:
             s = _seq(ent)
             self.cache[s] = ent
+            if type(ent) is BadLine:
+                self.bad_seqs.add(s)
             if type(ent) is not BadLine:
                 _add_marker(ent, s, markers)  # type: ignore[arg-type]
                 if ent.get("kind") == "step":  # type: ignore[union-attr]
@@ -394,7 +407,8 @@ class TimelineModel:
             if not isinstance(att, int):
                 before = self.count
             else:
-                nxt = att if name == "spawn" else att + 1
+                # spawn and restart carry the attempt they start; exit, backoff, rollback... the one that ended
+                nxt = att if name in ("spawn", "restart") else att + 1
                 if nxt in starts:
                     before = starts[nxt]
                 elif last_attempt is not None and last_attempt >= nxt:
@@ -449,6 +463,8 @@ class TimelineModel:
             self.cache.setdefault(s, None)  # blank lines have no entry
         for ent in got:
             self.cache[_seq(ent)] = ent
+            if type(ent) is BadLine:
+                self.bad_seqs.add(ent.seq)
         if len(self.cache) > CACHE_MAX:
             self._trim_cache()
 
