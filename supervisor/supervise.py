@@ -25,19 +25,17 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import selectors
 import signal
-import socket
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from . import history as history_mod
 from . import rundir
-from .agentlog import DEFAULT_MAX_BYTES, AgentLog
+from .agentlog import AgentLog
+from .commands import ControlCommands
 from .control import ControlServer, Reply
 from .errors import JournalLockedError, SupervisorError
 from .events import EventLog, read_events
@@ -48,6 +46,9 @@ from .process import Child, ExitStatus, become_subreaper, kill_leftovers, own_or
 from .records import BadLine, Record, step_name
 from .redact import Redactor
 from .rollback import append_rollback, resolve_checkpoint
+from .persister import Persister
+from .policy import Attempt, Options, backoff_delay, is_progress
+from .signals import SignalInbox
 from .states import ProcessState, StateChange, StateMachine
 
 S = ProcessState
@@ -56,54 +57,6 @@ EXIT_GAVE_UP = 1
 
 JOURNAL_POLL_S = 0.1
 METRICS_INTERVAL_S = 1.0
-
-
-@dataclass
-class Options:
-    """What ``supervise`` was asked to do (the CLI's options, with their defaults)."""
-
-    resume_flag: str | None = "--resume"
-    backoff_initial: float = 0.5
-    backoff_max: float = 30.0
-    backoff_factor: float = 2.0
-    backoff_jitter: float = 0.25
-    rollback_after: int = 3
-    give_up_after: int = 5
-    hang_timeout: float | None = None
-    max_rss: int | None = None
-    stop_grace: float = 10.0
-    quiet: bool = False
-    tee: bool = True
-    log_max_bytes: int = DEFAULT_MAX_BYTES
-
-
-@dataclass
-class Attempt:
-    """What the supervisor knows of one attempt, for the exit event and the give-up summary."""
-
-    number: int
-    pid: int
-    records_at_start: int
-    progress: int = 0
-    in_flight: str | None = None
-    last_activity: float = field(default_factory=time.monotonic)
-    status: ExitStatus | None = None
-    uptime_s: float = 0.0
-    reason: str | None = None
-
-
-def backoff_delay(opts: Options, failures: int, rng: random.Random | None = None) -> float:
-    """Seconds to wait after ``failures`` attempts in a row without progress (>= 1)."""
-    base = min(opts.backoff_max, opts.backoff_initial * opts.backoff_factor ** max(0, failures - 1))
-    j = opts.backoff_jitter
-    r = (rng or random).uniform(1 - j, 1 + j) if j > 0 else 1.0
-    return round(min(opts.backoff_max, base * r), 3)
-
-
-def is_progress(rec: Record) -> bool:
-    """A record that moves the run forward: a successful step or a checkpoint (not ``start``/``begin``/``note``)."""
-    kind = rec.get("kind", "step")
-    return (kind == "step" and rec.get("error") is None) or kind in ("checkpoint", "fork")
 
 
 class Supervisor:
@@ -136,17 +89,18 @@ class Supervisor:
         self.sample = TreeSample()
         self.started = time.monotonic()
         self.exit_code = 0
-        self._pending: tuple[str, dict[str, Any]] | None = None  # what to do once the child is gone
+        self.pending: tuple[str, dict[str, Any]] | None = None  # what to do once the child is gone
         self._stop_deadline: float | None = None
-        self._backoff_until: float | None = None
-        self._backoff_s: float = 0.0
+        self.backoff_until: float | None = None
+        self.backoff_s: float = 0.0
         self._next_poll = 0.0
         self._next_metrics = 0.0
         self._journal_stat: tuple[int, int] = (-1, -1)
-        self._signals: list[int] = []
-        self._wake_r, self._wake_w = socket.socketpair()
+        self.signals = SignalInbox(self.sel, self._on_stop_signal)
         self._stop_signal: int | None = None
         self._leftovers: list[int] = []
+        self.run_id = run_dir.name
+        self.persist = Persister()
         self._high_water: int | None = None  # effective steps before a crash-loop rollback
         self._eff_steps = 0  # effective successful steps, tracked only while _high_water is set
 
@@ -190,14 +144,14 @@ class Supervisor:
             }
             if not exists:
                 changes.update(id=self.run_dir.name, created=rundir.utc_now())
-            rundir.update_run_json(self.run_dir, **changes)
+            self.run_id = str(rundir.update_run_json(self.run_dir, **changes).get("id") or self.run_dir.name)
             self.events = EventLog(self.run_dir)
             self.log = AgentLog(
                 self.run_dir, redact=Redactor(), max_bytes=self.opts.log_max_bytes, tee=self.opts.tee
             )
             self.reader.seek_end()
             self.records = count_lines(self.run_dir)
-            self.server = ControlServer(self.run_dir, self.sel, self._handle_request)
+            self.server = ControlServer(self.run_dir, self.sel, ControlCommands(self).handle)
         except BaseException:
             self._close_files()
             self.lock.release()
@@ -236,9 +190,9 @@ class Supervisor:
     # ------------------------------------------------------------------ main loop
     def run(self) -> int:
         """Run until the agent succeeds, fails for good, or a stop is requested; return the exit code."""
-        self._install_signals()
+        self.signals.install()
         try:
-            self._spawn(reason="start")
+            self.spawn(reason="start")
             while not self.sm.state.terminal:
                 timeout = self._timeout()
                 for key, _ in self.sel.select(timeout):
@@ -248,7 +202,7 @@ class Supervisor:
                 self._timers()
         finally:
             self._emergency_cleanup()
-            self._restore_signals()
+            self.signals.restore()
             self._close_files()
             self.lock.release()
         return self.exit_code
@@ -258,18 +212,20 @@ class Supervisor:
         deadlines = [self._next_poll, self._next_metrics] if self.child else []
         if self._stop_deadline is not None:
             deadlines.append(self._stop_deadline)
-        if self._backoff_until is not None:
-            deadlines.append(self._backoff_until)
+        if self.backoff_until is not None:
+            deadlines.append(self.backoff_until)
         if not deadlines:
             return 1.0
         return max(0.0, min(deadlines) - now)
 
     def _timers(self) -> None:
         now = time.monotonic()
-        if self._backoff_until is not None and now >= self._backoff_until:
-            self._backoff_until = None
+        for e in self.persist.take_errors():
+            self.say(f"could not write run state: {e}")
+        if self.backoff_until is not None and now >= self.backoff_until:
+            self.backoff_until = None
             if self.sm.state is S.BACKOFF:
-                self._spawn(reason="backoff over")
+                self.spawn(reason="backoff over")
                 return
         if self.child is None:
             return
@@ -279,7 +235,7 @@ class Supervisor:
             self.child.signal_group(signal.SIGKILL)
         if now >= self._next_poll:
             self._next_poll = now + JOURNAL_POLL_S
-            self._poll_journal()
+            self.poll_journal()
             self._check_hang(now)
         if now >= self._next_metrics and self.child is not None:
             self._next_metrics = now + METRICS_INTERVAL_S
@@ -292,7 +248,7 @@ class Supervisor:
             return [*self.argv, flag]
         return list(self.argv)
 
-    def _spawn(self, *, reason: str) -> None:
+    def spawn(self, *, reason: str) -> None:
         assert self.log is not None
         if self.sm.state is not S.STARTING:
             self.sm.change(S.STARTING, reason=reason)
@@ -303,7 +259,7 @@ class Supervisor:
         env.update(
             {
                 rundir.ENV_RUN_DIR: str(self.run_dir),
-                rundir.ENV_RUN_ID: str(rundir.read_run_json(self.run_dir).get("id") or self.run_dir.name),
+                rundir.ENV_RUN_ID: self.run_id,
                 rundir.ENV_ATTEMPT: str(self.attempt_no),
                 rundir.ENV_RESUME: "1" if resume else "0",
                 rundir.ENV_SUPERVISED: str(os.getpid()),
@@ -339,11 +295,16 @@ class Supervisor:
         self.log.begin_attempt(self.attempt_no, child.pid, argv)
         self.emit("spawn", pid=child.pid, argv=argv, resume=resume)
         self.say(f"attempt {self.attempt_no} started (pid {child.pid}){' with ' + self.opts.resume_flag if resume and self.opts.resume_flag else ''}")
-        # durability after the child runs: a restart does not wait for the disk
         self.lock.record_child(child.pid, child.create_time)
-        rundir.update_run_json(self.run_dir, attempts=self.attempt_no, status="running")
-        assert self.events is not None
-        self.events.flush()
+        # durability off the restart path (the spawn event above is already written, not yet fsynced)
+        events, n = self.events, self.attempt_no
+        assert events is not None
+
+        def persist() -> None:
+            rundir.update_run_json(self.run_dir, attempts=n, status="running")
+            events.flush()
+
+        self.persist.submit(persist)
 
     # ------------------------------------------------------------------ child I/O
     def _on_output(self, stream: str) -> None:
@@ -362,7 +323,7 @@ class Supervisor:
             if self.cur is not None:
                 self.cur.last_activity = time.monotonic()
 
-    def _poll_journal(self) -> None:
+    def poll_journal(self) -> None:
         """Read the journal records committed since the last poll (only if the file changed)."""
         try:
             st = os.stat(self.run_dir / rundir.JOURNAL)
@@ -408,7 +369,7 @@ class Supervisor:
             self.emit("hang", pid=cur.pid, idle_s=round(idle, 3), step=cur.in_flight, hang_timeout_s=limit)
             self.say(f"attempt {cur.number} hung: no journal record and no output for {idle:.1f} s"
                      f"{' in step ' + cur.in_flight if cur.in_flight else ''}; stopping it")
-            self._begin_stop("hang")
+            self.begin_stop("hang")
 
     def _sample_metrics(self) -> None:
         if self.sampler is None or self.child is None:
@@ -419,13 +380,13 @@ class Supervisor:
             self.emit("memory-limit", pid=self.child.pid, rss_bytes=self.sample.rss_bytes, max_rss=limit,
                       step=self.cur.in_flight if self.cur else None)
             self.say(f"attempt {self.attempt_no} uses {self.sample.rss_bytes} bytes of memory, over --max-rss {limit}; stopping it")
-            self._begin_stop("memory-limit")
+            self.begin_stop("memory-limit")
 
     # ------------------------------------------------------------------ stopping
-    def _begin_stop(self, action: str, **info: Any) -> None:
+    def begin_stop(self, action: str, **info: Any) -> None:
         """Ask the child's group to stop (SIGTERM); SIGKILL after the grace period. ``action`` says what next."""
         assert self.child is not None
-        self._pending = (action, info)
+        self.pending = (action, info)
         if self.sm.state is not S.STOPPING:
             self.sm.change(S.STOPPING, action=action)
         self._stop_deadline = time.monotonic() + self.opts.stop_grace
@@ -444,7 +405,7 @@ class Supervisor:
             if data:
                 self.log.feed(stream, data)
         self._journal_stat = (-1, -1)
-        self._poll_journal()
+        self.poll_journal()
         grace = min(self.opts.stop_grace, 3.0)
         killed = kill_leftovers(child.pgid, grace)
         for fd, stream in ((child.out_fd, "stdout"), (child.err_fd, "stderr")):
@@ -458,7 +419,7 @@ class Supervisor:
         self.child = None
         self.sampler = None
         self._stop_deadline = None
-        pending, self._pending = self._pending, None
+        pending, self.pending = self.pending, None
         cur.reason = pending[0] if pending else None
         step = cur.in_flight
         self.emit(
@@ -483,7 +444,7 @@ class Supervisor:
             return
         if action == "rollback":
             assert pending is not None
-            self._do_rollback(**pending[1])
+            self.do_rollback(**pending[1])
             self._restart_or_pause("rollback")
             return
         if action == "restart":
@@ -520,23 +481,23 @@ class Supervisor:
             self.say("restarts are paused: waiting for 'resume'")
             return
         if progress:
-            self._spawn(reason=reason)
+            self.spawn(reason=reason)
             return
         delay = backoff_delay(self.opts, self.no_progress)
-        self._backoff_s = delay
-        self._backoff_until = time.monotonic() + delay
+        self.backoff_s = delay
+        self.backoff_until = time.monotonic() + delay
         self.sm.change(S.BACKOFF, delay_s=delay)
         self.emit("backoff", delay_s=delay, attempts_without_progress=self.no_progress)
         self.say(f"no progress in {self.no_progress} attempt(s) in a row: restarting in {delay:.2f} s")
         assert self.events is not None
-        self.events.flush()
+        self.persist.submit(self.events.flush)
 
     def _restart_or_pause(self, reason: str) -> None:
         if self.paused:
             self.sm.change(S.PAUSED, after=reason)
             self.say("restarts are paused: waiting for 'resume'")
         else:
-            self._spawn(reason=reason)
+            self.spawn(reason=reason)
 
     def _crash_loop_rollback(self) -> None:
         """Roll back once to the latest checkpoint; later attempts count as progress only past the old high-water mark.
@@ -552,14 +513,14 @@ class Supervisor:
             return
         ref = str(target["seq"]) if target else "start"
         try:
-            self._do_rollback(ref, f"crash-loop: {self.no_progress} attempts in a row without progress", "supervisor")
+            self.do_rollback(ref, f"crash-loop: {self.no_progress} attempts in a row without progress", "supervisor")
         except SupervisorError as e:
             self.say(f"automatic rollback failed: {e}")
             return
         self._high_water = len(h.steps)
         self._eff_steps = len(history_mod.load(self.run_dir).steps)
 
-    def _do_rollback(self, checkpoint: str, reason: str, by: str, reply: Reply | None = None) -> None:
+    def do_rollback(self, checkpoint: str, reason: str, by: str, reply: Reply | None = None) -> None:
         try:
             rec = append_rollback(self.run_dir, checkpoint, reason, by=by)
         except SupervisorError as e:
@@ -596,6 +557,7 @@ class Supervisor:
         if state is S.STOPPED and self._stop_signal:
             fields["signal"] = signal.Signals(self._stop_signal).name
         self.emit(ev, status=status, restarts=self.restarts, **fields)
+        self.persist.drain()  # the final status is written last
         rundir.update_run_json(self.run_dir, status=status, ended=rundir.utc_now(), attempts=self.attempt_no)
         if state is S.SUCCEEDED:
             self.exit_code = 0
@@ -607,36 +569,6 @@ class Supervisor:
             self.say(f"stopped; resume with 'agent-supervisor supervise --run-dir {self.display_dir}'")
 
     # ------------------------------------------------------------------ signals
-    def _install_signals(self) -> None:
-        self._wake_r.setblocking(False)
-        self._wake_w.setblocking(False)
-        self._old_wakeup = signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
-        self._old_handlers = {}
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            self._old_handlers[sig] = signal.signal(sig, self._on_signal)
-        self.sel.register(self._wake_r, selectors.EVENT_READ, self._drain_signals)
-
-    def _restore_signals(self) -> None:
-        with contextlib.suppress(ValueError):
-            signal.set_wakeup_fd(self._old_wakeup)
-        for sig, h in getattr(self, "_old_handlers", {}).items():
-            signal.signal(sig, h)
-        with contextlib.suppress(KeyError, ValueError):
-            self.sel.unregister(self._wake_r)
-        self._wake_r.close()
-        self._wake_w.close()
-
-    def _on_signal(self, signum: int, frame: object) -> None:
-        self._signals.append(signum)
-
-    def _drain_signals(self) -> None:
-        with contextlib.suppress(BlockingIOError):
-            while self._wake_r.recv(512):
-                pass
-        sigs, self._signals = self._signals, []
-        for sig in sigs:
-            self._on_stop_signal(sig)
-
     def _on_stop_signal(self, sig: int) -> None:
         name = signal.Signals(sig).name
         if self._stop_signal is not None and self.child is not None:
@@ -645,114 +577,14 @@ class Supervisor:
             return
         self._stop_signal = sig
         self.say(f"{name}: stopping the agent (grace {self.opts.stop_grace:g} s, then SIGKILL)")
-        self._request_stop()
+        self.request_stop()
 
-    def _request_stop(self) -> None:
+    def request_stop(self) -> None:
         if self.child is not None:
-            self._begin_stop("stop")
+            self.begin_stop("stop")
         elif not self.sm.state.terminal:
-            self._backoff_until = None
+            self.backoff_until = None
             self._finish(S.STOPPED, "stopped")
-
-    # ------------------------------------------------------------------ control requests
-    def status(self) -> dict[str, Any]:
-        """The status response: state, pid, attempt, figures."""
-        self._poll_journal()
-        child = self.child
-        st: dict[str, Any] = {
-            "ok": True,
-            "state": self.sm.state.value,
-            "pid": child.pid if child else None,
-            "attempt": self.attempt_no,
-            "uptime_s": round(child.uptime, 3) if child else None,
-            "restarts": self.restarts,
-            "cpu_percent": self.sample.cpu_percent if child else 0.0,
-            "rss_bytes": self.sample.rss_bytes if child else 0,
-            "threads": self.sample.threads if child else 0,
-            "open_files": self.sample.open_files if child else 0,
-            "processes": self.sample.processes if child else 0,
-            "records": self.records,
-            "step": self.cur.in_flight if self.cur and child else None,
-            "paused": self.paused,
-            "attempts_without_progress": self.no_progress,
-            "run_dir": str(self.run_dir),
-            "supervisor_pid": os.getpid(),
-            "supervisor_uptime_s": round(time.monotonic() - self.started, 3),
-            "live": True,
-        }
-        if self.sm.state is S.BACKOFF and self._backoff_until is not None:
-            st["backoff_s"] = self._backoff_s
-            st["backoff_left_s"] = round(max(0.0, self._backoff_until - time.monotonic()), 3)
-        return st
-
-    def _handle_request(self, req: dict[str, Any], reply: Reply) -> None:
-        cmd = req.get("cmd")
-        state = self.sm.state
-        stopping_for_good = self._pending is not None and self._pending[0] == "stop"
-        if cmd == "status":
-            reply(self.status())
-        elif cmd == "stop":
-            if not stopping_for_good:
-                self._request_stop()
-            reply({"ok": True, "state": self.sm.state.value})
-        elif stopping_for_good or state.terminal:
-            reply({"ok": False, "error": f"the supervisor is stopping; {cmd!r} is no longer possible"})
-        elif cmd == "restart":
-            if state is S.STOPPING:
-                reply({"ok": False, "error": "the agent is already being stopped; wait for it to restart"})
-            elif self.child is not None:
-                self._begin_stop("restart")
-                reply({"ok": True, "state": self.sm.state.value})
-            else:
-                self._backoff_until = None
-                self.paused = False
-                self._spawn(reason="request")
-                reply({"ok": True, "state": self.sm.state.value})
-        elif cmd == "rollback":
-            self._request_rollback(req, reply)
-        elif cmd == "pause":
-            if not self.paused:
-                self.paused = True
-                self.emit("pause")
-                self.say("restarts paused")
-                if state is S.BACKOFF:
-                    self._backoff_until = None
-                    self.sm.change(S.PAUSED, after="backoff")
-            reply({"ok": True, "state": self.sm.state.value, "paused": True})
-        elif cmd == "resume":
-            if self.paused:
-                self.paused = False
-                self.emit("resume")
-                self.say("restarts resumed")
-                if self.sm.state is S.PAUSED:
-                    self._spawn(reason="resume")
-            reply({"ok": True, "state": self.sm.state.value, "paused": False})
-        else:
-            reply({"ok": False, "error": f"unknown command {cmd!r}; use status, stop, restart, rollback, pause or resume"})
-
-    def _request_rollback(self, req: dict[str, Any], reply: Reply) -> None:
-        ref = req.get("checkpoint")
-        if ref is None or ref == "":
-            reply({"ok": False, "error": 'rollback needs "checkpoint": a checkpoint name or seq (or "start")'})
-            return
-        ref = str(ref)
-        reason = str(req.get("reason") or "manual rollback")
-        by = str(req.get("by") or "user")
-        try:
-            resolve_checkpoint(history_mod.load(self.run_dir), ref)
-        except SupervisorError as e:
-            reply({"ok": False, "error": str(e)})
-            return
-        if self.sm.state is S.STOPPING:
-            reply({"ok": False, "error": "the agent is being stopped; retry the rollback in a moment"})
-            return
-        if self.child is not None:
-            self._begin_stop("rollback", checkpoint=ref, reason=reason, by=by, reply=reply)
-            return
-        self._backoff_until = None
-        self._do_rollback(ref, reason, by, reply)
-        if self.sm.state is S.BACKOFF:
-            self._spawn(reason="rollback")
 
     # ------------------------------------------------------------------ teardown
     def _emergency_cleanup(self) -> None:
@@ -772,6 +604,9 @@ class Supervisor:
         reap_orphans()
 
     def _close_files(self) -> None:
+        self.persist.close()
+        for e in self.persist.take_errors():
+            self.say(f"could not write run state: {e}")
         if self.server is not None:
             self.server.close()
             self.server = None
