@@ -212,7 +212,7 @@ class DashboardScreen(Screen[None]):
             self.status,
             run_id=self.run_id,
             records=m.count,
-            steps=m.step_records - len(m.error_seqs),
+            steps=m.effective_steps,
             checkpoints=len(m.effective_checkpoints),
             follow=self.timeline.follow,
             replay_now=now,

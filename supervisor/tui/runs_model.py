@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import history as history_mod
 from .. import rundir
 from ..errors import SupervisorError
 from ..journal import segment_paths
@@ -20,6 +21,8 @@ from .status import control_status, offline_state
 _STEP = b'"kind":"step"'
 _COUNT_LIMIT = 64 * 1024 * 1024
 """Past this many journal bytes the step count is not computed (shown as ``-``)."""
+_FOLD_LIMIT = 8 * 1024 * 1024
+"""Up to this many bytes the journal is folded for an exact count of effective steps."""
 
 
 @dataclass
@@ -51,10 +54,16 @@ def is_runs_root(path: Path) -> bool:
     return True
 
 
-def _count_steps(paths: list[Path]) -> str:
+def _count_steps(run: Path, paths: list[Path]) -> str:
+    """Effective steps (folded) for a small journal; a raw count of step records (``~``) for a big one."""
     total = sum(p.stat().st_size for p in paths if p.exists())
     if total > _COUNT_LIMIT:
         return "-"
+    if total <= _FOLD_LIMIT:
+        try:
+            return str(len(history_mod.load(run).steps))
+        except OSError:
+            return "-"
     n = 0
     for p in paths:
         try:
@@ -62,7 +71,7 @@ def _count_steps(paths: list[Path]) -> str:
         except OSError:
             continue
         n += data.count(_STEP) - data.count(b'"error":{')
-    return str(n)
+    return f"~{n}"
 
 
 def run_info(path: Path, *, ask_supervisor: bool = True) -> RunInfo:
@@ -92,7 +101,7 @@ def run_info(path: Path, *, ask_supervisor: bool = True) -> RunInfo:
         command=command,
         status=state,
         attempts=str(attempts) if attempts is not None else "-",
-        steps=_count_steps(segs),
+        steps=_count_steps(path, segs),
         last_activity=max(mtimes),
         live=live,
     )

@@ -35,6 +35,8 @@ from ..records import BadLine, Record, parse_line
 _SCAN_RE = re.compile(rb'"kind"\s*:\s*"(checkpoint|rollback|start)"|"error"\s*:\s*(?!null)')
 _CHUNK = 8 * 1024 * 1024
 CACHE_MAX = 20_000
+ABANDONED_COUNT_MAX = 200_000
+"""Abandoned records parsed to count the effective steps (past it the count is a little high)."""
 STATE_MAX_RECORDS = 200_000
 """The state pane replays at most this many records after a checkpoint (else: use the CLI)."""
 
@@ -215,6 +217,7 @@ class TimelineModel:
         self.rollback_seqs: list[int] = []
         self.start_seqs: dict[int, int] = {}  # attempt -> seq of its start record
         self.step_records = 0
+        self.abandoned_ok = 0
         self.events: list[Event] = []
         self._event_rows: list[int] = []
         self._events_raw: list[dict[str, Any]] = []
@@ -267,6 +270,7 @@ class TimelineModel:
         except OSError:
             n = self.count
         self.indexed = True
+        self.abandoned_ok = self._count_abandoned_ok()
         for s in [s for s, e in self.cache.items() if type(e) is BadLine and e.line == 0]:
             del self.cache[s]  # read again with its line number now that the index exists
         if n != self.count:
@@ -312,6 +316,32 @@ class TimelineModel:
         if len(self.abandoned) < m.seq:
             self.abandoned.extend(bytes(m.seq - len(self.abandoned)))
         self.abandoned[target + 1 : m.seq] = b"\x01" * (m.seq - target - 1)
+
+    def _count_abandoned_ok(self, limit: int = ABANDONED_COUNT_MAX) -> int:
+        """Successful steps on abandoned branches (parses only those records, at most ``limit``)."""
+        n = 0
+        pos = 0
+        budget = limit
+        while budget > 0:
+            a = self.abandoned.find(1, pos)
+            if a < 0:
+                break
+            b = self.abandoned.find(0, a)
+            b = len(self.abandoned) if b < 0 else b
+            b = min(b, a + budget)
+            budget -= b - a
+            try:
+                ents = self.reader.get_range(a, b)
+            except (OSError, IndexError):
+                break
+            n += sum(1 for e in ents if type(e) is dict and e.get("kind") == "step" and e.get("error") is None)
+            pos = b
+        return n
+
+    @property
+    def effective_steps(self) -> int:
+        """Successful steps in the effective history (as ``history.fold(...).steps``)."""
+        return max(0, self.step_records - len(self.error_seqs) - self.abandoned_ok)
 
     def marker(self, seq: int) -> Marker | None:
         for m in self.markers:
@@ -372,6 +402,8 @@ class TimelineModel:
                 if ent.get("kind") == "step":  # type: ignore[union-attr]
                     self.step_records += 1
         self._apply_markers(markers, provisional=not self.scanned)
+        if self.indexed and any(m.kind == "rollback" for m in markers):
+            self.abandoned_ok = self._count_abandoned_ok()
         if len(self.cache) > CACHE_MAX:
             self._trim_cache()
 

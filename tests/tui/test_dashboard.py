@@ -53,7 +53,7 @@ async def test_opens_finished_run_at_the_end_with_follow(rolled_back_run: Path) 
         assert d.model.events[tl.selected()[1]].data["event"] == "succeeded"  # the last row: the run ended
         assert tl.follow
         s = status_text(app)
-        assert "succeeded" in s and "checkpoints 2" in s and "records 26" in s and "FOLLOW" in s
+        assert "succeeded" in s and "steps 5 " in s and "checkpoints 2" in s and "records 26" in s and "FOLLOW" in s
         # the abandoned branch (seqs 4..14, after plan-done, before the rollback) is dimmed
         assert [s for s in range(26) if d.model.is_abandoned(s)] == list(range(4, 15))
         # the crash of attempt 1 is a row just before the start record of attempt 2
