@@ -43,9 +43,9 @@ from .journal import JournalReader, count_lines
 from .lock import SupervisorLock, find_leftovers, stop_processes
 from .metrics import TreeSample, TreeSampler
 from .process import Child, ExitStatus, become_subreaper, kill_leftovers, own_orphans, reap_orphans
-from .records import BadLine, Record, step_name
+from .records import BadLine, step_name
 from .redact import Redactor
-from .rollback import append_rollback, resolve_checkpoint
+from .rollback import append_rollback
 from .persister import Persister
 from .policy import Attempt, Options, backoff_delay, is_progress
 from .signals import SignalInbox

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import orjson
@@ -12,7 +11,7 @@ import pytest
 from supervisor import rundir
 from supervisor.history import load
 
-from .conftest import ROOT, clean_env, run_cli, wait_for
+from .conftest import run_cli, wait_for
 from .supervisor_util import MINIMAL_AGENT, PY, Supervised, research
 
 
