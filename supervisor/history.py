@@ -17,7 +17,7 @@ from typing import Any
 from . import checkpoints, state
 from .errors import CheckpointError
 from .journal import Entry, JournalReader
-from .records import BadLine, Record, step_name
+from .records import BadLine, LazyRecord, Record, step_name
 
 
 @dataclass
@@ -44,13 +44,32 @@ class History:
     def abandoned_seqs(self) -> set[int]:
         return {r["seq"] for b in self.branches for r in b.records}
 
+    _kinds_upto: int = field(default=0, repr=False)
+    _by_kind: dict[str, list[Record]] = field(default_factory=lambda: {"checkpoint": [], "rollback": []}, repr=False)
+
+    def _of_kind(self, kind: str) -> list[Record]:
+        # after fold the effective history only grows at the end: index just the new part
+        n = len(self.effective)
+        if self._kinds_upto > n:
+            self._kinds_upto = 0
+            self._by_kind = {"checkpoint": [], "rollback": []}
+        for r in self.effective[self._kinds_upto :]:
+            if type(r) is not LazyRecord:
+                bucket = self._by_kind.get(r.get("kind"))  # type: ignore[arg-type]
+                if bucket is not None:
+                    bucket.append(r)
+        self._kinds_upto = n
+        return self._by_kind[kind]
+
     @property
     def checkpoints(self) -> list[Record]:
-        return [r for r in self.effective if r.get("kind") == "checkpoint"]
+        """Checkpoint records of the effective history, in order."""
+        return self._of_kind("checkpoint")
 
     @property
     def rollbacks(self) -> list[Record]:
-        return [r for r in self.effective if r.get("kind") == "rollback"]
+        """Rollback records of the effective history, in order."""
+        return self._of_kind("rollback")
 
     def consecutive_failures(self, pos: int | None = None) -> int:
         """Failed attempts of the step at ``pos`` (default: the next one) since the last success."""
@@ -91,8 +110,18 @@ def fold(entries: list[Entry]) -> History:
     steps = h.steps
     ok_upto: list[int] = []  # ok_upto[i]: successful steps in eff[: i + 1]
     for e in entries:
-        if type(e) is BadLine:
-            h.problems.append(e)
+        te = type(e)
+        if te is LazyRecord:  # the resume fast path: no parsing, no dict lookups
+            if e.kind == "step":  # type: ignore[union-attr]
+                e.pos = len(steps)  # type: ignore[union-attr]
+                steps.append(e)  # type: ignore[arg-type]
+            else:
+                e.pos = len(steps)  # type: ignore[union-attr]
+            eff.append(e)  # type: ignore[arg-type]
+            ok_upto.append(len(steps))
+            continue
+        if te is BadLine:
+            h.problems.append(e)  # type: ignore[arg-type]
             continue
         kind = e["kind"]  # type: ignore[index]
         if kind == "step" and e.get("error") is None:  # type: ignore[union-attr]

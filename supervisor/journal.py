@@ -272,6 +272,8 @@ class JournalReader:
         self._segs: list[_Seg] = []
         self._consumed = 0  # logical stream offset read by load()/read_new()
         self._consumed_seq = 0
+        self._end_seq = 0
+        self._end_bytes = 0
 
     # -- discovery
     def _refresh_segments(self) -> list[_Seg]:
@@ -287,13 +289,15 @@ class JournalReader:
         return segs
 
     # -- bulk
-    def iter_entries(self, *, lazy: bool = False) -> Iterator[Entry]:
+    def iter_entries(self, *, lazy: bool = False, skip_begin: bool = False) -> Iterator[Entry]:
         """Every committed entry in order, parsed chunk by chunk (bounded memory).
 
         With ``lazy``, ``begin`` lines and successful ``step`` lines written by this
-        package come back unparsed, as :class:`LazyRecord` (the SDK's resume path).
+        package come back unparsed, as :class:`LazyRecord` (the SDK's resume path);
+        with ``skip_begin`` too, lazy ``begin`` lines are left out altogether.
         """
         seq = 0
+        total_bytes = 0
         for seg in self._refresh_segments():
             line_no = 0
             try:
@@ -302,6 +306,7 @@ class JournalReader:
                 continue
             with f:
                 end = _committed_size(f.fileno(), os.fstat(f.fileno()).st_size)
+                total_bytes += end
                 left = end
                 carry = b""
                 while left > 0:
@@ -320,7 +325,8 @@ class JournalReader:
                         if lazy:
                             kind = LAZY_PREFIXES.get(raw[:15])
                             if kind is not None and b'"error"' not in raw:
-                                yield LazyRecord(kind, raw, seq, spath)
+                                if kind == "step" or not skip_begin:
+                                    yield LazyRecord(kind, raw, seq, spath)
                                 seq += 1
                                 continue
                         ent = _parse(raw, seq, seg.path, line_no)
@@ -330,24 +336,23 @@ class JournalReader:
                         if type(ent) is BadLine:
                             self.problems.append(ent)
                         yield ent
+        self._end_seq = seq
+        self._end_bytes = total_bytes
 
-    def load(self, *, lazy: bool = False) -> list[Entry]:
+    def load(self, *, lazy: bool = False, skip_begin: bool = False) -> list[Entry]:
         """Parse the whole journal into memory and remember the end for ``read_new``."""
         self.problems = []
         enabled = gc.isenabled()
         gc.disable()  # a million small dicts: the cyclic GC would rescan them again and again
         try:
-            out = list(self.iter_entries(lazy=lazy))
+            out = list(self.iter_entries(lazy=lazy, skip_begin=skip_begin))
         finally:
             if enabled:
                 gc.enable()
-        self._consumed = sum(self._committed_sizes())
-        self._consumed_seq = self._count_from_entries(out)
+        # exactly what was read: a record committed meanwhile is read_new's first
+        self._consumed = self._end_bytes
+        self._consumed_seq = self._end_seq
         return out
-
-    def _count_from_entries(self, out: list[Entry]) -> int:
-        # blank lines have no entry; the total line count is what a writer continues from
-        return count_lines(self.source) if not out or _seq_of(out[-1]) + 1 != len(out) else len(out)
 
     def _committed_sizes(self) -> list[int]:
         sizes = []

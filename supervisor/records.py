@@ -34,6 +34,66 @@ class BadLine:
         return f"{self.path}:{self.line}: skipped, {self.reason}: {self.text[:80]!r}"
 
 
+class LazyRecord:
+    """A ``begin`` or successful ``step`` line from this package's writer, parsed only when a field is read.
+
+    Resuming a million steps must not build a million dicts up front: the SDK
+    keeps the raw line and parses it when the step is replayed. ``kind``, ``seq``,
+    ``pos`` and ``error`` (always ``None``) are known without parsing.
+    """
+
+    __slots__ = ("kind", "raw", "seq", "pos", "path")
+
+    def __init__(self, kind: str, raw: bytes, seq: int, path: str) -> None:
+        self.kind = kind
+        self.raw = raw
+        self.seq = seq
+        self.pos = -1
+        self.path = path
+
+    def record(self) -> Record:
+        """The full, normalised record (parsed anew on each call: callers use it once)."""
+        try:
+            rec = orjson.loads(self.raw)
+        except orjson.JSONDecodeError as e:
+            from .errors import JournalError
+
+            raise JournalError(f"{self.path}: the record with seq {self.seq} is not valid JSON ({e})") from None
+        if rec.get("seq") != self.seq or "ts" not in rec:
+            normalize(rec, self.seq)
+        rec["pos"] = self.pos
+        return rec  # type: ignore[no-any-return]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        if key == "kind":
+            return self.kind
+        if key == "seq":
+            return self.seq
+        if key == "pos":
+            return self.pos
+        if key == "error":
+            return None
+        return self.record().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        value = self.get(key, _ABSENT)
+        if value is _ABSENT:
+            raise KeyError(key)
+        return value
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        if key != "pos":
+            raise TypeError("a LazyRecord only takes its pos")
+        self.pos = value
+
+    def __contains__(self, key: str) -> bool:
+        return key in ("kind", "seq", "pos") or key in self.record()
+
+
+_ABSENT: Any = object()
+LAZY_PREFIXES = {b'{"kind":"step",': "step", b'{"kind":"begin"': "begin"}
+
+
 def parse_line(raw: bytes) -> Record:
     """Parse one line into a dict; raise ``ValueError`` with a reason if it is not a JSON object."""
     try:

@@ -77,7 +77,9 @@ def make_journal(run_dir: Path, steps: int, *, with_begin: bool) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "run.json").write_bytes(orjson.dumps({"id": run_dir.name, "format": 1}))
     seq = 0
-    with open(run_dir / "journal.jsonl", "wb") as f:
+    segment = 0
+    f = open(run_dir / "journal.jsonl", "wb")
+    if True:  # sealed every 64 MiB, as the writer rotates
         buf = []
         for i in range(steps):
             name = f"search:q{i}"
@@ -99,23 +101,30 @@ def make_journal(run_dir: Path, steps: int, *, with_begin: bool) -> None:
             if len(buf) >= 50_000:
                 f.write(b"\n".join(buf) + b"\n")
                 buf = []
+                if f.tell() >= 64 << 20:
+                    f.close()
+                    segment += 1
+                    os.rename(run_dir / "journal.jsonl", run_dir / f"journal.{segment:06d}.jsonl")
+                    f = open(run_dir / "journal.jsonl", "wb")
         if buf:
             f.write(b"\n".join(buf) + b"\n")
+        f.close()
 
 
 def bench_tail(tmp: Path, records: int) -> None:
     run_dir = tmp / "big"
     make_journal(run_dir, records, with_begin=False)
-    size = (run_dir / "journal.jsonl").stat().st_size
+    size = sum(p.stat().st_size for p in run_dir.glob("journal*.jsonl"))
     t0 = time.perf_counter()
     last = JournalReader(run_dir).tail(50)
     tail = time.perf_counter() - t0
     assert len(last) == 50 and last[-1]["seq"] == records - 1
     t0 = time.perf_counter()
     n = 0
-    with open(run_dir / "journal.jsonl", "rb") as f:
-        while chunk := f.read(8 << 20):
-            n += chunk.count(b"\n")
+    for path in run_dir.glob("journal*.jsonl"):
+        with open(path, "rb") as f:
+            while chunk := f.read(8 << 20):
+                n += chunk.count(b"\n")
     scan = time.perf_counter() - t0
     t0 = time.perf_counter()
     r = JournalReader(run_dir)
@@ -141,14 +150,15 @@ print(f"{t_open} {t_first} {len(run.replayed)}")
 """
 
 PLAIN_LOADER = """
-import json, sys, time
+import glob, json, sys, time
 t0 = time.perf_counter()
 done = {}
-with open(sys.argv[1] + "/journal.jsonl") as f:
-    for line in f:
-        rec = json.loads(line)
-        if rec.get("kind") == "step":
-            done[rec["pos"]] = rec["output"]
+for path in sorted(glob.glob(sys.argv[1] + "/journal.0*.jsonl")) + [sys.argv[1] + "/journal.jsonl"]:
+    with open(path) as f:
+        for line in f:
+            rec = json.loads(line)
+            if rec.get("kind") == "step":
+                done[rec["pos"]] = rec["output"]
 print(time.perf_counter() - t0)
 """
 
@@ -156,7 +166,7 @@ print(time.perf_counter() - t0)
 def bench_resume(tmp: Path, steps: int) -> None:
     run_dir = tmp / "resume"
     make_journal(run_dir, steps, with_begin=True)
-    size = (run_dir / "journal.jsonl").stat().st_size
+    size = sum(p.stat().st_size for p in run_dir.glob("journal*.jsonl"))
     out = subprocess.run([sys.executable, "-c", RESUME_AGENT, str(run_dir), str(steps)], capture_output=True, text=True, check=True)
     t_open, t_first, replayed = out.stdout.split()
     plain = float(subprocess.run([sys.executable, "-c", PLAIN_LOADER, str(run_dir)], capture_output=True, text=True, check=True).stdout)
