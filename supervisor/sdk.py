@@ -29,7 +29,7 @@ from . import checkpoints, rundir, state as state_mod
 from .errors import DivergenceError, ReplayError
 from .history import History, fold, rollback_record
 from .journal import JournalReader, JournalWriter
-from .records import Record, step_name
+from .records import LazyRecord, Record, step_name
 from .redact import Redactor
 from .replay_session import ReplaySession, canonical_inputs, inputs_hash, open_replay_dir
 
@@ -89,7 +89,9 @@ class Run:
         self.redactor = Redactor(secrets)
         kw = {} if rotate_bytes is None else {"rotate_bytes": rotate_bytes}
         self._writer: JournalWriter | None = None if self.replay_mode else JournalWriter(self.run_dir, redact=self.redactor, **kw)
-        self.history: History = fold(JournalReader(self.run_dir).load())
+        # lazy: finished steps stay raw bytes until replayed, and begin records (which say only
+        # that a step started) are not kept: resuming 1,000,000 steps builds no million dicts
+        self.history: History = fold(JournalReader(self.run_dir).load(lazy=True, skip_begin=True))
         self._steps = self.history.steps
         self._pending_checkpoints = [c for c in self.history.checkpoints]
         self._pos = 0
@@ -239,14 +241,19 @@ class Run:
 
         return deco
 
-    def _replay(self, pos: int, name: str) -> Any:
+    def _step_record(self, pos: int) -> Record:
+        """The recorded step at ``pos`` as a dict (parsed now if it was loaded lazily)."""
         rec = self._steps[pos]
+        return rec.record() if type(rec) is LazyRecord else rec
+
+    def _replay(self, pos: int, name: str) -> Any:
+        rec = self._step_record(pos)
         recorded = step_name(rec)
         if recorded != name:
             raise DivergenceError(pos, recorded, name)
         self._pos = pos + 1
         self.replayed.append(name)
-        self._replay_state(rec["seq"])
+        self._replay_state(rec["seq"], rec)
         return rec.get("output")
 
     def _replay_step(
@@ -257,7 +264,7 @@ class Run:
         Nothing is written. A live step's new output goes back to the agent; the
         state keeps following the recorded patches, as for served steps.
         """
-        rec = self._steps[pos] if pos < len(self._steps) else None
+        rec = self._step_record(pos) if pos < len(self._steps) else None
         live = s.mode.is_live(name)
         if rec is None and not live:
             raise s.missing(pos, name)
@@ -280,20 +287,32 @@ class Run:
         self._pos = pos + 1
         self.executed.append(name)
         if rec is not None:
-            self._replay_state(rec["seq"])
+            self._replay_state(rec["seq"], rec)
         return out
 
-    def _replay_state(self, upto_seq: int) -> None:
+    def _replay_state(self, upto_seq: int, current: Record | None = None) -> None:
         """Bring the state to what it was right after the recorded record ``upto_seq``.
 
         The recorded patches are the truth: what the step function did to the
         state, and what the agent did between steps, are both in them.
+        ``current`` is the already parsed record at ``upto_seq``, if the caller has it.
         """
         eff = self.history.effective
         changed = False
         i = self._applied
-        while i < len(eff) and eff[i]["seq"] <= upto_seq:
-            patch = eff[i].get("state_patch")
+        while i < len(eff):
+            e = eff[i]
+            if type(e) is LazyRecord:
+                if e.seq > upto_seq:
+                    break
+                if e.kind != "step":
+                    i += 1
+                    continue  # a begin record carries no state
+                patch = (current if current is not None and e.seq == upto_seq else e.record()).get("state_patch")
+            else:
+                if e["seq"] > upto_seq:
+                    break
+                patch = e.get("state_patch")
             if patch:
                 self._shadow = state_mod.apply_patch(self._shadow, patch)
                 changed = True
