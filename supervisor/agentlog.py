@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import os
 import re
+import select
 import stat
 import sys
+import time
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -26,14 +28,19 @@ from . import rundir
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 MAX_LINE = 64 * 1024
 """A line longer than this is written in pieces (a child printing megabytes without a newline)."""
+TEE_BUFFER = 4 * 1024 * 1024
+"""Output held for a slow terminal or pipe reader; past this it is dropped from the terminal only."""
 _SEALED_RE = re.compile(r"^agent\.(\d{6,})\.log$")
 
 
 def _nonblocking_if_pipe(fd: int) -> bool:
     """Make our stdout/stderr non-blocking when it is a pipe, so a reader that never reads cannot stall us.
 
-    A terminal or a file is left alone (O_NONBLOCK on a tty would be shared with
-    the shell). Returns whether the fd is usable at all.
+    What the pipe cannot take is buffered (``TEE_BUFFER``) and written as the
+    reader catches up (``| tee``, ``| less`` lose nothing); only a reader that
+    stops reading altogether loses terminal output. A terminal or a file is left
+    alone (O_NONBLOCK on a tty would be shared with the shell). Returns whether
+    the fd is usable at all.
     """
     try:
         st = os.fstat(fd)
@@ -66,8 +73,9 @@ class AgentLog:
         self._partial: dict[str, bytes] = {"stdout": b"", "stderr": b""}
         self._tail: deque[str] = deque(maxlen=tail_lines)
         self._tee_fds: dict[str, int] = {}
+        self._tee_pending: dict[str, bytearray] = {}
         self.dropped_bytes = 0
-        """Terminal bytes dropped because a piped stdout/stderr was full (the file has them all)."""
+        """Terminal bytes dropped because a piped stdout/stderr stayed full (the file has them all)."""
         if tee:
             for name, f in (("stdout", sys.stdout), ("stderr", sys.stderr)):
                 try:
@@ -131,15 +139,31 @@ class AgentLog:
         fd = self._tee_fds.get(stream)
         if fd is None:
             return
-        view = memoryview(data)
-        try:
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-        except BlockingIOError:
-            self.dropped_bytes += len(view)
-        except (BrokenPipeError, OSError):
-            self._tee_fds.pop(stream, None)  # the terminal went away; the file still gets everything
+        pending = self._tee_pending.setdefault(stream, bytearray())
+        if len(pending) + len(data) > TEE_BUFFER:
+            self.dropped_bytes += len(data)  # the reader is stuck: the file still gets everything
+            return
+        pending += data
+        self.flush_tee()
+
+    def flush_tee(self) -> bool:
+        """Write what the terminal could not take yet; ``True`` if something is still waiting."""
+        waiting = False
+        for stream, pending in self._tee_pending.items():
+            fd = self._tee_fds.get(stream)
+            if fd is None:
+                pending.clear()
+                continue
+            try:
+                while pending:
+                    n = os.write(fd, pending)
+                    del pending[:n]
+            except BlockingIOError:
+                waiting = True
+            except OSError:
+                self._tee_fds.pop(stream, None)  # the terminal went away; the file still gets everything
+                pending.clear()
+        return waiting
 
     def _write_file(self, data: bytes) -> None:
         view = memoryview(data)
@@ -159,7 +183,12 @@ class AgentLog:
         self._open()
         return sealed
 
-    def close(self) -> None:
+    def close(self, drain_s: float = 2.0) -> None:
+        """Write the unfinished lines; give a slow terminal reader up to ``drain_s`` to take what is held."""
+        deadline = time.monotonic() + drain_s
+        while self.flush_tee() and time.monotonic() < deadline:
+            fds = [self._tee_fds[s] for s, p in self._tee_pending.items() if p and s in self._tee_fds]
+            select.select([], fds, [], max(0.0, deadline - time.monotonic()))
         if self._fd >= 0:
             self.end_attempt()
             os.close(self._fd)

@@ -43,7 +43,7 @@ class ProcessState(str, enum.Enum):
 
 S = ProcessState
 TRANSITIONS: dict[ProcessState, frozenset[ProcessState]] = {
-    S.STARTING: frozenset({S.RUNNING, S.FAILED, S.BACKOFF, S.STOPPED}),
+    S.STARTING: frozenset({S.RUNNING, S.FAILED, S.BACKOFF, S.PAUSED, S.STOPPED}),
     S.RUNNING: frozenset({S.STOPPING, S.BACKOFF, S.STARTING, S.PAUSED, S.SUCCEEDED, S.FAILED}),
     S.BACKOFF: frozenset({S.STARTING, S.PAUSED, S.STOPPED, S.FAILED}),
     # a stop on the way to a restart (hang, memory limit, rollback, restart request) goes to STARTING

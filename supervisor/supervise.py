@@ -220,6 +220,8 @@ class Supervisor:
 
     def _timers(self) -> None:
         now = time.monotonic()
+        if self.log is not None:
+            self.log.flush_tee()
         for e in self.persist.take_errors():
             self.say(f"could not write run state: {e}")
         if self.backoff_until is not None and now >= self.backoff_until:
@@ -383,14 +385,20 @@ class Supervisor:
             self.begin_stop("memory-limit")
 
     # ------------------------------------------------------------------ stopping
-    def begin_stop(self, action: str, **info: Any) -> None:
-        """Ask the child's group to stop (SIGTERM); SIGKILL after the grace period. ``action`` says what next."""
+    def begin_stop(self, action: str, sig: int = signal.SIGTERM, **info: Any) -> None:
+        """Send ``sig`` to the child's group; SIGKILL after the grace period. ``action`` says what comes next.
+
+        A stop by SIGINT forwards SIGINT (a Python agent gets its KeyboardInterrupt and
+        closes cleanly); everything else sends SIGTERM, as systemd and docker do.
+        """
         assert self.child is not None
+        if self.pending is not None and "reply" in self.pending[1] and action != self.pending[0]:
+            self.pending[1]["reply"]({"ok": False, "error": f"the supervisor is stopping the agent for {action!r} first; retry"})
         self.pending = (action, info)
         if self.sm.state is not S.STOPPING:
             self.sm.change(S.STOPPING, action=action)
         self._stop_deadline = time.monotonic() + self.opts.stop_grace
-        self.child.signal_group(signal.SIGTERM)
+        self.child.signal_group(sig)
 
     def _on_child_exit(self) -> None:
         child, cur = self.child, self.cur
@@ -577,11 +585,12 @@ class Supervisor:
             return
         self._stop_signal = sig
         self.say(f"{name}: stopping the agent (grace {self.opts.stop_grace:g} s, then SIGKILL)")
-        self.request_stop()
+        self.request_stop(signal.SIGINT if sig == signal.SIGINT else signal.SIGTERM)
 
-    def request_stop(self) -> None:
+    def request_stop(self, sig: int = signal.SIGTERM) -> None:
+        """Stop for good: the agent's group gets ``sig``; in backoff or paused, stop at once."""
         if self.child is not None:
-            self.begin_stop("stop")
+            self.begin_stop("stop", sig)
         elif not self.sm.state.terminal:
             self.backoff_until = None
             self._finish(S.STOPPED, "stopped")

@@ -69,19 +69,21 @@ def test_grandchildren_are_gone_after_a_crash(tmp_path: Path) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_grandchildren_are_gone_after_a_stop(tmp_path: Path) -> None:
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_grandchildren_are_gone_after_a_stop(tmp_path: Path, sig: signal.Signals) -> None:
     run_dir = tmp_path / "run"
     with Supervised(run_dir, helper_agent("grandchildren", "5", "sleep"), *FAST) as sup:
         pids = grandchild_pids(run_dir)
         try:
             agent = sup.events("spawn")[0]["pid"]
             assert all(alive(p) for p in pids)
-            sup.proc.send_signal(signal.SIGTERM)
-            assert sup.wait(30) == 128 + signal.SIGTERM
+            sup.proc.send_signal(sig)
+            assert sup.wait(30) == 128 + sig
             assert [p for p in pids + [agent] if alive(p)] == []
             assert rundir.read_run_json(run_dir)["status"] == "stopped"
-            assert sup.events("stop")[0]["signal"] == "SIGTERM"
-            assert sup.events("exit")[0]["reason"] == "stop"
+            assert sup.events("stop")[0]["signal"] == sig.name
+            ex = sup.events("exit")[0]
+            assert ex["reason"] == "stop" and ex["signal"] == sig.name  # the signal was forwarded as is
         finally:
             kill_pids(pids)
 

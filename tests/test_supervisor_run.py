@@ -174,3 +174,35 @@ def test_help_shows_defaults() -> None:
     assert r.returncode == 0
     text = " ".join(r.stdout.split())
     assert "--backoff-initial S" in text and "(default: 0.5)" in text and "(default: --resume)" in text
+
+
+@pytest.mark.timeout(60)
+def test_a_pipe_reader_that_does_not_read_cannot_stall_the_supervisor(tmp_path: Path) -> None:
+    """The TUI may start the supervisor with stdout=PIPE and read it late (or never)."""
+    import subprocess
+
+    from .conftest import clean_env
+    from .supervisor_util import ROOT
+
+    run_dir = tmp_path / "run"
+    code = "import sys\nfor i in range(40000): print(f'line {i:06d} ' + 'x' * 40)\nsys.exit(0)"
+    p = subprocess.Popen(
+        [PY, "-m", "supervisor", "supervise", "--run-dir", str(run_dir), "-q", "--", PY, "-c", code],
+        stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=clean_env(), cwd=ROOT,
+    )
+    try:
+        # 2 MB of output into a 64 KiB pipe nobody reads: the run still finishes
+        wait_for(lambda: rundir.read_run_json(run_dir).get("status") == "succeeded" if (run_dir / "run.json").exists() else False,
+                 timeout=40, what="the run to succeed while its stdout pipe is full")
+        assert p.stdout is not None
+        out = p.stdout.read()
+        assert p.wait(20) == 0
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+        if p.stdout:
+            p.stdout.close()
+    log = (run_dir / "agent.log").read_text()
+    assert log.count("[1:stdout] line ") == 40000  # the file has everything
+    assert out.startswith(b"line 000000 ") and len(out) > 64 * 1024  # the held output reached the reader
