@@ -198,7 +198,7 @@ def find_leftovers(run_dir: Path, previous: dict[str, Any] | None) -> list[psuti
 def _running(p: psutil.Process) -> bool:
     """Alive and not a zombie (a dead process its new parent has not reaped yet runs nothing)."""
     try:
-        return p.status() != psutil.STATUS_ZOMBIE
+        return bool(p.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 

@@ -125,7 +125,7 @@ class Child:
 
     def read_available(self, fd: int) -> bytes | None:
         """What the pipe holds now; ``None`` at end of file."""
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             try:
                 data = os.read(fd, 65536)
@@ -236,6 +236,6 @@ def kill_leftovers(pgid: int, grace: float, exclude: int | None = None) -> list[
 
 def _alive(p: psutil.Process) -> bool:
     try:
-        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+        return bool(p.is_running() and p.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False

@@ -42,14 +42,16 @@ from .events import EventLog, read_events
 from .journal import JournalReader, count_lines
 from .lock import SupervisorLock, find_leftovers, stop_processes
 from .metrics import TreeSample, TreeSampler
-from .process import Child, ExitStatus, become_subreaper, kill_leftovers, own_orphans, reap_orphans
-from .records import BadLine, step_name
-from .redact import Redactor
-from .rollback import append_rollback
 from .persister import Persister
 from .policy import Attempt, Options, backoff_delay, is_progress
+from .process import Child, ExitStatus, become_subreaper, kill_leftovers, own_orphans, reap_orphans
+from .records import step_name
+from .redact import Redactor
+from .rollback import append_rollback
 from .signals import SignalInbox
 from .states import ProcessState, StateChange, StateMachine
+
+__all__ = ["EXIT_GAVE_UP", "Options", "Supervisor"]
 
 S = ProcessState
 EXIT_GAVE_UP = 1
@@ -340,7 +342,7 @@ class Supervisor:
             return
         cur = self.cur
         for ent in new:
-            if isinstance(ent, BadLine):
+            if not isinstance(ent, dict):  # a bad line (read_new never returns lazy records)
                 self.records = max(self.records, ent.seq + 1)
                 continue
             self.records = max(self.records, int(ent.get("seq", 0)) + 1)
