@@ -95,6 +95,7 @@ class Supervisor:
         self._stop_deadline: float | None = None
         self.backoff_until: float | None = None
         self.backoff_s: float = 0.0
+        self._backoff_reason = "crash"  # the restart event after a backoff names the exit that caused it
         self._next_poll = 0.0
         self._next_metrics = 0.0
         self._journal_stat: tuple[int, int] = (-1, -1)
@@ -229,7 +230,7 @@ class Supervisor:
         if self.backoff_until is not None and now >= self.backoff_until:
             self.backoff_until = None
             if self.sm.state is S.BACKOFF:
-                self.spawn(reason="backoff over")
+                self.spawn(reason=self._backoff_reason)
                 return
         if self.child is None:
             return
@@ -378,6 +379,7 @@ class Supervisor:
     def _sample_metrics(self) -> None:
         if self.sampler is None or self.child is None:
             return
+        reap_orphans(self.child.pid)  # adopted grandchildren that died meanwhile: no zombies
         self.sample = self.sampler.sample([p.pid for p in own_orphans(self.child.pid)])
         limit = self.opts.max_rss
         if limit and self.sample.rss_bytes > limit and self.sm.state is S.RUNNING:
@@ -494,6 +496,7 @@ class Supervisor:
             self.spawn(reason=reason)
             return
         delay = backoff_delay(self.opts, self.no_progress)
+        self._backoff_reason = reason
         self.backoff_s = delay
         self.backoff_until = time.monotonic() + delay
         self.sm.change(S.BACKOFF, delay_s=delay)

@@ -218,3 +218,18 @@ def test_offline_rollback_then_resume(tmp_path: Path) -> None:
     searches = [orjson.loads(l) for l in (run_dir / "ledger.jsonl").read_bytes().splitlines()]
     assert sum(1 for s in searches if s["step"] == "search:q1") == 2  # re-ran after the rollback
     assert "replayed ['plan']" in again.stdout()
+
+
+@pytest.mark.timeout(60)
+def test_sdk_failure_policy_exit_75_restarts_at_once(tmp_path: Path) -> None:
+    """Three failures of search:q2: two crashes, then the SDK rolls back and exits 75; the fallback succeeds."""
+    run_dir = tmp_path / "run"
+    with Supervised(run_dir, research("--fail", "search:q2:3"), *FAST) as sup:
+        assert sup.wait(45) == 0, sup.stderr()
+    assert [e["code"] for e in sup.events("exit")] == [1, 1, 75, 0]
+    assert len(sup.events("backoff")) == 1  # only attempt 2 made no progress; 75 counts as progress
+    assert [r["reason"] for r in sup.events("restart")] == ["crash", "crash", "rollback requested"]
+    h = load(run_dir)
+    assert [r["by"] for r in h.rollbacks] == ["sdk"]
+    assert "rollbacks: 1" in sup.stdout()
+    assert rundir.read_run_json(run_dir)["status"] == "succeeded"
