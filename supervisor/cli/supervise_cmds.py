@@ -43,6 +43,28 @@ def _size(text: str) -> int:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+class _Defaults(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Shows ``(default: X)`` only where there is a meaningful default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        if action.default in (None, False) or "default" in text:
+            return text
+        return super()._get_help_string(action)
+
+
+_EPILOG = """examples:
+  agent-supervisor supervise -- python agent.py --task "durable agents"
+  agent-supervisor supervise --run-dir runs/demo --hang-timeout 300 --max-rss 4G -- python agent.py
+  agent-supervisor supervise --run-dir runs/demo          (resume, reusing the recorded command)
+
+the agent's environment: AGENT_SUPERVISOR_RUN_DIR, AGENT_SUPERVISOR_RUN_ID, AGENT_SUPERVISOR_ATTEMPT (1-based),
+AGENT_SUPERVISOR_RESUME (0/1), AGENT_SUPERVISOR_PID.
+exit codes: 0 succeeded or stopped by 'stop' request; 1 failed (gave up, or the agent exited 78);
+2 bad input; 128+N stopped by signal N (the run stays resumable).
+"""
+
+
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add ``supervise``, ``status`` and ``rollback``."""
     d = Options()
@@ -50,11 +72,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         "supervise",
         help="run an agent, restarting it with --resume when it crashes",
         description=(
-            "Run CMD as a supervised agent in a run directory (new under ./runs/, or the one given, which resumes). "
-            "Exit 0 -> succeeded; exit 78 -> failed for good; exit 75 -> restart now; any other exit or a signal -> "
-            "restart with the resume flag, with backoff while attempts make no progress."
+            "Run CMD as a supervised agent in a run directory (new under ./runs/, or the one given,\n"
+            "which resumes). Agent exit 0: succeeded. Exit 78: failed for good. Exit 75: restart now.\n"
+            "Any other exit or a signal: restart with the resume flag, after a backoff if the attempt\n"
+            "made no progress (no successful step or checkpoint committed to the journal)."
         ),
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=_Defaults,
+        epilog=_EPILOG,
     )
     p.add_argument("--run-dir", type=Path, metavar="DIR", help="run directory to use or resume (default: a new one under ./runs/)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the agent's own output still shows)")
@@ -70,7 +94,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--hang-timeout", type=_positive(float), default=None, metavar="S", help="restart when no journal record and no output came for S seconds (default: off)")
     p.add_argument("--max-rss", type=_size, default=None, metavar="SIZE", help="restart when the agent's process tree uses more memory, e.g. 2G (default: off)")
     p.add_argument("--stop-grace", type=_positive(float), default=d.stop_grace, metavar="S", help="seconds between SIGTERM and SIGKILL when stopping")
-    p.add_argument("--log-max-bytes", type=_size, default=d.log_max_bytes, metavar="SIZE", help="rotate agent.log at this size")
+    p.add_argument("--log-max-bytes", type=_size, default=d.log_max_bytes, metavar="SIZE", help="rotate agent.log at this size, e.g. 16M (rotated files are kept)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]", help="the agent's command, after --")
     p.set_defaults(func=cmd_supervise)
 
