@@ -69,6 +69,7 @@ def main() -> int:
         run.checkpoint("analyzed")
         for i in range(args.steps):
             total += run.step(f"work:{i}", work, f"work:{i}", i)
+            run.state["total"] = total  # a state patch in every step record, as real agents have
         if not args.stop_early:
             run.state["summary"] = run.step("summarize", summarize, total)
         if args.extra:

@@ -306,3 +306,24 @@ def test_replay_mode_parse() -> None:
     assert ReplayMode.parse(m.env_value()) == m
     with pytest.raises(ReplayError, match="not a replay mode"):
         ReplayMode.parse("live:")
+
+
+def test_replay_without_flags_opens_the_tui_in_replay_mode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wiring only: the TUI itself is tested with the Pilot in the TUI's tests."""
+    import supervisor.tui.app as tui_app
+    from supervisor.cli.main import main
+
+    run_dir = record_test_run(tmp_path)
+    calls: list[tuple[Path, bool]] = []
+    monkeypatch.setattr(tui_app, "run_tui", lambda path, *, replay=False: calls.append((path, replay)) or 0)
+    assert main(["replay", str(run_dir)]) == 0
+    assert calls == [(run_dir, True)]
+
+
+def test_replay_and_fork_import_no_textual() -> None:
+    code = (
+        "import sys, supervisor.replay, supervisor.replay_session, supervisor.fork, supervisor.sdk; "
+        "assert not [m for m in sys.modules if m.split('.')[0] == 'textual'], 'textual imported'"
+    )
+    r = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=clean_env(), timeout=30)
+    assert r.returncode == 0, r.stderr
