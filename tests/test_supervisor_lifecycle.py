@@ -233,3 +233,42 @@ def test_sdk_failure_policy_exit_75_restarts_at_once(tmp_path: Path) -> None:
     assert [r["by"] for r in h.rollbacks] == ["sdk"]
     assert "rollbacks: 1" in sup.stdout()
     assert rundir.read_run_json(run_dir)["status"] == "succeeded"
+
+
+ARGV_AGENT = (
+    "import os, sys; print('ARGV', sys.argv[1:], 'RESUME', os.environ['AGENT_SUPERVISOR_RESUME'], flush=True); "
+    "sys.exit(0 if os.environ['AGENT_SUPERVISOR_ATTEMPT'] == '2' else 1)"
+)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("opts", "second"), [
+    ((), "ARGV ['x', '--resume'] RESUME 1"),
+    (("--resume-flag=--continue",), "ARGV ['x', '--continue'] RESUME 1"),
+    (("--no-resume-flag",), "ARGV ['x'] RESUME 1"),
+])
+def test_resume_flag_options(tmp_path: Path, opts: tuple[str, ...], second: str) -> None:
+    from .supervisor_util import PY
+
+    with Supervised(tmp_path / "run", [PY, "-c", ARGV_AGENT, "x"], *FAST, "-q", *opts) as sup:
+        assert sup.wait(30) == 0, sup.stderr()
+    assert sup.stdout().splitlines() == ["ARGV ['x'] RESUME 0", second]
+
+
+@pytest.mark.timeout(60)
+def test_stop_escalates_to_sigkill_after_the_grace_period(tmp_path: Path) -> None:
+    from .supervisor_util import PY
+
+    stubborn = "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); time.sleep(600)"
+    with Supervised(tmp_path / "run", [PY, "-c", stubborn], "--stop-grace", "0.5") as sup:
+        wait_for(lambda: "ready" in sup.stdout(), timeout=20, what="the agent to start")
+        t0 = time.monotonic()
+        assert sup.request({"cmd": "stop"})["ok"]
+        assert sup.wait(20) == 0
+        assert 0.4 < time.monotonic() - t0 < 10
+    ex = sup.events("exit")[0]
+    assert ex["signal"] == "SIGKILL" and ex["reason"] == "stop"
+    assert "did not stop within 0.5 s: SIGKILL" in sup.stderr()
+    # a second request after the end: nobody listens any more
+    r = run_cli("status", str(tmp_path / "run"), "--json")
+    assert orjson.loads(r.stdout)["state"] == "stopped"

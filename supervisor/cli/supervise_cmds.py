@@ -83,7 +83,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--run-dir", type=Path, metavar="DIR", help="run directory to use or resume (default: a new one under ./runs/)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the agent's own output still shows)")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--resume-flag", default=d.resume_flag, metavar="FLAG", help="argument appended to CMD on restarts")
+    g.add_argument("--resume-flag", default=d.resume_flag, metavar="FLAG", help="argument appended to CMD on restarts (a value starting with - needs =, e.g. --resume-flag=--continue)")
     g.add_argument("--no-resume-flag", action="store_true", help="append nothing on restarts (the agent reads AGENT_SUPERVISOR_RESUME)")
     p.add_argument("--backoff-initial", type=_positive(float), default=d.backoff_initial, metavar="S", help="first delay after an attempt without progress")
     p.add_argument("--backoff-max", type=_positive(float), default=d.backoff_max, metavar="S", help="longest delay")
