@@ -22,7 +22,7 @@ from .control import ControlClient, ControlUnavailable
 from .errors import JournalLockedError, SupervisorError
 from .events import EventLog
 from .journal import JournalWriter
-from .lock import SupervisorLock
+from .lock import SupervisorLock, find_leftovers, stop_processes
 from .records import Record
 from .redact import Redactor
 from .rundir import check_readable_run_dir, read_run_json
@@ -87,8 +87,11 @@ def rollback(run_dir: Path, checkpoint: str, *, reason: str = "manual rollback",
 def _offline(run_dir: Path, ref: str, reason: str, by: str) -> dict[str, Any]:
     read_run_json(run_dir)  # refuses a newer format before anything is written
     lock = SupervisorLock(run_dir)
-    lock.acquire(purpose="rollback")  # LockedError names the live supervisor
+    previous = lock.acquire(purpose="rollback")  # LockedError names the live supervisor
     try:
+        # a supervisor killed with -9 may have left processes of its attempt; our lock content replaces
+        # the record of them, so stop them now, as the next 'supervise' would have
+        stop_processes(find_leftovers(run_dir, previous), grace=5.0)
         rec = append_rollback(run_dir, ref, reason, by=by)
         events = EventLog(run_dir)
         try:

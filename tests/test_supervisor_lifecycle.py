@@ -272,3 +272,21 @@ def test_stop_escalates_to_sigkill_after_the_grace_period(tmp_path: Path) -> Non
     # a second request after the end: nobody listens any more
     r = run_cli("status", str(tmp_path / "run"), "--json")
     assert orjson.loads(r.stdout)["state"] == "stopped"
+
+
+@pytest.mark.timeout(60)
+def test_offline_rollback_after_a_kill_9_stops_the_leftovers_first(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    first = Supervised(run_dir, helper_agent("grandchildren", "2", "sleep"), *FAST)
+    pids: list[int] = []
+    try:
+        pids = grandchild_pids(run_dir)
+        first.kill()
+        r = run_cli("rollback", str(run_dir), "--to", "start", "--json")
+        assert r.returncode == 0, r.stderr
+        assert orjson.loads(r.stdout)["live"] is False
+        assert [p for p in pids if alive(p)] == []
+        assert load(run_dir).rollbacks[-1]["checkpoint"] is None
+    finally:
+        first.kill()
+        kill_pids(pids)
