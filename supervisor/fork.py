@@ -88,10 +88,16 @@ def fork(run_dir: Path, at_seq: int, to: Path | None = None, *, history: history
     parent = target.resolve().parent
     rundir.ensure_dir(parent)
     tmp = parent / f".fork-{secrets.token_hex(4)}.tmp"
-    tmp.mkdir(mode=rundir.DIR_MODE)
+    try:
+        tmp.mkdir(mode=rundir.DIR_MODE)
+    except OSError as e:
+        raise RunDirError(f"cannot create the fork in {parent}: {e.strerror}; choose another --to") from None
     try:
         _build(tmp, target, run_dir, path, state, origin_id, at_seq, by_seq[at_seq], origin_meta, len(h.problems))
         _move_into_place(tmp, target)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RunDirError(f"cannot create the fork at {target}: {e.strerror or e}; nothing was written there") from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -2,15 +2,13 @@
 
     .venv/bin/python tests/bench_replay.py [--steps 100000] [--repeat 3]
 
-The run is recorded once by the real SDK and the replay tests' agent
-(``tests/replay_agent.py``: fetch:1, fetch:2, analyze, work:0..N-1, summarize;
-a state patch in every step), with ``fdatasync`` turned off in that process
-only, so recording takes seconds, not minutes; the bytes are the same. (The
-sample research agent is not used: it reads ``run.rollbacks`` in every step,
-which scans the whole history, so recording 100,000 steps with it is quadratic.) Figures are the best of ``--repeat`` runs:
+The run is recorded once by the real SDK and the sample research agent
+(plan, search:q1, search:q2, work:0..N-1, summarize, write_report; a state
+patch in every step), with ``fdatasync`` turned off in that process only, so
+recording takes seconds, not minutes; the bytes are the same. Figures are the best of ``--repeat`` runs:
 
 * floor: read the journal files and ``orjson.loads`` every line, in this process;
-* verify: the whole ``agent-supervisor replay RUN --verify -- python replay_agent.py ...``
+* verify: the whole ``agent-supervisor replay RUN --verify -- python research_agent.py ...``
   command, two Python processes included: parse, fold, and every step served
   with its inputs hashed and compared, state patches applied;
 * also the SDK's load and fold alone, and the two interpreters' start-up, to show where the time goes.
@@ -29,7 +27,7 @@ from pathlib import Path
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
-AGENT = ROOT / "tests" / "replay_agent.py"
+AGENT = ROOT / "sample_runs" / "research_agent.py"
 PY = sys.executable
 
 
@@ -38,7 +36,7 @@ def env() -> dict[str, str]:
 
 
 def record(run_dir: Path, steps: int, ledger: Path) -> float:
-    extra = steps - 4  # fetch:1, fetch:2, analyze, summarize
+    extra = steps - 5  # plan, search:q1, search:q2, summarize, write_report
     code = (
         "import os, runpy, sys; os.fdatasync = lambda fd: None; "
         f"sys.argv = [{str(AGENT)!r}, '--run-dir', {str(run_dir)!r}, '--ledger', {str(ledger)!r}, '--steps', '{extra}']; "
@@ -80,7 +78,7 @@ def startup() -> float:
 def verify(run_dir: Path, ledger: Path, steps: int) -> tuple[float, str]:
     t0 = time.perf_counter()
     r = subprocess.run(
-        [PY, "-m", "supervisor", "replay", str(run_dir), "--verify", "--", PY, str(AGENT), "--ledger", str(ledger), "--steps", str(steps - 4)],
+        [PY, "-m", "supervisor", "replay", str(run_dir), "--verify", "--", PY, str(AGENT), "--ledger", str(ledger), "--steps", str(steps - 5)],
         env=env(), cwd=ROOT, capture_output=True, text=True,
     )
     dt = time.perf_counter() - t0
@@ -105,7 +103,7 @@ def main() -> None:
         runs = [verify(run_dir, Path(tmp) / "replay-ledger.jsonl", args.steps) for _ in range(args.repeat)]
         best = min(r[0] for r in runs)
         replay_ledger = Path(tmp) / "replay-ledger.jsonl"
-        assert replay_ledger.stat().st_size == 0, "a step function ran during --verify"
+        assert not replay_ledger.exists(), "a step function ran during --verify"
     print(f"run: {args.steps:,} steps, {lines:,} journal lines, {size / 1e6:.1f} MB (recorded in {rec:.1f} s)")
     print(f"floor  raw scan (read + orjson.loads per line): {floor:.3f} s")
     print(f"       SDK load + fold:                         {fold_t:.3f} s  ({fold_t / floor:.2f}x floor)")

@@ -193,3 +193,11 @@ def test_fork_of_a_run_being_written(recorded: Path, tmp_path: Path) -> None:
     with JournalWriter(recorded):
         new = fork(recorded, 2, tmp_path / "f")
     assert journal(new)[2]["step"] == "plan"
+
+
+def test_fork_under_a_file_is_one_line(recorded: Path, tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    r = run_cli("fork", str(recorded), "--at", "2", "--to", str(tmp_path / "afile" / "f"))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.count("\n") == 1 and "is a file" in r.stderr
+    assert (tmp_path / "afile").read_text() == "x"
