@@ -280,7 +280,8 @@ class Supervisor:
         except OSError as e:
             # the command vanished or lost its x bit since the check: a failed attempt, not a crash of ours
             self.say(f"attempt {self.attempt_no} could not start: {e.strerror or e}")
-            self.emit("exit", pid=None, code=127, signal=None, uptime_s=0.0, step=None, stderr_tail=[str(e)])
+            self.emit("exit", pid=None, code=127, signal=None, uptime_s=0.0, step=None, stderr_tail=[str(e)],
+                      progress=0, reason="spawn-failed", leftovers_killed=[])
             self.cur = Attempt(self.attempt_no, 0, self.records)
             self.cur.status = ExitStatus(127, None)
             self.attempts.append(self.cur)
