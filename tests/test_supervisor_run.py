@@ -134,6 +134,8 @@ def test_run_dir_is_a_file_or_newer_format(tmp_path: Path) -> None:
     f.write_text("x")
     rc, err = _sup("--run-dir", str(f), "--", PY, "-c", "pass")
     assert rc == 2 and "is a file" in err
+    rc, err = _sup("--run-dir", str(f / "sub"), "--", PY, "-c", "pass")
+    assert rc == 2 and "is a file, not a directory" in err
     newer = tmp_path / "newer"
     newer.mkdir()
     (newer / "run.json").write_text('{"format": 99, "status": "succeeded"}')

@@ -132,6 +132,7 @@ def _check_command(cmd: list[str]) -> None:
 
 
 def _writable_ancestor(path: Path) -> Path:
+    """The nearest existing ancestor: where the run directory would be created."""
     p = path.absolute()
     while not p.exists():
         p = p.parent
@@ -148,7 +149,9 @@ def _check_run_dir(run_dir: Path) -> bool:
         rundir.read_run_json(run_dir)  # refuses a newer format, or a broken run.json
         return True
     anc = _writable_ancestor(run_dir)
-    if not anc.is_dir() or not os.access(anc, os.W_OK | os.X_OK):
+    if not anc.is_dir():
+        raise RunDirError(f"cannot create {run_dir}: {anc} is a file, not a directory; choose another --run-dir")
+    if not os.access(anc, os.W_OK | os.X_OK):
         raise RunDirError(f"cannot create {run_dir}: {anc} is not writable; choose another --run-dir")
     return False
 
