@@ -36,6 +36,7 @@ class ControlCommands:
         st: dict[str, Any] = {
             "ok": True,
             "state": sup.sm.state.value,
+            "state_since": sup.state_since,
             "pid": child.pid if child else None,
             "attempt": sup.attempt_no,
             "uptime_s": round(child.uptime, 3) if child else None,

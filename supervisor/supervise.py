@@ -72,6 +72,7 @@ class Supervisor:
         self.cwd = cwd or os.getcwd()
         self.sm = StateMachine()
         self.sm.listeners.append(self._on_state)
+        self.state_since = rundir.utc_now()
         self.sel = selectors.DefaultSelector()
         self.lock = SupervisorLock(self.run_dir)
         self.events: EventLog | None = None
@@ -121,7 +122,8 @@ class Supervisor:
             self.events.emit(event, self.attempt_no, **fields)
 
     def _on_state(self, ch: StateChange) -> None:
-        pass  # events are written by the transitions' callers, which know the details
+        """Remember when the state changed (the status shows it); the callers write the detailed events."""
+        self.state_since = rundir.utc_now()
 
     # ------------------------------------------------------------------ preparation
     def prepare(self) -> None:

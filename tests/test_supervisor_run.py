@@ -77,6 +77,7 @@ def test_live_status_and_offline_status(tmp_path: Path) -> None:
         assert st["pid"] == sup.events("spawn")[0]["pid"] and st["supervisor_pid"] == sup.pid
         assert st["threads"] >= 1 and st["rss_bytes"] > 1_000_000 and isinstance(st["cpu_percent"], float)
         assert st["run_dir"] == str(run_dir.resolve())
+        assert st["state_since"] >= sup.events("spawn")[0]["ts"][:19]
         r = run_cli("status", str(run_dir), "--json")
         assert r.returncode == 0, r.stderr
         assert orjson.loads(r.stdout)["live"] is True
