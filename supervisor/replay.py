@@ -157,12 +157,22 @@ def run_replay(
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Give the interrupted child time to exit, then kill it."""
-    try:
-        proc.wait(timeout=_STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    """Stop the child after a Ctrl-C: a moment to exit on the terminal's SIGINT, then SIGTERM, then SIGKILL.
+
+    A Ctrl-C at the terminal reaches the child too (same process group); a
+    SIGINT sent to this process alone does not, hence the SIGTERM.
+    """
+    for sig, wait_s in ((None, 1.0), (signal.SIGTERM, _STOP_GRACE_S), (signal.SIGKILL, None)):
+        if sig is not None:
+            try:
+                proc.send_signal(sig)
+            except ProcessLookupError:
+                pass
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
 
 
 # --------------------------------------------------------------------------- formatting

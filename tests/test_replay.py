@@ -327,3 +327,40 @@ def test_replay_and_fork_import_no_textual() -> None:
     )
     r = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=clean_env(), timeout=30)
     assert r.returncode == 0, r.stderr
+
+
+def test_ctrl_c_stops_the_replayed_agent(tmp_path: Path) -> None:
+    """SIGINT to ``replay`` while a live step hangs: the agent is stopped, exit 130, nothing left running."""
+    import signal
+    import time
+
+    import psutil
+
+    from .conftest import wait_for
+
+    run_dir = tmp_path / "research"
+    assert run_agent(run_dir, "--ledger", str(tmp_path / "rec.jsonl")).returncode == 0
+    led = tmp_path / "live.jsonl"
+    cli = subprocess.Popen(
+        [PY, "-m", "supervisor", "replay", str(run_dir), "--live", "search:q1", "--",
+         PY, str(SAMPLE_AGENT), "--ledger", str(led), "--hang-in", "search:q1"],
+        env=clean_env(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        wait_for(lambda: ledger(led) == ["search:q1"], timeout=30, what="the live step to hang")
+        children = psutil.Process(cli.pid).children(recursive=True)
+        assert children
+        t0 = time.monotonic()
+        cli.send_signal(signal.SIGINT)
+        out, err = cli.communicate(timeout=20)
+        assert cli.returncode == 130, err
+        assert time.monotonic() - t0 < 4  # SIGTERM after 1 s, not the 5 s grace before SIGKILL
+        for c in children:
+            assert not c.is_running() or c.status() == psutil.STATUS_ZOMBIE
+    finally:
+        if cli.poll() is None:
+            for c in psutil.Process(cli.pid).children(recursive=True):
+                c.kill()
+            cli.kill()
+            cli.communicate()
+    assert snapshot(run_dir)  # the run directory is still there and readable
