@@ -79,6 +79,7 @@ class DiffScreen(Screen[None]):
 
     DEFAULT_CSS = """
     DiffScreen #diff-title { height: 1; background: $panel; padding: 0 1; text-style: bold; }
+    DiffScreen TabbedContent, DiffScreen TabPane, DiffScreen VerticalScroll { height: 1fr; }
     DiffScreen VerticalScroll > Static { width: auto; }
     """
 

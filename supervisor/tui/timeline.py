@@ -111,7 +111,7 @@ class TimelineView(ScrollView, can_focus=True):
     }
 
     DEFAULT_CSS = """
-    TimelineView { height: 1fr; }
+    TimelineView { height: 1fr; overflow-x: hidden; }
     TimelineView > .timeline--cursor { background: $accent 40%; }
     TimelineView:focus > .timeline--cursor { background: $accent 70%; text-style: bold; }
     TimelineView > .timeline--abandoned { color: $text-disabled; text-style: strike; }

@@ -449,11 +449,29 @@ class TimelineModel:
                     before = self.count
                 else:
                     continue
-            placed.append(Event(ev, before, i))
+            placed.append(Event(ev, self._refine_by_time(before, ev), i))
         placed.sort(key=lambda e: (e.before, e.order))
         # an event placed at the end stays there until the next start record: keep ``before`` = count
         self.events = placed
         self._event_rows = [e.before + i for i, e in enumerate(placed)]
+
+    def _refine_by_time(self, before: int, ev: dict[str, Any], steps: int = 64) -> int:
+        """Move an event up past the records just before it that are later in time.
+
+        The attempt places an event between two process attempts; within that
+        gap (e.g. a rollback record appended after the exit) the timestamps decide.
+        Only cached records are looked at: placement never reads the journal.
+        """
+        ts = _event_ts(ev)
+        if not ts:
+            return before
+        while before > 0 and steps > 0:
+            prev = self.record(before - 1) if self.indexed else self.cache.get(before - 1)
+            if type(prev) is not dict or prev.get("kind") == "start" or str(prev.get("ts", "")) <= ts:
+                break
+            before -= 1
+            steps -= 1
+        return before
 
     # ------------------------------------------------------------------ rows
     @property

@@ -1,0 +1,24 @@
+"""The snapshot entry: the app built by the one factory on the recorded sample run (copied, 0700)."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from supervisor.tui.app import SupervisorApp, make_app
+
+DATA = Path(__file__).parent / "data"
+
+
+def sample_app(name: str = "rolled_back_run", *, replay: bool = False) -> SupervisorApp:
+    """``make_app`` on a private copy of a recorded run (snapshot tests must not change the data)."""
+    tmp = Path(tempfile.mkdtemp(prefix="snap-"))
+    src = DATA / name
+    if src.is_dir():
+        target = tmp / name
+        shutil.copytree(src, target)
+    else:
+        target = tmp / src.name
+        shutil.copy(src, target)
+    return make_app(target, replay=replay)
