@@ -201,3 +201,26 @@ def test_fork_under_a_file_is_one_line(recorded: Path, tmp_path: Path) -> None:
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and "is a file" in r.stderr
     assert (tmp_path / "afile").read_text() == "x"
+
+
+def test_fork_at_every_seq_matches_the_origin(tmp_path: Path) -> None:
+    """For each record of a run with a crash, a rollback and abandoned steps: the fork's state and steps are the origin's at that seq."""
+    run_dir = tmp_path / "rolled"
+    led = str(tmp_path / "l.jsonl")
+    assert run_agent(run_dir, "--crash-in", "search:q2", "--ledger", led).returncode == 1
+    codes = [run_agent(run_dir, "--fail", "summarize:3", "--ledger", led).returncode for _ in range(4)]
+    assert codes == [1, 1, rundir.EXIT_ROLLBACK, 0]
+    before = snapshot(run_dir)
+    h = history.load(run_dir)
+    seqs = [r["seq"] for r in h.entries]
+    assert h.branches and len(seqs) > 20
+    for seq in seqs:
+        new = fork(run_dir, seq, tmp_path / f"f{seq}")
+        hn = history.load(new)
+        assert not hn.problems, seq
+        expected = history.state_at(run_dir, h, seq)
+        assert history.state_at(new, hn, hn.effective[-1]["seq"]) == expected, seq
+        assert history.state_at(new, hn, hn.effective[-3]["seq"]) == expected, seq  # from patches alone, before the fork checkpoint
+        prefix_steps = history.fold([e for e in history.load(run_dir).entries if e["seq"] <= seq]).steps
+        assert [(step_name(s), s.get("output")) for s in hn.steps] == [(step_name(s), s.get("output")) for s in prefix_steps], seq
+    assert snapshot(run_dir) == before
