@@ -6,11 +6,14 @@ format, no ``run.json``), or a runs root (a directory of runs, default ``./runs`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual.app import App
+from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.screen import Screen
 
 from ..errors import RunDirError
 from ..rundir import check_readable_run_dir
@@ -38,6 +41,27 @@ class SupervisorApp(App[int]):
             self.push_screen(RunsScreen(self.path))
         else:
             self.push_screen(DashboardScreen(self.path, replay=self.replay))
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        """Every key of the current screen is also a command in the palette (ctrl+p)."""
+        yield from super().get_system_commands(screen)
+        from .dashboard import DashboardScreen
+        from .timeline import TimelineView
+
+        bindings: list[BindingType] = list(type(screen).BINDINGS)
+        target: Any = screen
+        if isinstance(screen, DashboardScreen):
+            bindings += [(b, "timeline") for b in TimelineView.BINDINGS]  # type: ignore[misc]
+        seen: set[str] = set()
+        for item in bindings:
+            owner = target
+            if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], Binding):
+                item, owner = item[0], screen.query_one(TimelineView)
+            if not isinstance(item, Binding) or item.action in seen or item.action.startswith("app."):
+                continue
+            seen.add(item.action)
+            key = item.key_display or item.key.split(",")[0]
+            yield SystemCommand(f"{item.description} ({key})", item.tooltip or item.description, partial(owner.run_action, item.action))
 
     def on_unmount(self) -> None:
         if self._on_exit is not None:

@@ -309,3 +309,17 @@ async def test_empty_and_deleted_run_directory(tmp_path: Path) -> None:
         d.on_files_changed()
         await until(pilot, lambda: "DELETED" in status_text(app), what="deleted banner")
         await pilot.press("k", "g")
+
+
+async def test_every_key_is_in_the_command_palette(rolled_back_run: Path) -> None:
+    app = make_app(rolled_back_run)
+    async with app.run_test(size=SIZE) as pilot:
+        d = await opened(pilot)
+        titles = [c.title for c in app.get_system_commands(d)]
+        for action in ("Next checkpoint (])", "Next error (e)", "Rollback (r)", "Fork (F)", "Top (g)", "Search (/)"):
+            assert action in titles
+        await pilot.press("g", "ctrl+p")
+        await pilot.press(*"Next checkpoint")
+        await pilot.pause(0.3)
+        await pilot.press("enter")
+        await until(pilot, lambda: d.timeline.selected() == ("rec", 3), what="palette action ran")
