@@ -35,7 +35,7 @@ import orjson
 
 from . import checkpoints, history as history_mod, rundir
 from .errors import RunDirError, SupervisorError
-from .records import BadLine, Record
+from .records import Record
 
 FORK_CHECKPOINT = "fork"
 _DUMPS = orjson.OPT_NON_STR_KEYS
@@ -72,14 +72,14 @@ def fork(run_dir: Path, at_seq: int, to: Path | None = None, *, history: history
     ``history`` may be passed if the caller already loaded ``run_dir``'s journal.
     """
     h = history if history is not None else history_mod.load(run_dir)
-    records = [e for e in h.entries if type(e) is not BadLine]
-    by_seq = {r["seq"]: r for r in records}  # type: ignore[index]
+    # history.load() parses every line (no LazyRecord): records are plain dicts
+    by_seq: dict[int, Record] = {e["seq"]: e for e in h.entries if isinstance(e, dict)}
     if at_seq not in by_seq:
         last = max(by_seq) if by_seq else -1
         raise ForkError(f"no record with seq {at_seq} in {run_dir} (seqs 0 to {last}); see 'agent-supervisor log {run_dir}'")
     target = to if to is not None else default_target(run_dir, at_seq)
     _check_target(run_dir, target)
-    prefix = [e for e in h.entries if (e.seq if type(e) is BadLine else e["seq"]) <= at_seq]  # type: ignore[union-attr,index]
+    prefix = [e for e in h.entries if (e["seq"] if isinstance(e, dict) else e.seq) <= at_seq]
     path = history_mod.fold(prefix).effective
     state = history_mod.state_at(run_dir, h, at_seq)
     origin_meta = rundir.read_run_json(run_dir) if run_dir.is_dir() else {"format": 0}
