@@ -380,8 +380,8 @@ class Run:
             self._shadow = state_mod.apply_patch(self._shadow, patch)
 
     def _append(self, rec: Record, *, sync: bool = True) -> Record:
-        if self.replay_mode:
-            return rec  # replay never writes to the journal it replays
+        if self.replay_mode or self._writer is None:
+            return rec  # replay never writes to the journal it replays (and has no writer)
         try:
             return self._writer.append(rec, sync=sync)
         except TypeError:
@@ -448,7 +448,7 @@ class Run:
             rec = pending.pop(0)
             self._replay_state(rec["seq"])
             return str(rec.get("file", ""))
-        if self.replay_mode:
+        if self.replay_mode or self._writer is None:
             return ""
         rec: Record = {"kind": "checkpoint", "name": name, "pos": self._pos}
         self._with_state_patch(rec)
