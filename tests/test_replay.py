@@ -364,3 +364,15 @@ def test_ctrl_c_stops_the_replayed_agent(tmp_path: Path) -> None:
             cli.kill()
             cli.communicate()
     assert snapshot(run_dir)  # the run directory is still there and readable
+
+
+def test_replay_warns_when_the_agent_itself_writes_into_the_run_directory(tmp_path: Path) -> None:
+    """The SDK writes nothing; an agent's own side-effect files are its business, but replay says so."""
+    run_dir = tmp_path / "research"
+    assert run_agent(run_dir).returncode == 0  # ledger.jsonl inside the run directory (the agent's default)
+    r = replay(run_dir, "--live", "summarize", cmd=[PY, str(SAMPLE_AGENT)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "warning: the agent changed ledger.jsonl in the run directory during the replay (its own side effect)" in r.stdout
+    assert [line for line in r.stdout.splitlines() if "changed" in line and "warning" in line] == [
+        "warning: the agent changed ledger.jsonl in the run directory during the replay (its own side effect)"
+    ]
