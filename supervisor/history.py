@@ -19,6 +19,8 @@ from .errors import CheckpointError
 from .journal import Entry, JournalReader
 from .records import BadLine, LazyRecord, Record, step_name
 
+__all__ = ["BadLine", "Branch", "History", "fold", "load", "rollback_record", "state_at"]
+
 
 @dataclass
 class Branch:
@@ -54,8 +56,8 @@ class History:
             self._kinds_upto = 0
             self._by_kind = {"checkpoint": [], "rollback": []}
         for r in self.effective[self._kinds_upto :]:
-            if type(r) is not LazyRecord:
-                bucket = self._by_kind.get(r.get("kind"))  # type: ignore[arg-type]
+            if not isinstance(r, LazyRecord):  # lazy ones are steps and begins
+                bucket = self._by_kind.get(r.get("kind", "step"))
                 if bucket is not None:
                     bucket.append(r)
         self._kinds_upto = n
@@ -110,39 +112,36 @@ def fold(entries: list[Entry]) -> History:
     steps = h.steps
     ok_upto: list[int] = []  # ok_upto[i]: successful steps in eff[: i + 1]
     for e in entries:
-        te = type(e)
-        if te is LazyRecord:  # the resume fast path: no parsing, no dict lookups
-            if e.kind == "step":  # type: ignore[union-attr]
-                e.pos = len(steps)  # type: ignore[union-attr]
-                steps.append(e)  # type: ignore[arg-type]
-            else:
-                e.pos = len(steps)  # type: ignore[union-attr]
-            eff.append(e)  # type: ignore[arg-type]
+        if isinstance(e, LazyRecord):  # the resume fast path: no parsing, no dict lookups
+            e.pos = len(steps)
+            if e.kind == "step":
+                steps.append(e)
+            eff.append(e)
             ok_upto.append(len(steps))
             continue
-        if te is BadLine:
-            h.problems.append(e)  # type: ignore[arg-type]
+        if isinstance(e, BadLine):
+            h.problems.append(e)
             continue
-        kind = e["kind"]  # type: ignore[index]
-        if kind == "step" and e.get("error") is None:  # type: ignore[union-attr]
-            e["pos"] = len(steps)  # type: ignore[index]
-            steps.append(e)  # type: ignore[arg-type]
+        kind = e["kind"]
+        if kind == "step" and e.get("error") is None:
+            e["pos"] = len(steps)
+            steps.append(e)
         elif kind == "rollback":
-            idx = _rollback_target(eff, e)  # type: ignore[arg-type]
+            idx = _rollback_target(eff, e)
             if idx is None:
                 h.problems.append(
-                    BadLine("journal", 0, e["seq"], "rollback names a checkpoint not in the effective history", "")  # type: ignore[index]
+                    BadLine("journal", 0, e["seq"], "rollback names a checkpoint not in the effective history", "")
                 )
             else:
                 n_ok = ok_upto[idx] if idx >= 0 else 0
-                h.branches.append(Branch(e["seq"], e.get("checkpoint"), eff[idx + 1 :]))  # type: ignore[index,union-attr]
+                h.branches.append(Branch(e["seq"], e.get("checkpoint"), eff[idx + 1 :]))
                 del eff[idx + 1 :]
                 del ok_upto[idx + 1 :]
                 del steps[n_ok:]
-            e["pos"] = len(steps)  # type: ignore[index]
+            e["pos"] = len(steps)
         else:
-            e["pos"] = len(steps)  # type: ignore[index]
-        eff.append(e)  # type: ignore[arg-type]
+            e["pos"] = len(steps)
+        eff.append(e)
         ok_upto.append(len(steps))
     return h
 
@@ -177,9 +176,8 @@ def state_at(run_dir: Path, history: History, seq: int) -> Any:
     the ``state_patch`` of every record after it.
     """
     prefix = [e for e in history.entries if _seq(e) <= seq]
-    path = fold(prefix).effective if any(e.get("kind") == "rollback" for e in prefix if type(e) is not BadLine) else [
-        e for e in prefix if type(e) is not BadLine  # type: ignore[misc]
-    ]
+    records = [e for e in prefix if not isinstance(e, BadLine)]
+    path = fold(prefix).effective if any(r.get("kind") == "rollback" for r in records) else records
     doc: Any = {}
     start = 0
     for i in range(len(path) - 1, -1, -1):
@@ -199,7 +197,7 @@ def state_at(run_dir: Path, history: History, seq: int) -> Any:
 
 
 def _seq(e: Entry) -> int:
-    return e.seq if type(e) is BadLine else e["seq"]  # type: ignore[union-attr,index,return-value]
+    return e.seq if isinstance(e, BadLine) else int(e["seq"])
 
 
 def describe(rec: Record) -> str:

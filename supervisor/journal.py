@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -32,7 +32,9 @@ TORN_SUFFIX = ".torn"
 _SEGMENT_RE = re.compile(r"^journal\.(\d{6,})\.jsonl$")
 _CHUNK = 8 * 1024 * 1024
 
-Entry = Record | BadLine | LazyRecord
+Entry = Record | BadLine
+"""A journal line: a record, or a line that is not one. (Lazy loads hand out :class:`LazyRecord`
+in place of some records; it answers the same reads.)"""
 
 
 # --------------------------------------------------------------------------- segments
@@ -252,7 +254,7 @@ def _parse(raw: bytes, seq: int, path: Path, line_no: int) -> Entry | None:
 class _Seg:
     path: Path
     first_seq: int = -1
-    starts: array = field(default_factory=lambda: array("q"))  # line start offsets, plus end
+    starts: array[int] = field(default_factory=lambda: array("q"))  # line start offsets, plus end
     indexed: bool = False
 
 
@@ -326,7 +328,7 @@ class JournalReader:
                             kind = LAZY_PREFIXES.get(raw[:15])
                             if kind is not None and b'"error"' not in raw:
                                 if kind == "step" or not skip_begin:
-                                    yield LazyRecord(kind, raw, seq, spath)
+                                    yield cast(Record, LazyRecord(kind, raw, seq, spath))
                                 seq += 1
                                 continue
                         ent = _parse(raw, seq, seg.path, line_no)
@@ -404,21 +406,21 @@ class JournalReader:
             finally:
                 os.close(fd)
         raws = raws[-n:] if n else []
-        last_seq = None
+        last_seq: int | None = None
         for k in range(len(raws) - 1, -1, -1):
             try:
                 rec = orjson.loads(raws[k][0])
             except orjson.JSONDecodeError:
                 continue
-            if isinstance(rec, dict) and isinstance(rec.get("seq"), int):
-                last_seq = rec["seq"] + (len(raws) - 1 - k)
+            if isinstance(rec, dict) and type(rec.get("seq")) is int:
+                last_seq = int(rec["seq"]) + (len(raws) - 1 - k)
             break
         if last_seq is None:
             last_seq = count_lines(self.source) - 1
-        first = last_seq - len(raws) + 1
+        first_seq = last_seq - len(raws) + 1
         out: list[Entry] = []
         for k, (raw, path) in enumerate(raws):
-            ent = _parse(raw, first + k, path, 0)
+            ent = _parse(raw, first_seq + k, path, 0)
             if ent is not None:
                 out.append(ent)
         return out
@@ -536,7 +538,7 @@ class JournalReader:
 
 
 def _seq_of(ent: Entry) -> int:
-    return ent.seq if isinstance(ent, (BadLine, LazyRecord)) else int(ent["seq"])
+    return ent.seq if isinstance(ent, BadLine) else int(ent["seq"])
 
 
 async def follow(

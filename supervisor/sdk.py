@@ -87,7 +87,7 @@ class Run:
             )
         self.run_id: str = str(meta.get("id") or self.run_dir.name)
         self.redactor = Redactor(secrets)
-        kw = {} if rotate_bytes is None else {"rotate_bytes": rotate_bytes}
+        kw: dict[str, Any] = {} if rotate_bytes is None else {"rotate_bytes": rotate_bytes}
         self._writer: JournalWriter | None = None if self.replay_mode else JournalWriter(self.run_dir, redact=self.redactor, **kw)
         # lazy: finished steps stay raw bytes until replayed, and begin records (which say only
         # that a step started) are not kept: resuming 1,000,000 steps builds no million dicts
@@ -225,7 +225,7 @@ class Run:
                 f"strict replay: the agent asked for step {name!r} at position {pos}, "
                 f"but the journal has only {len(self._steps)} finished steps"
             )
-        return self._execute(pos, name, fn, args, kwargs)
+        return self._execute(pos, name, fn, args, kwargs)  # type: ignore[no-any-return]
 
     def task(self, name: str | Callable[..., str] | None = None) -> Callable[[Callable[P, T]], Callable[P, T]]:
         """Decorator form of :meth:`step`. ``name`` is a string, or a function of the call's arguments."""
@@ -243,8 +243,8 @@ class Run:
 
     def _step_record(self, pos: int) -> Record:
         """The recorded step at ``pos`` as a dict (parsed now if it was loaded lazily)."""
-        rec = self._steps[pos]
-        return rec.record() if type(rec) is LazyRecord else rec
+        rec: Record | LazyRecord = self._steps[pos]
+        return rec.record() if isinstance(rec, LazyRecord) else rec
 
     def _replay(self, pos: int, name: str) -> Any:
         rec = self._step_record(pos)
@@ -306,7 +306,7 @@ class Run:
         i = self._applied
         while i < len(eff):
             e = eff[i]
-            if type(e) is LazyRecord:
+            if isinstance(e, LazyRecord):
                 if e.seq > upto_seq:
                     break
                 if e.kind != "step":
@@ -445,9 +445,9 @@ class Run:
         while pending and pending[0].get("pos", 0) < self._pos:
             pending.pop(0)
         if pending and pending[0].get("pos") == self._pos and pending[0].get("name") == name:
-            rec = pending.pop(0)
-            self._replay_state(rec["seq"])
-            return str(rec.get("file", ""))
+            done = pending.pop(0)
+            self._replay_state(done["seq"])
+            return str(done.get("file", ""))
         if self.replay_mode or self._writer is None:
             return ""
         rec: Record = {"kind": "checkpoint", "name": name, "pos": self._pos}
