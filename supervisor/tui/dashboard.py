@@ -20,6 +20,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Input, Log, TabbedContent, TabPane
+from textual.timer import Timer
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from .. import rundir
@@ -29,9 +30,12 @@ from .detail import JsonPane
 from .status import RunStatus, control_request, control_status, offline_state
 from .status_bar import StatusBar
 from .timeline import TimelineView, describe_event
-from .timeline_model import ScanResult, TimelineModel, scan_journal, search_journal
+from .scan import ScanResult, scan_journal, search_journal, search_regions
+from .timeline_model import TimelineModel
 
 AGENT_LOG_TAIL = 64 * 1024
+STATE_DELAY = 0.05
+"""Seconds the cursor rests before the state pane is recomputed."""
 
 
 class DashboardScreen(Screen[None]):
@@ -88,6 +92,7 @@ class DashboardScreen(Screen[None]):
         self._prompt_mode = ""
         self._log_offset = -1
         self._stop_watch = asyncio.Event()
+        self._state_timer: Timer | None = None
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -113,7 +118,7 @@ class DashboardScreen(Screen[None]):
         self.timeline.rows_changed()
         self.timeline.follow = not self.replay
         self.timeline.focus()
-        self.scan()
+        self.call_after_refresh(self.scan)  # the first screen is painted before the scan competes for the GIL
         self.watch_files()
         self.load_agent_log()
         if not self.replay:
@@ -244,7 +249,11 @@ class DashboardScreen(Screen[None]):
             pane.show_entry(ent, label)
         else:
             pane.show_text("empty run: no records yet", "dim")
-        self.compute_state()
+        # the state waits until the cursor rests a moment: holding j, or a burst in follow mode,
+        # starts one computation instead of hundreds
+        if self._state_timer is not None:
+            self._state_timer.stop()
+        self._state_timer = self.set_timer(STATE_DELAY, self.compute_state)
 
     @work(thread=True, exclusive=True, group="state", exit_on_error=False)
     def compute_state(self) -> None:
@@ -376,7 +385,12 @@ class DashboardScreen(Screen[None]):
     def run_search(self, query: str) -> None:
         """Search every record's raw text in a thread; the UI keeps answering keys."""
         worker = get_current_worker()
-        hits = search_journal(self.path, query, lambda: worker.is_cancelled)
+        cancelled = lambda: worker.is_cancelled  # noqa: E731
+        regions = list(self.model.regions)  # a copy: the UI thread appends while we read
+        if self.model.scanned:
+            hits = search_regions(regions, query, cancelled)
+        else:
+            hits = search_journal(self.path, query, cancelled)
         if not worker.is_cancelled:
             self.app.call_from_thread(self._search_done, query, hits)
 
@@ -387,7 +401,7 @@ class DashboardScreen(Screen[None]):
         if not hits:
             self.notify(f"no match for {query!r}", severity="warning")
             return
-        self.notify(f"{len(hits)} match{'es' if len(hits) != 1 else ''} for {query!r} (n / N)")
+        self.notify(f"{len(hits)} match{'es' if len(hits) != 1 else ''} for {query!r} (n / N)", timeout=8)
         cur = self.timeline.selected_seq() or 0
         nxt = self.model.next_in(hits, cur - 1, True)
         self.timeline.move_to_seq(nxt if nxt is not None else hits[0])

@@ -36,8 +36,8 @@ class StatusBar(Static):
         *,
         run_id: str,
         records: int,
-        steps: int,
-        checkpoints: int,
+        steps: int | str,
+        checkpoints: int | str,
         follow: bool,
         replay_now: int | None,
         indexing: bool,
@@ -68,7 +68,8 @@ class StatusBar(Static):
                 t.append(str(f.get("attempt")))
             t.append("  no supervisor", style="dim")
         t.append("  │ ", style="dim")
-        for label, value in (("steps", steps), ("checkpoints", checkpoints), ("records", records)):
+        counts = (("steps", steps), ("checkpoints", checkpoints)) if not indexing else (("steps", "…"), ("checkpoints", "…"))
+        for label, value in (*counts, ("records", records)):
             t.append(f"{label} ", style="dim")
             t.append(f"{value}  ")
         if problems:

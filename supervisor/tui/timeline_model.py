@@ -6,8 +6,8 @@ The model never holds every record. It keeps:
   (``tail(n)`` fills it for the first screen, ``get_range`` after the index);
 - one byte per record: abandoned (a later rollback cut it off);
 - the seqs of the few records that matter for navigation and folding:
-  checkpoints, rollbacks, errors and process starts, found by a regex over the
-  raw bytes (C speed) and parsed one by one;
+  checkpoints, rollbacks, errors and process starts, found in the raw bytes
+  (``scan.py``, C speed) and parsed one by one;
 - supervisor events (``supervisor.jsonl``), placed between records by attempt.
 
 Folding by hand is equivalent to ``history.fold``: a rollback to checkpoint ``c``
@@ -19,9 +19,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import os
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,28 +27,16 @@ import orjson
 
 from .. import history as history_mod
 from .. import rundir
-from ..journal import Entry, JournalReader, _committed_size, read_json_lines, segment_paths
-from ..records import BadLine, Record, parse_line
+from .. import state as state_mod
+from ..journal import Entry, JournalReader, read_json_lines, segment_paths
+from ..records import BadLine, Record
+from .scan import Marker, Region, ScanResult, add_marker, iter_new_regions, scan_bytes
 
-_SCAN_RE = re.compile(rb'"kind"\s*:\s*"(checkpoint|rollback|start)"|"error"\s*:\s*(?!null)')
-_CHUNK = 8 * 1024 * 1024
 CACHE_MAX = 20_000
 ABANDONED_COUNT_MAX = 200_000
 """Abandoned records parsed to count the effective steps (past it the count is a little high)."""
 STATE_MAX_RECORDS = 200_000
 """The state pane replays at most this many records after a checkpoint (else: use the CLI)."""
-
-
-@dataclass(slots=True)
-class Marker:
-    """A record that navigation or folding needs: seq, kind and the few fields used."""
-
-    seq: int
-    kind: str  # checkpoint, rollback, start, error
-    name: str = ""
-    file: str = ""
-    attempt: int | None = None
-    target_seq: int | None = None  # rollback: the checkpoint it returns to (-1: the start)
 
 
 @dataclass(slots=True)
@@ -60,133 +46,6 @@ class Event:
     data: dict[str, Any]
     before: int
     order: int
-
-
-@dataclass
-class ScanResult:
-    """What a full scan found (built in a worker thread, handed to the model)."""
-
-    count: int
-    end_offsets: list[tuple[Path, int]]
-    markers: list[Marker] = field(default_factory=list)
-    steps: int = 0
-
-
-def _scan_bytes(
-    data: bytes, base_seq: int, out: ScanResult, path: Path, cancelled: Callable[[], bool] | None = None
-) -> int:
-    """Scan complete lines in ``data`` (starting at ``base_seq``); return the lines seen."""
-    seq = base_seq
-    pos = 0
-    # records without a kind are steps (the minimal format); bad lines are counted too, a small overestimate
-    out.steps += data.count(b'"kind":"step"') + data.count(b"\n") - data.count(b'"kind"')
-    for m in _SCAN_RE.finditer(data):
-        start = data.rfind(b"\n", 0, m.start()) + 1
-        if start < pos:
-            continue  # a second match in a line already handled
-        seq += data.count(b"\n", pos, start)
-        end = data.find(b"\n", m.end())
-        end = len(data) if end < 0 else end
-        pos = end + 1
-        try:
-            rec = parse_line(data[start:end])
-        except ValueError:
-            seq += 1
-            continue
-        _add_marker(rec, seq, out.markers)
-        seq += 1
-        if cancelled is not None and cancelled():
-            break
-    seq += data.count(b"\n", pos)
-    return seq - base_seq
-
-
-def _add_marker(rec: Record, seq: int, markers: list[Marker]) -> None:
-    kind = rec.get("kind", "step")
-    if kind == "checkpoint":
-        markers.append(Marker(seq, "checkpoint", str(rec.get("name") or ""), str(rec.get("file") or "")))
-    elif kind == "rollback":
-        markers.append(Marker(seq, "rollback", str(rec.get("checkpoint") or ""), target_seq=rec.get("checkpoint_seq")))
-    elif kind == "start":
-        att = rec.get("attempt")
-        markers.append(Marker(seq, "start", attempt=att if isinstance(att, int) else None))
-    elif kind == "step" and rec.get("error") is not None:
-        markers.append(Marker(seq, "error", str(rec.get("step") or "")))
-
-
-def scan_journal(source: Path, cancelled: Callable[[], bool] | None = None) -> ScanResult:
-    """One pass over the raw bytes: count lines and find the marker records."""
-    res = ScanResult(0, [])
-    for p in segment_paths(source):
-        try:
-            f = open(p, "rb")
-        except FileNotFoundError:
-            continue
-        with f:
-            end = _committed_size(f.fileno(), os.fstat(f.fileno()).st_size)
-            read = 0
-            carry = b""
-            while read < end:
-                chunk = f.read(min(_CHUNK, end - read))
-                if not chunk:
-                    break
-                read += len(chunk)
-                data = carry + chunk
-                cut = data.rfind(b"\n") + 1
-                carry = data[cut:]
-                res.count += _scan_bytes(data[:cut], res.count, res, p)
-                if cancelled is not None and cancelled():
-                    return res
-            res.end_offsets.append((p, read))
-    return res
-
-
-def search_journal(
-    source: Path, query: str, cancelled: Callable[[], bool] | None = None, limit: int = 1_000_000
-) -> list[int]:
-    """Seqs of the lines whose raw JSON text contains ``query``.
-
-    Smart case, as in less and lnav: a query in lower case matches any case.
-    """
-    needle = query.encode()
-    fold = needle == needle.lower()
-    hits: list[int] = []
-    seq = 0
-    for p in segment_paths(source):
-        try:
-            f = open(p, "rb")
-        except FileNotFoundError:
-            continue
-        with f:
-            end = _committed_size(f.fileno(), os.fstat(f.fileno()).st_size)
-            read = 0
-            carry = b""
-            while read < end:
-                chunk = f.read(min(_CHUNK, end - read))
-                if not chunk:
-                    break
-                read += len(chunk)
-                data = carry + chunk
-                cut = data.rfind(b"\n") + 1
-                carry = data[cut:]
-                data = data[:cut]
-                hay = data.lower() if fold else data
-                pos = 0  # start of the line at `seq`
-                i = hay.find(needle)
-                while i >= 0:
-                    start = hay.rfind(b"\n", 0, i) + 1
-                    seq += hay.count(b"\n", pos, start)
-                    hits.append(seq)
-                    nl = hay.find(b"\n", i)
-                    pos = nl + 1
-                    seq += 1
-                    if len(hits) >= limit:
-                        return hits
-                    i = hay.find(needle, pos)
-                seq += hay.count(b"\n", pos)
-                if cancelled is not None and cancelled():
-                    return hits
-    return hits
 
 
 def _event_ts(ev: dict[str, Any]) -> str:
@@ -222,7 +81,12 @@ class TimelineModel:
         self._event_rows: list[int] = []
         self._events_raw: list[dict[str, Any]] = []
         self._events_size = -1
-        self._scan_end: dict[Path, int] = {}
+        self.regions: list[Region] = []
+        """Byte regions of the journal with their first seq (the search reads by region)."""
+        self._scan_pos: dict[int, int] = {}  # inode -> bytes scanned
+        self._scanned = 0  # lines scanned
+        self._new_markers: list[Marker] = []
+        self._state_cache: tuple[int, Any] | None = None  # (seq, state after it): stepping forward is cheap
         self.deleted = False
         self._tail_markers: list[Marker] = []
         self.bad_seqs: set[int] = set()
@@ -248,33 +112,37 @@ class TimelineModel:
             self.count = 0
         for ent in tail:
             if type(ent) is not BadLine:
-                _add_marker(ent, _seq(ent), self._tail_markers)  # type: ignore[arg-type]
+                add_marker(ent, _seq(ent), self._tail_markers)  # type: ignore[arg-type]
         self._apply_markers(self._tail_markers, provisional=True)
         self.load_events()
 
     def adopt(self, scan: ScanResult) -> None:
-        """Take a full scan made in a worker: markers, counts, abandoned flags; then index."""
+        """Take a full scan made in a worker: markers, counts, abandoned flags, regions, the index."""
         self.markers = []
         self.checkpoint_seqs = []
         self.error_seqs = []
         self.rollback_seqs = []
         self.start_seqs = {}
-        self.abandoned = bytearray(max(scan.count, self.count))
+        self.abandoned = bytearray(scan.count)
         self.step_records = scan.steps
         self._apply_markers(scan.markers, provisional=False)
-        self._scan_end = {p: off for p, off in scan.end_offsets}
-        self.count = max(self.count, scan.count)
+        self.regions = list(scan.regions)
+        self._scan_pos = {}
+        for r in self.regions:
+            try:
+                self._scan_pos[os.stat(r.path).st_ino] = r.end
+            except OSError:
+                continue
+        self._scanned = scan.count
+        self.count = scan.count  # poll() below brings count, markers and cache up to date
         self.scanned = True
-        try:
-            n = self.reader.index()
-        except OSError:
-            n = self.count
+        if scan.reader is not None:
+            self.reader = scan.reader  # indexed in the worker
         self.indexed = True
         self.abandoned_ok = self._count_abandoned_ok()
         for s in [s for s, e in self.cache.items() if type(e) is BadLine and e.line == 0]:
             del self.cache[s]  # read again with its line number now that the index exists
-        if n != self.count:
-            self.poll()
+        self.poll()
         self.place_events()
 
     def _apply_markers(self, markers: list[Marker], *, provisional: bool) -> None:
@@ -370,12 +238,13 @@ class TimelineModel:
             except OSError:
                 return 0, False
             if n > old:
-                try:
-                    new = self.reader.get_range(old, n)
+                self._scan_new()
+                try:  # parse only the last screen: a burst of 10,000 records is scanned, not parsed
+                    new = self.reader.get_range(max(old, n - self.tail_rows), n)
                 except OSError:
                     new = []
                 self.count = n
-                self._take_new(old, new)
+                self._take_new(old, new, scanned=True)
         else:
             try:
                 tail = self.reader.tail(self.tail_rows)
@@ -388,7 +257,22 @@ class TimelineModel:
         ev_changed = self.load_events()
         return self.count - old, ev_changed
 
-    def _take_new(self, old: int, new: list[Entry]) -> None:
+    def _scan_new(self) -> None:
+        """Scan the bytes committed since the last scan (by inode: a rotation renames, keeps the inode)."""
+        res = ScanResult()
+        for p in segment_paths(self.source):
+            try:
+                ino = os.stat(p).st_ino
+            except OSError:
+                continue
+            for region, data in iter_new_regions(p, self._scan_pos.get(ino, 0), self._scanned):
+                self._scanned += scan_bytes(data, self._scanned, res)
+                self.regions.append(region)
+                self._scan_pos[ino] = region.end
+        self.step_records += res.steps
+        self._new_markers = res.markers
+
+    def _take_new(self, old: int, new: list[Entry], *, scanned: bool = False) -> None:
         if len(self.abandoned) < self.count:
             self.abandoned.extend(bytes(self.count - len(self.abandoned)))
         markers: list[Marker] = []
@@ -397,10 +281,12 @@ class TimelineModel:
             self.cache[s] = ent
             if type(ent) is BadLine:
                 self.bad_seqs.add(s)
-            if type(ent) is not BadLine:
-                _add_marker(ent, s, markers)  # type: ignore[arg-type]
+            elif not scanned:
+                add_marker(ent, s, markers)  # type: ignore[arg-type]
                 if ent.get("kind") == "step":  # type: ignore[union-attr]
                     self.step_records += 1
+        if scanned:
+            markers, self._new_markers = self._new_markers, []
         self._apply_markers(markers, provisional=not self.scanned)
         if self.indexed and any(m.kind == "rollback" for m in markers):
             self.abandoned_ok = self._count_abandoned_ok()
@@ -531,6 +417,26 @@ class TimelineModel:
         Raises ``ValueError`` when more than ``STATE_MAX_RECORDS`` records lie
         between ``seq`` and a usable checkpoint.
         """
+        cached = self._state_cache
+        if (
+            cached is not None
+            and self.indexed
+            and cached[0] <= seq
+            and seq - cached[0] <= STATE_MAX_RECORDS
+            and not any(cached[0] < r <= seq for r in self.rollback_seqs)
+        ):
+            # the same path as the cached point, a few records further: apply their patches only
+            doc = state_mod.json_copy(cached[1])
+            for e in self.reader.get_range(cached[0] + 1, seq + 1):
+                if type(e) is dict and e.get("state_patch"):
+                    doc = state_mod.apply_patch(doc, e["state_patch"])
+            self._state_cache = (seq, doc)
+            return doc
+        doc = self._state_from_checkpoint(seq)
+        self._state_cache = (seq, doc)
+        return doc
+
+    def _state_from_checkpoint(self, seq: int) -> Any:
         lo = self._state_origin(seq)
         if seq - lo > STATE_MAX_RECORDS:
             raise ValueError(

@@ -1,0 +1,269 @@
+"""Benchmark of the TUI on a large journal, driving the real app in tmux and polling the screen.
+
+    .venv/bin/python tests/bench_tui.py [--records 1000000] [--keep DIR]
+
+Figures (each against a floor measured in the same run, on the same machine):
+- first correct screen of ``agent-supervisor tui RUN`` (the last record and the
+  record count on screen) against a minimal Textual app's first screen;
+- peak RSS of the TUI process over the whole run (sampled every 10 ms);
+- one appended record on screen, and a burst of 10,000 records on screen;
+- a search over all records (time to the match count), and a key answered meanwhile.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import psutil
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+COLS, ROWS = 140, 40
+NEEDLE = "needle-in-the-haystack"
+
+
+# --------------------------------------------------------------------------- data
+def make_journal(run: Path, n: int) -> int:
+    """Write ``n`` SDK-shaped records (about 290 bytes each), a checkpoint every 10,000; return bytes."""
+    run.mkdir(mode=0o700, parents=True)
+    (run / "checkpoints").mkdir(mode=0o700)
+    pad = "x" * 4
+    chunks: list[bytes] = []
+    size = 0
+    with open(run / "journal.jsonl", "wb") as f:
+        for i in range(n):
+            ts = f"2026-11-29T10:{(i // 60000) % 60:02d}:{(i // 1000) % 60:02d}.{i % 1000:03d}Z"
+            if i % 10_000 == 5_000:
+                name = f"cp-{i}"
+                fname = f"{i // 10_000 + 1:04d}-{name}.json"
+                (run / "checkpoints" / fname).write_bytes(orjson.dumps({"name": name, "seq": i, "pos": i, "ts": ts, "format": 1, "state": {"done": i}}))
+                rec = {"kind": "checkpoint", "name": name, "pos": i, "file": fname, "seq": i, "id": f"b{i:x}", "ts": ts}
+            else:
+                out = NEEDLE if i == n // 2 else f"result {i} {pad}"
+                rec = {
+                    "kind": "step", "step": f"work:{i}", "pos": i, "attempt": 1,
+                    "inputs": {"args": [f"work:{i}", i]}, "output": out, "dur_ms": 0.113,
+                    "key": f"bench:{i}", "state_patch": [{"op": "replace", "path": "/done", "value": i}],
+                    "seq": i, "id": f"b{i:x}", "ts": ts,
+                }
+            line = orjson.dumps(rec) + b"\n"
+            chunks.append(line)
+            size += len(line)
+            if len(chunks) >= 10_000:
+                f.write(b"".join(chunks))
+                chunks.clear()
+        f.write(b"".join(chunks))
+    (run / "run.json").write_bytes(orjson.dumps({"id": run.name, "format": 1, "status": "running", "command": ["bench"]}))
+    return size
+
+
+# --------------------------------------------------------------------------- tmux
+class Pane:
+    """A program in a detached tmux session of a fixed size; the screen is read with capture-pane."""
+
+    def __init__(self, name: str, cmd: list[str], env: dict[str, str]) -> None:
+        self.name = name
+        shell = " ".join(_q(c) for c in cmd)
+        self.t0 = time.perf_counter()
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", name, "-x", str(COLS), "-y", str(ROWS), f"exec env {_env(env)} {shell}"],
+            check=True,
+        )
+        self.pid = int(subprocess.run(["tmux", "display", "-p", "-t", name, "#{pane_pid}"], capture_output=True, text=True).stdout)
+
+    def screen(self) -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True).stdout
+
+    def wait(self, cond: object, timeout: float = 60.0, what: str = "") -> float:
+        """Seconds from now until ``cond(screen)`` holds."""
+        t = time.perf_counter()
+        while True:
+            s = self.screen()
+            if cond(s):  # type: ignore[operator]
+                return time.perf_counter() - t
+            if time.perf_counter() - t > timeout:
+                raise SystemExit(f"timed out waiting for {what}; screen was:\n{s}")
+            time.sleep(0.002)
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+def _q(s: str) -> str:
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def _env(env: dict[str, str]) -> str:
+    return " ".join(f"{k}={_q(v)}" for k, v in env.items())
+
+
+class PeakRSS(threading.Thread):
+    """Samples a process's RSS every 10 ms and keeps the peak."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.proc = psutil.Process(pid)
+        self.peak = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.peak = max(self.peak, self.proc.memory_info().rss)
+            except psutil.Error:
+                return
+            time.sleep(0.01)
+
+
+MINIMAL_APP = """
+from textual.app import App
+from textual.widgets import Static
+
+class Minimal(App):
+    def compose(self):
+        yield Static("FLOOR-READY")
+
+Minimal().run()
+"""
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--keep", type=Path, help="reuse/keep the generated journal in this directory")
+    ap.add_argument("--repeat", type=int, default=3, help="first-screen measurements (the best is reported)")
+    args = ap.parse_args()
+    if not shutil.which("tmux"):
+        print("tmux is required", file=sys.stderr)
+        return 2
+    base = args.keep or Path(tempfile.mkdtemp(prefix="bench-tui-"))
+    run = base / "bigrun"
+    marker = base / "generated.json"
+    extra = [p for p in run.glob("journal.*") if p.name not in ("journal.jsonl", "journal.lock")] if run.exists() else []
+    if extra or not (run / "journal.jsonl").exists() or not marker.exists() or orjson.loads(marker.read_bytes())["records"] != args.records:
+        shutil.rmtree(run, ignore_errors=True)
+        t = time.perf_counter()
+        size = make_journal(run, args.records)
+        marker.write_bytes(orjson.dumps({"records": args.records, "size": size}))
+        print(f"generated {args.records} records, {size / 1e6:.0f} MB in {time.perf_counter() - t:.1f} s")
+    else:
+        size = orjson.loads(marker.read_bytes())["size"]
+        os.truncate(run / "journal.jsonl", size)  # drop what an earlier benchmark run appended
+    n = args.records
+    env = {"TERM": "xterm-256color", "PYTHONPATH": str(ROOT), "COLUMNS": str(COLS), "LINES": str(ROWS)}
+    # warm the page cache and Python's bytecode caches so both sides start equal
+    (run / "journal.jsonl").read_bytes()
+    results: dict[str, float] = {}
+
+    floor = []
+    for k in range(args.repeat):
+        p = Pane(f"bench-floor-{os.getpid()}-{k}", [PY, "-c", MINIMAL_APP], env)
+        try:
+            p.wait(lambda s: "FLOOR-READY" in s)
+            floor.append(time.perf_counter() - p.t0)
+        finally:
+            p.kill()
+
+    firsts = []
+    last = f"{n - 1:>6} "
+    for k in range(args.repeat):
+        p = Pane(f"bench-tui-{os.getpid()}-{k}", [PY, "-m", "supervisor", "tui", str(run)], env)
+        try:
+            t0 = p.t0
+            p.wait(lambda s: last in s and f"records {n}" in s)
+            firsts.append(time.perf_counter() - t0)
+        finally:
+            p.kill()
+
+    # the full session: RSS, live appends, a burst, a search
+    from supervisor.journal import JournalWriter
+
+    p = Pane(f"bench-tui-live-{os.getpid()}", [PY, "-m", "supervisor", "tui", str(run)], env)
+    rss = PeakRSS(p.pid)
+    rss.start()
+    try:
+        p.wait(lambda s: last in s)
+        p.wait(lambda s: "indexing" not in s, 60)
+        results["index_done_s"] = time.perf_counter() - p.t0
+        w = JournalWriter(run, durable=False, rotate_bytes=1 << 40)  # no rotation in the middle of a figure
+        try:
+            one = []
+            for k in range(5):
+                seq = w.next_seq
+                t = time.perf_counter()
+                w.append({"kind": "step", "step": f"live:{k}", "output": k})
+                p.wait(lambda s, seq=seq: f"{seq} " in s and f"records {seq + 1}" in s, 10)
+                one.append(time.perf_counter() - t)
+                time.sleep(0.05)
+            results["append_one_ms"] = sorted(one)[len(one) // 2] * 1000
+            burst = b"".join(
+                orjson.dumps({"kind": "step", "step": f"burst:{i}", "output": i, "seq": w.next_seq + i, "ts": "2026-11-29T11:00:00.000Z"}) + b"\n"
+                for i in range(10_000)
+            )
+            end = w.next_seq + 10_000
+            t = time.perf_counter()
+            w.write_line(burst, sync=False)
+            p.wait(lambda s: f"{end - 1} " in s and f"records {end}" in s, 20)
+            results["burst_10k_s"] = time.perf_counter() - t
+        finally:
+            w.close()
+        # search: the needle is in the middle of the journal
+        t = time.perf_counter()
+        p.keys("/")
+        p.wait(lambda s: "search the raw JSON" in s, 5, "the search prompt")
+        p.keys(NEEDLE, "Enter")
+        t_sent = time.perf_counter()
+        p.wait(lambda s: "searching for" in s, 10, "the search to start")
+        # a key answered while the search runs: ? opens the help
+        t_key = time.perf_counter()
+        p.keys("?")
+        seen: dict[str, float] = {}
+
+        def both(s: str) -> bool:
+            now = time.perf_counter()
+            if "this help" in s:
+                seen.setdefault("help", now - t_key)
+            if "1 match" in s:
+                seen.setdefault("match", now - t_sent)
+            return len(seen) == 2
+
+        p.wait(both, 30, "the help screen and the match count")
+        results["search_s"] = seen["match"]
+        results["key_during_search_s"] = seen["help"]
+        results["help_before_match"] = float(seen["help"] + (t_key - t_sent) < seen["match"])
+        p.keys("q")
+    finally:
+        rss.stop.set()
+        rss.join()
+        p.kill()
+    floor_s = min(floor)
+    first_s = min(firsts)
+    print(f"\njournal: {n} records, {size / 1e6:.0f} MB; terminal {COLS}x{ROWS}; tmux capture-pane polling")
+    print(f"floor (minimal Textual app, first screen): {floor_s:.3f} s  (runs: {', '.join(f'{x:.3f}' for x in floor)})")
+    print(f"first correct screen:   {first_s:.3f} s  = {first_s / floor_s:.2f} x floor   (target <= 0.8 s; runs: {', '.join(f'{x:.3f}' for x in firsts)})")
+    print(f"index + scan finished:  {results['index_done_s']:.2f} s after start (in a worker; the UI answers meanwhile)")
+    print(f"peak RSS:               {rss.peak / 2**20:.0f} MB   (target <= 120 MB)")
+    print(f"one appended record:    {results['append_one_ms']:.0f} ms median of 5 = {results['append_one_ms'] / 1000 / floor_s:.3f} x floor  (target <= 60 ms)")
+    print(f"burst of 10,000:        {results['burst_10k_s']:.3f} s = {results['burst_10k_s'] / floor_s:.2f} x floor  (target <= 0.15 s)")
+    print(f"search all records:     {results['search_s']:.3f} s = {results['search_s'] / floor_s:.2f} x floor  (target <= 1.0 s)")
+    during = "before" if results["help_before_match"] else "after"
+    print(f"key during the search:  {results['key_during_search_s']:.3f} s to open the help ({during} the search finished)")
+    if not args.keep:
+        shutil.rmtree(base, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
