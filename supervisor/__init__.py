@@ -14,8 +14,21 @@ from .errors import (
     RunDirError,
     SupervisorError,
 )
+from typing import TYPE_CHECKING, Any
+
 from .rundir import EXIT_FAILED, EXIT_ROLLBACK
-from .sdk import Run
+
+if TYPE_CHECKING:
+    from .sdk import Run
+
+
+def __getattr__(name: str) -> Any:
+    # the SDK is imported on first use: the CLI and the TUI start faster without it
+    if name == "Run":
+        from .sdk import Run
+
+        return Run
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __version__ = "0.1.0"
 __all__ = [

@@ -46,6 +46,8 @@ class Region:
     start: int
     end: int
     first_seq: int
+    ino: int = 0
+    """The file's inode: a rotation renames ``journal.jsonl``, the inode finds it again."""
 
 
 @dataclass
@@ -84,13 +86,16 @@ def _find_all(data: bytes, needle: bytes) -> Iterator[int]:
 def scan_bytes(data: bytes, base_seq: int, out: ScanResult) -> int:
     """Scan whole lines in ``data`` (the first at ``base_seq``); return the number of lines."""
     lines = data.count(b"\n")
-    # records without a kind are steps (the minimal format); bad lines are counted too, a small overestimate
-    kinds = data.count(b'"kind"')
-    out.steps += data.count(b'"kind":"step"') + lines - kinds
+    out.steps += data.count(b'"kind":"step"')
+    if data.count(b'"kind"') < lines:
+        # records without a kind are steps (the minimal format): count the lines that look like objects
+        out.steps += sum(1 for ln in data.split(b"\n") if ln and b'"kind"' not in ln and b"{" in ln)
     hits: list[int] = []
     for needle in _FAST:
         hits.extend(_find_all(data, needle))
-    if any(s in data for s in _SPACED):
+    # one writer, one style: the spacing of a region's first 64 kB decides whether the regex is needed
+    head = data[:65536]
+    if any(s in head for s in _SPACED):
         hits.extend(m.start() for m in _SLOW_RE.finditer(data))
     if not hits:
         return lines
@@ -122,7 +127,8 @@ def iter_new_regions(path: Path, start: int, first_seq: int) -> Iterator[tuple[R
     except FileNotFoundError:
         return
     with f:
-        end = _committed_size(f.fileno(), os.fstat(f.fileno()).st_size)
+        st = os.fstat(f.fileno())
+        end = _committed_size(f.fileno(), st.st_size)
         f.seek(start)
         pos = start
         carry = b""
@@ -138,7 +144,7 @@ def iter_new_regions(path: Path, start: int, first_seq: int) -> Iterator[tuple[R
                 continue
             carry = data[cut:]
             body = data[:cut] if cut < len(data) else data
-            yield Region(path, pos, pos + cut, seq), body
+            yield Region(path, pos, pos + cut, seq, st.st_ino), body
             seq += body.count(b"\n")
             pos += cut
 
@@ -162,6 +168,18 @@ def scan_journal(source: Path, cancelled: Callable[[], bool] | None = None, *, i
     return res
 
 
+def _current_paths(regions: list[Region]) -> dict[int, Path]:
+    """Where each region's file is now (by inode), after any rotation."""
+    out: dict[int, Path] = {}
+    for d in {r.path.parent for r in regions}:
+        for p in segment_paths(d) if (d / "journal.jsonl").exists() or any(d.glob("journal.*.jsonl")) else []:
+            try:
+                out[os.stat(p).st_ino] = p
+            except OSError:
+                continue
+    return out
+
+
 def search_regions(
     regions: list[Region], query: str, cancelled: Callable[[], bool] | None = None, limit: int = 1_000_000
 ) -> list[int]:
@@ -169,6 +187,7 @@ def search_regions(
 
     Smart case, as in less and vim: a query in lower case matches any case.
     """
+    where = _current_paths(regions)
     needle = query.encode()
     fold = needle == needle.lower() and needle != needle.upper()
     hits: list[int] = []
@@ -176,15 +195,16 @@ def search_regions(
     current: Path | None = None
     try:
         for r in regions:
-            if r.path != current:
+            path = where.get(r.ino, r.path)
+            if path != current:
                 if handle is not None:
                     handle.close()
                 try:
-                    handle = open(r.path, "rb")
+                    handle = open(path, "rb")
                 except FileNotFoundError:
                     handle, current = None, None
                     continue
-                current = r.path
+                current = path
             if handle is None:
                 continue
             handle.seek(r.start)

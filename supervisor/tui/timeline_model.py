@@ -452,7 +452,8 @@ class TimelineModel:
 
     def _state_origin(self, seq: int) -> int:
         """The first seq to read for the state at ``seq``: a checkpoint on its path, or 0."""
-        cps = [s for s in self.checkpoint_seqs if s <= seq]
+        snap = [s for s in self.checkpoint_seqs if self._has_snapshot(s)]
+        cps = [s for s in snap if s <= seq]
         lo = cps[-1] if cps else 0
         changed = True
         while changed:
@@ -462,7 +463,7 @@ class TimelineModel:
                     m = self.marker(r)
                     t = m.target_seq if m is not None else None
                     if t is None or t < lo:
-                        cps = [s for s in self.checkpoint_seqs if t is not None and s <= t]
+                        cps = [s for s in snap if t is not None and s <= t]
                         new_lo = cps[-1] if cps else 0
                         if new_lo < lo:
                             lo = new_lo
@@ -472,6 +473,11 @@ class TimelineModel:
             if cached and min(cached) > lo:
                 raise ValueError("the journal is still being indexed; the state appears in a moment")
         return lo
+
+    def _has_snapshot(self, seq: int) -> bool:
+        """A checkpoint whose snapshot file exists (the state can start from it)."""
+        m = self.marker(seq)
+        return m is not None and bool(m.file) and (self.run_dir / rundir.CHECKPOINTS / Path(m.file).name).exists()
 
     # ------------------------------------------------------------------ navigation
     def next_in(self, seqs: list[int], seq: int, forward: bool) -> int | None:
