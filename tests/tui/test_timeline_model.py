@@ -127,7 +127,7 @@ def test_live_appends_and_rotation_are_scanned_once(tmp_path: Path) -> None:
             m.poll()
         assert m.count == 26 and m.effective_steps == 25 and m.error_seqs == [16]
         assert len(list(run.glob("journal.0*.jsonl"))) >= 2
-        assert search_regions(m.regions, "b19") == [25]
+        assert search_regions(m.regions, "\"step\":\"b19\"") == [25]  # ids are random hex: match the field
         assert m.record(25)["step"] == "b19"  # type: ignore[index]
     finally:
         w.close()
