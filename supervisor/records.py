@@ -91,7 +91,6 @@ class LazyRecord:
 
 
 _ABSENT: Any = object()
-LAZY_PREFIXES = {b'{"kind":"step",': "step", b'{"kind":"begin"': "begin"}
 
 
 def parse_line(raw: bytes) -> Record:

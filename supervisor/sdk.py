@@ -91,7 +91,7 @@ class Run:
         self._writer: JournalWriter | None = None if self.replay_mode else JournalWriter(self.run_dir, redact=self.redactor, **kw)
         # lazy: finished steps stay raw bytes until replayed, and begin records (which say only
         # that a step started) are not kept: resuming 1,000,000 steps builds no million dicts
-        self.history: History = fold(JournalReader(self.run_dir).load(lazy=True, skip_begin=True))
+        self.history: History = fold(JournalReader(self.run_dir).load(lazy=True))
         self._steps = self.history.steps
         self._pending_checkpoints = [c for c in self.history.checkpoints]
         self._pos = 0

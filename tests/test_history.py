@@ -105,3 +105,31 @@ def test_state_at_uses_checkpoints_and_patches_and_follows_branches(tmp_path: Pa
     for p in (run_dir / "checkpoints").iterdir():
         p.rename(p.with_suffix(".moved"))
     assert state_at(run_dir, load(run_dir), seqs["b"]) == {"n": 2, "xs": [1]}
+
+
+def test_the_sdks_lazy_view_folds_like_a_full_load(tmp_path: Path) -> None:
+    """The resume view (raw step lines, no begins) gives the same steps, positions and rollbacks."""
+    from supervisor.records import LazyRecord
+
+    from .conftest import ROOT
+
+    sample = ROOT / "sample_runs" / "runs" / "rolled-back" / "journal.jsonl"
+    extra = [
+        b'{"step": "hand-written", "output": 1}',
+        b'not json',
+        b'{"kind":"step","step":"with-error-key-in-output","output":{"error":null}}',
+        b'{"kind":"step","step":"failed","error":{"message":"x"}}',
+        b"",
+    ]
+    (tmp_path / "journal.jsonl").write_bytes(sample.read_bytes() + b"\n".join(extra) + b"\n")
+    full = fold(JournalReader(tmp_path).load())
+    lazy = fold(JournalReader(tmp_path).load(lazy=True))
+    as_dict = [s.record() if isinstance(s, LazyRecord) else s for s in lazy.steps]
+    assert [(s["step"], s.get("output"), s["pos"], s["seq"]) for s in as_dict] == [
+        (s["step"], s.get("output"), s["pos"], s["seq"]) for s in full.steps
+    ]
+    assert any(isinstance(s, LazyRecord) for s in lazy.steps)
+    assert [r["seq"] for r in lazy.rollbacks] == [r["seq"] for r in full.rollbacks]
+    assert [r["seq"] for r in lazy.checkpoints] == [r["seq"] for r in full.checkpoints]
+    assert lazy.consecutive_failures() == full.consecutive_failures() == 1
+    assert [b.line for b in lazy.problems if b.reason == "not JSON"] == [b.line for b in full.problems if b.reason == "not JSON"]
