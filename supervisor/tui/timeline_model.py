@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from .. import checkpoints
 from .. import history as history_mod
 from .. import rundir
 from .. import state as state_mod
@@ -35,8 +36,10 @@ from .scan import Marker, Region, ScanResult, add_marker, iter_new_regions, scan
 CACHE_MAX = 20_000
 ABANDONED_COUNT_MAX = 200_000
 """Abandoned records parsed to count the effective steps (past it the count is a little high)."""
-STATE_MAX_RECORDS = 200_000
-"""The state pane replays at most this many records after a checkpoint (else: use the CLI)."""
+FOLD_MAX_RECORDS = 50_000
+"""Past a rollback, the state pane folds at most this many records (else: use the CLI)."""
+STATE_STREAM_BATCH = 5_000
+"""Records parsed at a time when patches are applied in a stream."""
 
 
 @dataclass(slots=True)
@@ -414,33 +417,45 @@ class TimelineModel:
     def state_at(self, seq: int) -> Any:
         """The agent's state right after ``seq`` (reads from the last checkpoint on its path).
 
-        Raises ``ValueError`` when more than ``STATE_MAX_RECORDS`` records lie
-        between ``seq`` and a usable checkpoint.
+        Without a rollback in between, patches are applied in a stream of small
+        ranges (memory stays flat however far the checkpoint is). With one, the
+        range is folded like ``history.state_at``, at most ``FOLD_MAX_RECORDS``
+        records (else ``ValueError`` says to use the CLI).
         """
         cached = self._state_cache
         if (
             cached is not None
             and self.indexed
             and cached[0] <= seq
-            and seq - cached[0] <= STATE_MAX_RECORDS
             and not any(cached[0] < r <= seq for r in self.rollback_seqs)
         ):
-            # the same path as the cached point, a few records further: apply their patches only
-            doc = state_mod.json_copy(cached[1])
-            for e in self.reader.get_range(cached[0] + 1, seq + 1):
+            # the same path as the cached point, further on: apply the patches in between only
+            doc = self._apply_stream(state_mod.json_copy(cached[1]), cached[0] + 1, seq + 1)
+        else:
+            doc = self._state_from_checkpoint(seq)
+        self._state_cache = (seq, doc)
+        return doc
+
+    def _apply_stream(self, doc: Any, start: int, stop: int) -> Any:
+        for a in range(start, stop, STATE_STREAM_BATCH):
+            for e in self.reader.get_range(a, min(stop, a + STATE_STREAM_BATCH)):
                 if type(e) is dict and e.get("state_patch"):
                     doc = state_mod.apply_patch(doc, e["state_patch"])
-            self._state_cache = (seq, doc)
-            return doc
-        doc = self._state_from_checkpoint(seq)
-        self._state_cache = (seq, doc)
         return doc
 
     def _state_from_checkpoint(self, seq: int) -> Any:
         lo = self._state_origin(seq)
-        if seq - lo > STATE_MAX_RECORDS:
+        linear = not any(lo < r <= seq for r in self.rollback_seqs)
+        if self.indexed and linear:
+            m = self.marker(lo)
+            if m is not None and m.kind == "checkpoint" and self._has_snapshot(lo):
+                doc: Any = checkpoints.load_checkpoint(self.run_dir, m.file)["state"]
+                return self._apply_stream(doc, lo + 1, seq + 1)
+            if lo == 0:
+                return self._apply_stream({}, 0, seq + 1)
+        if seq - lo > FOLD_MAX_RECORDS:
             raise ValueError(
-                f"{seq - lo} records after the nearest checkpoint; "
+                f"{seq - lo} records and a rollback after the nearest checkpoint; "
                 f"use 'agent-supervisor state {self.source} --at {seq}'"
             )
         if self.indexed:
