@@ -121,6 +121,8 @@ class DashboardScreen(Screen[None]):
         self.call_after_refresh(self.scan)  # the first screen is painted before the scan competes for the GIL
         self.watch_files()
         self.load_agent_log()
+        # a slow safety net under the watcher: a deleted directory, a network file system, a watcher error
+        self.set_interval(2.0, self.on_files_changed)
         if not self.replay:
             self.set_interval(1.0, self.poll_status)
         self.poll_status()
@@ -168,6 +170,8 @@ class DashboardScreen(Screen[None]):
 
     def load_agent_log(self) -> None:
         """Append new bytes of ``agent.log`` to the log pane (the last 64 kB at first)."""
+        if self.path.is_file() and self.path.name != rundir.JOURNAL:
+            return  # a bare journal file has no agent output beside it
         path = self.run_dir / rundir.AGENT_LOG
         try:
             with open(path, "rb") as f:

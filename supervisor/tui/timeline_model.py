@@ -303,6 +303,8 @@ class TimelineModel:
     # ------------------------------------------------------------------ events
     def load_events(self) -> bool:
         """Re-read ``supervisor.jsonl`` when it grew; return whether the rows changed."""
+        if self.source.is_file() and self.source.name != rundir.JOURNAL:
+            return False  # a bare journal file: its directory is not a run directory
         path = self.run_dir / rundir.SUPERVISOR_EVENTS
         try:
             size = path.stat().st_size
