@@ -81,6 +81,10 @@ async def test_navigation_keys_and_follow(rolled_back_run: Path) -> None:
         assert tl.cursor > 5
         await pilot.press("pageup")
         assert tl.cursor == 0
+        await pilot.press("space")  # less's paging keys too
+        assert tl.cursor > 5
+        await pilot.press("b")
+        assert tl.cursor == 0
         await pilot.press("end")
         assert tl.cursor == last and tl.follow
         await pilot.press("home")

@@ -83,6 +83,16 @@ async def test_live_step_appears_and_rollback_key_restarts_from_checkpoint(tmp_p
                 what="search:q1 re-executed",
             )
             assert ledger  # the side effects of the first branch are still there
+            # restart through the key (with confirmation): a new attempt starts and resumes
+            attempts = lambda: [r["attempt"] for r in _records(run) if r.get("kind") == "start"]  # noqa: E731
+            before = max(attempts())
+            await pilot.press("R")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="restart modal")
+            await pilot.press("n")  # cancel first: nothing happens
+            assert not isinstance(app.screen, ConfirmScreen) and max(attempts()) == before
+            await pilot.press("R", "y")
+            await until(pilot, lambda: max(attempts()) == before + 1, 30, what="restarted attempt")
+            await until(pilot, lambda: before + 1 in d.model.start_seqs, 10, what="restart on screen")
             # stop through the key (with confirmation)
             await pilot.press("X")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="stop modal")

@@ -140,3 +140,31 @@ def test_bad_paths_are_one_line_errors(tmp_path: Path) -> None:
     assert res.returncode == 2 and "no such run directory" in res.stderr
     res = run_cli("tui", cwd=tmp_path)
     assert res.returncode == 2 and "agent-supervisor demo" in res.stderr
+
+
+SAMPLES = Path(__file__).resolve().parents[2] / "sample_runs" / "runs"
+
+
+async def test_replay_opens_every_recorded_sample_run(tmp_path: Path) -> None:
+    from supervisor import history
+
+    runs = sorted(p for p in SAMPLES.iterdir() if p.is_dir()) if SAMPLES.is_dir() else []
+    assert runs, "sample_runs/runs holds the recorded runs"
+    for src in runs:
+        run = tmp_path / src.name
+        shutil.copytree(src, run)  # a copy: replay must not need write access, but tests never touch the originals
+        h = history.load(run)
+        app = make_app(run, replay=True)
+        async with app.run_test(size=SIZE) as pilot:
+            d = await _opened(pilot)
+            assert d.model.count == len(h.entries)
+            assert d.model.effective_steps == len(h.steps)
+            assert {s for s in range(d.model.count) if d.model.is_abandoned(s)} == h.abandoned_seqs
+            state = d.query_one("#state-pane", JsonPane)
+            last = h.effective[-1]["seq"]
+            await pilot.press("colon", *str(last), "enter")
+            await until(pilot, lambda: f"state as of #{last} (now)" in state.text, what=f"{src.name}: final state")
+            want = history.state_at(run, h, last)
+            assert orjson.loads(state.text.split("\n", 1)[1]) == want
+            await pilot.press("g")
+            assert d.timeline.selected_seq() == 0
