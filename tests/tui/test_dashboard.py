@@ -37,7 +37,11 @@ def notes(app) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 async def opened(pilot) -> DashboardScreen:  # type: ignore[no-untyped-def]
-    await until(pilot, lambda: isinstance(pilot.app.screen, DashboardScreen) and pilot.app.screen.model.scanned, what="scan")
+    await until(
+        pilot,
+        lambda: isinstance(pilot.app.screen, DashboardScreen) and pilot.app.screen.model.scanned and pilot.app.screen.panes_ready,
+        what="scan",
+    )
     return dash(pilot.app)
 
 
