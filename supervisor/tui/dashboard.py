@@ -18,16 +18,15 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.containers import Container
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Log, TabbedContent
+from textual.widgets import Footer, Input, Log, TabbedContent, TabPane
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from .. import rundir
 from ..errors import SupervisorError
 from .confirm import ConfirmScreen
-from .detail import DetailPanes, JsonPane
+from .detail import JsonPane
 from .status import RunStatus, control_request, control_status, offline_state
 from .status_bar import StatusBar
 from .timeline import TimelineView, describe_event
@@ -68,8 +67,7 @@ class DashboardScreen(Screen[None]):
 
     DEFAULT_CSS = """
     DashboardScreen #timeline { height: 1fr; border-top: solid $panel-lighten-2; }
-    DashboardScreen #panes-slot { height: 45%; }
-    DashboardScreen DetailPanes, DashboardScreen #panes { height: 1fr; }
+    DashboardScreen #panes { height: 45%; }
     DashboardScreen #prompt { dock: bottom; display: none; }
     DashboardScreen #prompt.-visible { display: block; }
     """
@@ -95,31 +93,24 @@ class DashboardScreen(Screen[None]):
         self._log_offset = -1
         self._stop_watch = asyncio.Event()
         self._state_timer: Timer | None = None
-        self.panes_ready = False
-        """The record / state / agent-log panes are mounted (just after the first frame)."""
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
         yield StatusBar(id="status")
         yield TimelineView(self.model, replay=self.replay, id="timeline")
-        yield Container(id="panes-slot")  # the panes are mounted after the first frame (see _mount_panes)
+        with TabbedContent(id="panes", initial="state" if self.replay else "record"):
+            with TabPane("Record", id="record"):
+                yield JsonPane(id="record-pane")
+            with TabPane("State", id="state"):
+                yield JsonPane(id="state-pane")
+            with TabPane("Agent log", id="agentlog"):
+                yield Log(max_lines=5000, id="agent-log")
         yield Input(id="prompt")
         yield Footer()
 
     @property
     def timeline(self) -> TimelineView:
         return self.query_one(TimelineView)
-
-    async def _mount_panes(self) -> None:
-        """Mount the detail panes once the timeline is on screen.
-
-        The timeline is what a user looks for first; building the tabs in the
-        same frame would delay it by about 0.1 s for nothing.
-        """
-        await self.query_one("#panes-slot", Container).mount(DetailPanes(initial="state" if self.replay else "record"))
-        self.panes_ready = True
-        self.load_agent_log()
-        self.update_detail()
 
     def on_mount(self) -> None:
         self.model.open()
@@ -128,8 +119,8 @@ class DashboardScreen(Screen[None]):
         self.timeline.follow = not self.replay
         self.timeline.focus()
         self.call_after_refresh(self.scan)  # the first screen is painted before the scan competes for the GIL
-        self.call_after_refresh(self._mount_panes)
         self.watch_files()
+        self.load_agent_log()
         # a slow safety net under the watcher: a deleted directory, a network file system, a watcher error
         self.set_interval(2.0, self.on_files_changed)
         if not self.replay:
@@ -179,8 +170,8 @@ class DashboardScreen(Screen[None]):
 
     def load_agent_log(self) -> None:
         """Append new bytes of ``agent.log`` to the log pane (the last 64 kB at first)."""
-        if not self.panes_ready or (self.path.is_file() and self.path.name != rundir.JOURNAL):
-            return  # not mounted yet, or a bare journal file (no agent output beside it)
+        if self.path.is_file() and self.path.name != rundir.JOURNAL:
+            return  # a bare journal file has no agent output beside it
         path = self.run_dir / rundir.AGENT_LOG
         try:
             with open(path, "rb") as f:
@@ -251,8 +242,6 @@ class DashboardScreen(Screen[None]):
         self.refresh_status()
 
     def update_detail(self) -> None:
-        if not self.panes_ready:
-            return  # _mount_panes calls it again
         kind, i = self.timeline.selected()
         pane = self.query_one("#record-pane", JsonPane)
         if kind == "event":
@@ -289,8 +278,6 @@ class DashboardScreen(Screen[None]):
         self.app.call_from_thread(self._show_state, value, err, heading)
 
     def _show_state(self, value: Any, err: str, heading: str) -> None:
-        if not self.panes_ready:
-            return
         pane = self.query_one("#state-pane", JsonPane)
         if err:
             pane.show_text(err, "yellow")
@@ -330,8 +317,7 @@ class DashboardScreen(Screen[None]):
         self._jump(self.model.checkpoint_seqs, direction > 0, "checkpoint")
 
     def action_tab(self, tab: str) -> None:
-        if self.panes_ready:
-            self.query_one(TabbedContent).active = tab
+        self.query_one(TabbedContent).active = tab
 
     def action_help(self) -> None:
         from .help_screen import HelpScreen

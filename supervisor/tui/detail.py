@@ -6,9 +6,8 @@ from typing import Any
 
 from rich.json import JSON
 from rich.text import Text
-from textual.app import ComposeResult
-from textual.containers import Container, VerticalScroll
-from textual.widgets import Log, Static, TabbedContent, TabPane
+from textual.containers import VerticalScroll
+from textual.widgets import Static
 
 from ..records import BadLine
 from ..journal import Entry
@@ -68,20 +67,3 @@ class JsonPane(VerticalScroll):
             self.show_text(f"{ent.path}:{ent.line}: skipped, {ent.reason}\n\n{ent.text}", "red")
         else:
             self.show_value(ent, heading)
-
-
-class DetailPanes(Container):
-    """The tabs under the timeline: the record, the state at it, the agent's output."""
-
-    def __init__(self, initial: str = "record") -> None:
-        super().__init__()
-        self._initial = initial
-
-    def compose(self) -> ComposeResult:
-        with TabbedContent(id="panes", initial=self._initial):
-            with TabPane("Record", id="record"):
-                yield JsonPane(id="record-pane")
-            with TabPane("State", id="state"):
-                yield JsonPane(id="state-pane")
-            with TabPane("Agent log", id="agentlog"):
-                yield Log(max_lines=5000, id="agent-log")

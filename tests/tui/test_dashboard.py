@@ -37,11 +37,7 @@ def notes(app) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 async def opened(pilot) -> DashboardScreen:  # type: ignore[no-untyped-def]
-    await until(
-        pilot,
-        lambda: isinstance(pilot.app.screen, DashboardScreen) and pilot.app.screen.model.scanned and pilot.app.screen.panes_ready,
-        what="scan",
-    )
+    await until(pilot, lambda: isinstance(pilot.app.screen, DashboardScreen) and pilot.app.screen.model.scanned, what="scan")
     return dash(pilot.app)
 
 

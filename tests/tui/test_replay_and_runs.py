@@ -21,11 +21,7 @@ SIZE = (120, 36)
 
 
 async def _opened(pilot) -> DashboardScreen:  # type: ignore[no-untyped-def]
-    await until(
-        pilot,
-        lambda: isinstance(pilot.app.screen, DashboardScreen) and pilot.app.screen.model.scanned and pilot.app.screen.panes_ready,
-        what="scan",
-    )
+    await until(pilot, lambda: isinstance(pilot.app.screen, DashboardScreen) and pilot.app.screen.model.scanned, what="scan")
     return pilot.app.screen  # type: ignore[no-any-return]
 
 

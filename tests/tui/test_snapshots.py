@@ -7,7 +7,6 @@ import time
 from textual.pilot import Pilot
 
 from supervisor.tui.dashboard import DashboardScreen
-from supervisor.tui.detail import JsonPane
 from supervisor.tui.diff_screen import DiffScreen
 
 from .snapshot_app import sample_app
@@ -21,12 +20,7 @@ async def _ready(pilot: Pilot) -> None:
     app = pilot.app
     while time.monotonic() < deadline:
         s = app.screen
-        if (
-            isinstance(s, DashboardScreen)
-            and s.model.scanned
-            and s.panes_ready
-            and "state as of" in s.query_one("#state-pane", JsonPane).text
-        ):
+        if isinstance(s, DashboardScreen) and s.model.scanned and "state as of" in s.query_one("#state-pane").text:
             break
         await pilot.pause(0.02)
     await pilot.pause(0.1)
