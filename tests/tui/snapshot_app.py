@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import tempfile
 from pathlib import Path
@@ -14,6 +15,7 @@ DATA = Path(__file__).parent / "data"
 def sample_app(name: str = "rolled_back_run", *, replay: bool = False) -> SupervisorApp:
     """``make_app`` on a private copy of a recorded run (snapshot tests must not change the data)."""
     tmp = Path(tempfile.mkdtemp(prefix="snap-"))
+    atexit.register(shutil.rmtree, tmp, True)
     src = DATA / name
     if src.is_dir():
         target = tmp / name
