@@ -5,6 +5,8 @@ The SDK is ``from supervisor import Run``; see README.md.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     CheckpointError,
     DivergenceError,
@@ -14,8 +16,6 @@ from .errors import (
     RunDirError,
     SupervisorError,
 )
-from typing import TYPE_CHECKING, Any
-
 from .rundir import EXIT_FAILED, EXIT_ROLLBACK
 
 if TYPE_CHECKING:
@@ -29,6 +29,7 @@ def __getattr__(name: str) -> Any:
 
         return Run
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __version__ = "0.1.0"
 __all__ = [
