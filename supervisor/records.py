@@ -7,6 +7,7 @@ durable loops use. Unknown fields are kept.
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,26 +36,33 @@ class BadLine:
 
 
 class LazyRecord:
-    """A ``begin`` or successful ``step`` line from this package's writer, parsed only when a field is read.
+    """A successful ``step`` line from this package's writer, parsed only when a field is read.
 
-    Resuming a million steps must not build a million dicts up front: the SDK
-    keeps the raw line and parses it when the step is replayed. ``kind``, ``seq``,
-    ``pos`` and ``error`` (always ``None``) are known without parsing.
+    Resuming a million steps must not build a million dicts, nor keep a million
+    byte strings, up front: the SDK keeps where the line is (in a read-only
+    memory map of the journal file) and parses it when the step is replayed.
+    ``kind``, ``seq``, ``pos`` and ``error`` (always ``None``) are known without parsing.
     """
 
-    __slots__ = ("kind", "raw", "seq", "pos", "path")
+    __slots__ = ("kind", "src", "start", "end", "seq", "pos", "path")
 
-    def __init__(self, kind: str, raw: bytes, seq: int, path: str) -> None:
+    def __init__(self, kind: str, src: bytes | mmap.mmap, start: int, end: int, seq: int, path: str) -> None:
         self.kind = kind
-        self.raw = raw
+        self.src = src
+        self.start = start
+        self.end = end
         self.seq = seq
         self.pos = -1
         self.path = path
 
+    @property
+    def raw(self) -> bytes:
+        return self.src[self.start : self.end]
+
     def record(self) -> Record:
         """The full, normalised record (parsed anew on each call: callers use it once)."""
         try:
-            rec = orjson.loads(self.raw)
+            rec = orjson.loads(self.src[self.start : self.end])
         except orjson.JSONDecodeError as e:
             from .errors import JournalError
 
