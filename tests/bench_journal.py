@@ -136,7 +136,7 @@ def bench_tail(tmp: Path, records: int) -> None:
 
 
 RESUME_AGENT = """
-import sys, time
+import resource, sys, time
 t0 = time.perf_counter()
 from supervisor import Run
 n = int(sys.argv[2])
@@ -146,7 +146,7 @@ with Run.open(sys.argv[1]) as run:
         run.step(f"search:q{i}", lambda q: None, f"query number {i}")
     t_first = time.perf_counter() - t0
     run.step("new", lambda: "first new step")
-print(f"{t_open} {t_first} {len(run.replayed)}")
+print(f"{t_open} {t_first} {len(run.replayed)} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}")
 """
 
 PLAIN_LOADER = """
@@ -168,10 +168,10 @@ def bench_resume(tmp: Path, steps: int) -> None:
     make_journal(run_dir, steps, with_begin=True)
     size = sum(p.stat().st_size for p in run_dir.glob("journal*.jsonl"))
     out = subprocess.run([sys.executable, "-c", RESUME_AGENT, str(run_dir), str(steps)], capture_output=True, text=True, check=True)
-    t_open, t_first, replayed = out.stdout.split()
+    t_open, t_first, replayed, rss_mb = out.stdout.split()
     plain = float(subprocess.run([sys.executable, "-c", PLAIN_LOADER, str(run_dir)], capture_output=True, text=True, check=True).stdout)
     print(f"resume {steps:,} journaled steps ({2 * steps:,} records with begin, {size / 1e6:.0f} MB) to the first new step:")
-    print(f"  Run.open {float(t_open):.3f} s, first new step after {float(t_first):.3f} s (target <= 1.0 s), {replayed} replayed")
+    print(f"  Run.open {float(t_open):.3f} s, first new step after {float(t_first):.3f} s (target <= 1.0 s), {replayed} replayed, peak RSS {rss_mb} MB")
     print(f"  plain json.loads loader {plain:.3f} s: ratio {float(t_first) / plain:.2f}x")
 
 
