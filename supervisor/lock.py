@@ -173,7 +173,7 @@ def find_leftovers(run_dir: Path, previous: dict[str, Any] | None) -> list[psuti
             if _same_process(p, ctime):
                 found[p.pid] = p
         except psutil.Error:
-            pass
+            pass  # the recorded child is gone: nothing of it to stop
     old_sup = str(previous.get("pid", ""))
     target = str(run_dir.resolve())
     me = os.getpid()
@@ -209,13 +209,13 @@ def stop_processes(procs: list[psutil.Process], grace: float) -> list[int]:
         try:
             p.terminate()
         except psutil.NoSuchProcess:
-            pass
+            pass  # exited on its own: already what we want
     _gone, alive = psutil.wait_procs(procs, timeout=grace)
     for p in alive:
         try:
             p.kill()
         except psutil.NoSuchProcess:
-            pass
+            pass  # exited during the grace period
     deadline = time.monotonic() + 5
     _gone, alive = psutil.wait_procs(alive, timeout=max(0.0, deadline - time.monotonic()))
     if alive:

@@ -167,7 +167,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
             try:
                 proc.send_signal(sig)
             except ProcessLookupError:
-                pass
+                pass  # already exited: the wait below returns at once
         try:
             proc.wait(timeout=wait_s)
             return

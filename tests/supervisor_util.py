@@ -109,4 +109,4 @@ def kill_pids(pids: list[int]) -> None:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
-            pass
+            pass  # already gone

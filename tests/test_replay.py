@@ -138,8 +138,7 @@ SAMPLES = ROOT / "sample_runs" / "runs"
 def test_verify_each_sample_run(tmp_path: Path, name: str) -> None:
     """The recorded sample runs (sample_runs/make_samples.py) verify against today's agent code."""
     run_dir = SAMPLES / name
-    if not (run_dir / "journal.jsonl").exists():
-        pytest.skip(f"{run_dir} not generated yet (sample_runs/make_samples.py)")
+    assert (run_dir / "journal.jsonl").exists(), f"{run_dir} is missing: regenerate with sample_runs/make_samples.py"
     before = snapshot(run_dir)
     led = tmp_path / "l.jsonl"
     r = replay(run_dir, "--verify", cmd=[PY, str(SAMPLE_AGENT), "--ledger", str(led)])
