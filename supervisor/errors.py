@@ -48,6 +48,10 @@ class DivergenceError(SupervisorError):
         super().__init__(msg)
 
 
+class ForkError(SupervisorError):
+    """The fork cannot be made where or from where it was asked."""
+
+
 class ReplayError(SupervisorError):
     """Strict replay needed a step the journal does not have."""
 

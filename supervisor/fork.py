@@ -34,15 +34,13 @@ from typing import Any
 import orjson
 
 from . import checkpoints, history as history_mod, rundir
-from .errors import RunDirError, SupervisorError
+from .errors import ForkError, RunDirError, SupervisorError
 from .records import Record
+
+__all__ = ["FORK_CHECKPOINT", "ForkError", "default_target", "fork"]
 
 FORK_CHECKPOINT = "fork"
 _DUMPS = orjson.OPT_NON_STR_KEYS
-
-
-class ForkError(SupervisorError):
-    """The fork cannot be made where or from where it was asked."""
 
 
 def default_target(run_dir: Path, at_seq: int) -> Path:

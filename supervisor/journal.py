@@ -524,6 +524,8 @@ class JournalReader:
             for k, raw in enumerate(data.split(b"\n")[: b - a]):
                 ent = _parse(raw, lo + k, seg.path, a + k + 1)
                 if ent is not None:
+                    if type(ent) is BadLine:
+                        self.problems.append(ent)
                     out.append(ent)
         return out
 
