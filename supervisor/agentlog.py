@@ -14,7 +14,6 @@ rule: nothing the agent wrote is removed), so prune them yourself if needed.
 from __future__ import annotations
 
 import os
-import re
 import select
 import stat
 import sys
@@ -30,7 +29,6 @@ MAX_LINE = 64 * 1024
 """A line longer than this is written in pieces (a child printing megabytes without a newline)."""
 TEE_BUFFER = 4 * 1024 * 1024
 """Output held for a slow terminal or pipe reader; past this it is dropped from the terminal only."""
-_SEALED_RE = re.compile(r"^agent\.(\d{6,})\.log$")
 
 
 def _nonblocking_if_pipe(fd: int) -> bool:
@@ -166,18 +164,14 @@ class AgentLog:
         return waiting
 
     def _write_file(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
+        rundir.write_all(self._fd, data)
         self._size += len(data)
         if self._size >= self.max_bytes:
             self.rotate()
 
     def rotate(self) -> Path:
         """Seal ``agent.log`` as the next numbered file and start a new one."""
-        existing = [int(m.group(1)) for n in os.listdir(self.run_dir) if (m := _SEALED_RE.match(n))]
-        sealed = self.run_dir / f"agent.{max(existing, default=0) + 1:06d}.log"
+        sealed = rundir.next_sealed(self.run_dir, "agent", ".log")
         os.close(self._fd)
         os.rename(self.path, sealed)
         self._open()

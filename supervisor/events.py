@@ -51,10 +51,7 @@ class EventLog:
             raise ValueError(f"unknown supervisor event {event!r}")
         rec: dict[str, Any] = {"ts": rundir.utc_now(), "event": event, "attempt": attempt, **fields}
         line = orjson.dumps(rec, option=orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
-        view = memoryview(line)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
+        rundir.write_all(self._fd, line)
         self._dirty = True
         return rec
 

@@ -207,9 +207,7 @@ def _copy_checkpoint(origin: Path, tmp: Path, fname: str, seq: int) -> bool:
 def _write_new(path: Path, data: bytes) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, rundir.FILE_MODE)
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        rundir.write_all(fd, data)
         os.fsync(fd)
     finally:
         os.close(fd)

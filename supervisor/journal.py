@@ -102,7 +102,7 @@ def repair_torn_tail(path: Path) -> int:
         torn = os.pread(fd, size - keep, keep)
         tfd = os.open(str(path) + TORN_SUFFIX, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, rundir.FILE_MODE)
         try:
-            _write_all(tfd, torn + b"\n")
+            rundir.write_all(tfd, torn + b"\n")
             os.fsync(tfd)
         finally:
             os.close(tfd)
@@ -111,13 +111,6 @@ def repair_torn_tail(path: Path) -> int:
         return len(torn)
     finally:
         os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        n = os.write(fd, view)
-        view = view[n:]
 
 
 def count_lines(source: Path) -> int:
@@ -205,7 +198,7 @@ class JournalWriter:
     def write_line(self, line: bytes, *, sync: bool = True) -> None:
         """Append one already-serialised, newline-terminated line."""
         try:
-            _write_all(self._fd, line)
+            rundir.write_all(self._fd, line)
             if sync and self._durable:
                 os.fdatasync(self._fd)
         except OSError as e:
@@ -217,8 +210,7 @@ class JournalWriter:
 
     def rotate(self) -> Path:
         """Seal the active file as the next numbered segment and start a new one."""
-        existing = [int(m.group(1)) for n in os.listdir(self.run_dir) if (m := _SEGMENT_RE.match(n))]
-        sealed = self.run_dir / f"journal.{max(existing, default=0) + 1:06d}.jsonl"
+        sealed = rundir.next_sealed(self.run_dir, "journal", ".jsonl")
         os.fsync(self._fd)
         os.close(self._fd)
         os.rename(self.active, sealed)

@@ -7,6 +7,7 @@ Nothing here imports Textual.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import time
 from pathlib import Path
@@ -74,6 +75,20 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def write_all(fd: int, data: bytes) -> None:
+    """``os.write`` until every byte is written (a write may be partial)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def next_sealed(directory: Path, stem: str, suffix: str) -> Path:
+    """The name for the next sealed file of a rotated log: ``<stem>.NNNNNN<suffix>``, one past the highest."""
+    pattern = re.compile(rf"^{re.escape(stem)}\.(\d{{6,}}){re.escape(suffix)}$")
+    existing = [int(m.group(1)) for n in os.listdir(directory) if (m := pattern.match(n))]
+    return directory / f"{stem}.{max(existing, default=0) + 1:06d}{suffix}"
+
+
 def atomic_write(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
     """Write ``data`` to ``path`` so that readers see the old or the new file, never a mix.
 
@@ -82,10 +97,7 @@ def atomic_write(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(3)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
+        write_all(fd, data)
         os.fsync(fd)
     except BaseException:
         os.close(fd)
