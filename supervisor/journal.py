@@ -148,7 +148,11 @@ class JournalWriter:
         rotate_bytes: int = DEFAULT_ROTATE_BYTES,
         redact: Callable[[bytes], bytes] | None = None,
         durable: bool = True,
+        next_seq: int | None = None,
     ) -> None:
+        """``next_seq``: a caller that reads the whole journal anyway passes what it counted (see
+        :meth:`JournalReader.end_seq`), so the files are not scanned twice; it must have read them
+        after this writer repaired the torn tail, so the SDK sets :attr:`next_seq` after its load."""
         self.run_dir = rundir.ensure_dir(run_dir)
         self.rotate_bytes = rotate_bytes
         self._redact = redact
@@ -164,7 +168,7 @@ class JournalWriter:
             ) from None
         self.active = run_dir / rundir.JOURNAL
         self.repaired_bytes = repair_torn_tail(self.active)
-        self.next_seq = count_lines(run_dir)
+        self.next_seq = count_lines(run_dir) if next_seq is None else next_seq
         self._id_prefix = secrets.token_hex(4)
         self._id_counter = 0
         self._fd = -1
@@ -365,6 +369,11 @@ class JournalReader:
             out.append(ent)
         out.extend(steps[j:])
         return out
+
+    @property
+    def end_seq(self) -> int:
+        """The seq after the last line read by ``load()`` (the next seq a writer gives)."""
+        return self._end_seq
 
     def load(self, *, lazy: bool = False) -> list[Entry]:
         """Parse the whole journal into memory and remember the end for ``read_new``."""

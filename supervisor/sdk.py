@@ -88,10 +88,17 @@ class Run:
         self.run_id: str = str(meta.get("id") or self.run_dir.name)
         self.redactor = Redactor(secrets)
         kw: dict[str, Any] = {} if rotate_bytes is None else {"rotate_bytes": rotate_bytes}
-        self._writer: JournalWriter | None = None if self.replay_mode else JournalWriter(self.run_dir, redact=self.redactor, **kw)
-        # lazy: finished steps stay raw bytes until replayed, and begin records (which say only
+        # the writer first: it takes the lock and repairs a torn tail before the journal is read;
+        # the read then counts the lines, so the writer need not scan the files too
+        self._writer: JournalWriter | None = (
+            None if self.replay_mode else JournalWriter(self.run_dir, redact=self.redactor, next_seq=-1, **kw)
+        )
+        # lazy: finished steps stay unparsed until replayed, and begin records (which say only
         # that a step started) are not kept: resuming 1,000,000 steps builds no million dicts
-        self.history: History = fold(JournalReader(self.run_dir).load(lazy=True))
+        reader = JournalReader(self.run_dir)
+        self.history: History = fold(reader.load(lazy=True))
+        if self._writer is not None:
+            self._writer.next_seq = reader.end_seq
         self._steps = self.history.steps
         self._pending_checkpoints = [c for c in self.history.checkpoints]
         self._pos = 0

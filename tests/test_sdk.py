@@ -202,3 +202,17 @@ def test_newer_format_is_refused(tmp_path: Path) -> None:
     (tmp_path / "run.json").write_text('{"format": 99}')
     with pytest.raises(FormatError, match="upgrade agent-supervisor"):
         Run.open(tmp_path)
+
+
+def test_resume_continues_seq_after_blank_bad_and_torn_lines(tmp_path: Path) -> None:
+    from supervisor.journal import count_lines
+
+    (tmp_path / "journal.jsonl").write_bytes(b'{"step": "a", "output": 1}\n\nnot json\n{"step": "b", "output": 2}\n{"step": "to')
+    with Run.open(tmp_path) as run:
+        assert run.step("a", lambda: 0) == 1 and run.step("b", lambda: 0) == 2
+        run.step("c", lambda: 3)
+    # lines 0 a, 1 blank, 2 not JSON, 3 b; then start 4, begin c 5, step c 6
+    recs = load(tmp_path).effective
+    assert [(r["seq"], r["kind"], r.get("step")) for r in recs[-3:]] == [(4, "start", None), (5, "begin", "c"), (6, "step", "c")]
+    assert count_lines(tmp_path) == 7
+    assert (tmp_path / "journal.jsonl.torn").read_bytes() == b'{"step": "to\n'
