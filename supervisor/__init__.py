@@ -16,7 +16,7 @@ from .errors import (
     RunDirError,
     SupervisorError,
 )
-from .rundir import EXIT_FAILED, EXIT_ROLLBACK
+from .core.rundir import EXIT_FAILED, EXIT_ROLLBACK
 
 if TYPE_CHECKING:
     from .sdk import Run

@@ -54,7 +54,3 @@ class ForkError(SupervisorError):
 
 class ReplayError(SupervisorError):
     """Strict replay needed a step the journal does not have."""
-
-
-class StepFailed(SupervisorError):
-    """Raised by ``Run.step`` when a step failed and the failure policy says stop."""

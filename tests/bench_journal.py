@@ -29,7 +29,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from supervisor import Run  # noqa: E402
-from supervisor.journal import JournalReader  # noqa: E402
+from supervisor.core.journal import JournalReader  # noqa: E402
 
 
 def bench_commit(tmp: Path, steps: int, rounds: int = 7) -> None:

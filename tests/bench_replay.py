@@ -59,7 +59,7 @@ def raw_scan(run_dir: Path) -> tuple[float, int]:
 
 
 def load_fold(run_dir: Path) -> float:
-    from supervisor.history import load
+    from supervisor.core.history import load
 
     t0 = time.perf_counter()
     h = load(run_dir)
@@ -70,7 +70,7 @@ def load_fold(run_dir: Path) -> float:
 
 def startup() -> float:
     t0 = time.perf_counter()
-    subprocess.run([PY, "-c", "import supervisor.replay, supervisor.sdk"], check=True, env=env())
+    subprocess.run([PY, "-c", "import supervisor.replay.runner, supervisor.sdk"], check=True, env=env())
     subprocess.run([PY, "-c", "import supervisor.cli.main"], check=True, env=env())
     return time.perf_counter() - t0
 

@@ -193,7 +193,7 @@ def main() -> int:
             p.kill()
 
     # the full session: RSS, live appends, a burst, a search
-    from supervisor.journal import JournalWriter
+    from supervisor.core.journal import JournalWriter
 
     p = Pane(f"bench-tui-live-{os.getpid()}", [PY, "-m", "supervisor", "tui", str(run)], env)
     rss = PeakRSS(p.pid)

@@ -11,8 +11,8 @@ from typing import Any
 
 import psutil
 
-from supervisor.control import ControlClient, ControlUnavailable
-from supervisor.events import read_events
+from supervisor.supervise.control import ControlClient, ControlUnavailable
+from supervisor.core.events import read_events
 
 from .conftest import ROOT, SAMPLE_AGENT, clean_env, wait_for
 

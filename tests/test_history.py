@@ -6,8 +6,8 @@ from pathlib import Path
 
 import orjson
 
-from supervisor.history import fold, load, state_at
-from supervisor.journal import JournalReader
+from supervisor.core.history import fold, load, state_at
+from supervisor.core.journal import JournalReader
 
 
 def write_lines(path: Path, recs: list[dict]) -> None:
@@ -109,7 +109,7 @@ def test_state_at_uses_checkpoints_and_patches_and_follows_branches(tmp_path: Pa
 
 def test_the_sdks_lazy_view_folds_like_a_full_load(tmp_path: Path) -> None:
     """The resume view (raw step lines, no begins) gives the same steps, positions and rollbacks."""
-    from supervisor.records import LazyRecord
+    from supervisor.core.records import LazyRecord
 
     from .conftest import ROOT
 

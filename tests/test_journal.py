@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from supervisor.errors import JournalLockedError
-from supervisor.journal import JournalReader, JournalWriter, count_lines, segment_paths
-from supervisor.records import BadLine
+from supervisor.core.journal import JournalReader, JournalWriter, count_lines, segment_paths
+from supervisor.core.records import BadLine
 
 
 def write_records(run_dir: Path, n: int, **kw: object) -> None:
@@ -164,24 +164,3 @@ def test_index_and_random_access_match_a_full_load(tmp_path: Path) -> None:
     assert r.get_range(100, 110) == full[100:110]
     with pytest.raises(IndexError):
         r.get(300)
-
-
-async def test_follow_yields_existing_then_new_records(tmp_path: Path) -> None:
-    import asyncio
-
-    from supervisor.journal import follow
-
-    write_records(tmp_path, 2)
-    stop = asyncio.Event()
-    batches: list[list[str]] = []
-    writer = JournalWriter(tmp_path)
-    async for batch in follow(tmp_path, from_start=True, stop_event=stop):
-        batches.append([r["step"] for r in batch])
-        if len(batches) == 1:
-            for i in range(3):
-                writer.append({"kind": "step", "step": f"new{i}", "output": i})
-        if sum(map(len, batches)) >= 5:
-            stop.set()
-    writer.close()
-    assert batches[0] == ["s:0", "s:1"]
-    assert [s for b in batches[1:] for s in b] == ["new0", "new1", "new2"]

@@ -10,9 +10,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from supervisor import rundir
+from supervisor.core import rundir
 from supervisor.errors import ReplayError
-from supervisor.replay_session import ENV_REPLAY_REPORT, ReplayMode, inputs_hash
+from supervisor.replay.session import ENV_REPLAY_REPORT, ReplayMode, inputs_hash
 
 from .conftest import ROOT, SAMPLE_AGENT, clean_env, run_agent, run_cli
 
@@ -321,7 +321,7 @@ def test_replay_without_flags_opens_the_tui_in_replay_mode(tmp_path: Path, monke
 
 def test_replay_and_fork_import_no_textual() -> None:
     code = (
-        "import sys, supervisor.replay, supervisor.replay_session, supervisor.fork, supervisor.sdk; "
+        "import sys, supervisor.replay.runner, supervisor.replay.session, supervisor.core.fork, supervisor.sdk; "
         "assert not [m for m in sys.modules if m.split('.')[0] == 'textual'], 'textual imported'"
     )
     r = subprocess.run([PY, "-c", code], capture_output=True, text=True, env=clean_env(), timeout=30)

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from supervisor import Run
-from supervisor.checkpoints import checkpoint_files, load_checkpoint, slugify
-from supervisor.state import apply_patch, diff, json_copy, make_patch
+from supervisor.core.checkpoints import checkpoint_files, load_checkpoint, slugify
+from supervisor.core.state import apply_patch, diff, json_copy, make_patch
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=5),

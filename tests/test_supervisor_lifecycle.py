@@ -10,8 +10,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from supervisor import rundir
-from supervisor.history import load
+from supervisor.core import rundir
+from supervisor.core.history import load
 
 from .conftest import run_cli, wait_for
 from .supervisor_util import Supervised, alive, helper_agent, kill_pids, research

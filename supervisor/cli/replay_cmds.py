@@ -7,12 +7,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import history as history_mod
+from ..core import history as history_mod
 from ..errors import SupervisorError
-from ..fork import fork
-from ..replay import print_result, recorded_command, run_replay
-from ..replay_session import ReplayMode
-from ..rundir import check_readable_run_dir
+from ..core.fork import fork
+from ..replay.runner import print_result, recorded_command, run_replay
+from ..replay.session import ReplayMode
+from ..core.rundir import check_readable_run_dir
 from .inspect_cmds import resolve_point
 
 _REPLAY_EPILOG = """\

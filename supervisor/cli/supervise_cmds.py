@@ -12,15 +12,15 @@ from typing import Any
 
 import orjson
 
-from .. import rundir
-from ..control import ControlClient, ControlTimeout, ControlUnavailable
+from ..core import rundir
+from ..supervise.control import ControlClient, ControlTimeout, ControlUnavailable
 from ..errors import RunDirError, SupervisorError
-from ..events import read_events
-from ..journal import count_lines
-from ..lock import read_holder
-from ..metrics import format_size, parse_size
-from ..rollback import rollback
-from ..supervise import Options, Supervisor
+from ..core.events import read_events
+from ..core.journal import count_lines
+from ..supervise.lock import read_holder
+from ..supervise.metrics import format_size, parse_size
+from ..supervise.rollback import rollback
+from ..supervise.supervisor import Options, Supervisor
 
 
 def _positive(kind: type) -> Any:

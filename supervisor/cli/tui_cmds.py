@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .. import rundir
+from ..core import rundir
 from ..errors import SupervisorError
 
 DEMO_AGENT = Path(__file__).resolve().parents[2] / "sample_runs" / "research_agent.py"
@@ -94,10 +94,10 @@ def stop_demo(proc: subprocess.Popen[bytes], run_dir: Path, timeout: float = 10.
     if proc.poll() is not None:
         return
     try:
-        from ..control import ControlClient
+        from ..supervise.control import ControlClient
 
         ControlClient(run_dir, timeout=2.0).request({"cmd": "stop"})
-    except (ImportError, SupervisorError, OSError):
+    except (SupervisorError, OSError):
         pass  # fall through to signals: the process may not have opened its socket yet
     try:
         proc.wait(timeout)

@@ -16,7 +16,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
 from ..errors import RunDirError
-from ..rundir import check_readable_run_dir
+from ..core.rundir import check_readable_run_dir
 from .runs_model import is_runs_root
 
 

@@ -23,7 +23,7 @@ from textual.widgets import Footer, Input, Log, TabbedContent, TabPane
 from textual.timer import Timer
 from textual.worker import Worker, WorkerState, get_current_worker
 
-from .. import rundir
+from ..core import rundir
 from ..errors import SupervisorError
 from .confirm import ConfirmScreen
 from .detail import JsonPane
@@ -485,7 +485,7 @@ class DashboardScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="control", exit_on_error=False)
     def do_rollback(self, ref: str, name: str) -> None:
-        from ..rollback import rollback
+        from ..supervise.rollback import rollback
 
         try:
             result = rollback(self.run_dir, ref, reason="rollback from the TUI", by="user")
@@ -508,12 +508,9 @@ class DashboardScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="control", exit_on_error=False)
     def do_fork(self, seq: int) -> None:
         try:
-            from ..fork import fork
+            from ..core.fork import fork
 
             new = fork(self.run_dir, seq)
-        except ImportError:
-            self.app.call_from_thread(self.notify, "fork is not available in this build", severity="error")
-            return
         except SupervisorError as e:
             self.app.call_from_thread(self.notify, str(e), severity="error", timeout=8)
             return

@@ -18,9 +18,9 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
-from .. import state as state_mod
+from ..core import state as state_mod
 from ..errors import SupervisorError
-from ..records import preview
+from ..core.records import preview
 from .timeline_model import TimelineModel, dumps_pretty
 
 

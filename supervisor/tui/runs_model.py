@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import history as history_mod
-from .. import rundir
+from ..core import history as history_mod
+from ..core import rundir
 from ..errors import SupervisorError
-from ..journal import segment_paths
+from ..core.journal import segment_paths
 from .status import control_status, offline_state
 
 _STEP = b'"kind":"step"'

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..journal import JournalReader, _committed_size, segment_paths
-from ..records import Record, parse_line
+from ..core.journal import JournalReader, _committed_size, segment_paths
+from ..core.records import Record, parse_line
 
 CHUNK = 4 * 1024 * 1024
 # the compact form this package (orjson) writes is found with bytes.find; other spacing with a regex

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import rundir
+from ..core import rundir
 from ..errors import SupervisorError
 
 
@@ -29,10 +29,8 @@ def control_status(run_dir: Path, timeout: float = 1.0) -> dict[str, Any] | None
     """The supervisor's ``status`` answer, or ``None`` when no supervisor lives."""
     if not (run_dir / rundir.CONTROL_SOCK).exists():
         return None
-    try:
-        from ..control import ControlClient, ControlUnavailable
-    except ImportError:
-        return None
+    from ..supervise.control import ControlClient, ControlUnavailable
+
     try:
         resp = ControlClient(run_dir, timeout=timeout).request({"cmd": "status"})
     except ControlUnavailable:
@@ -44,10 +42,8 @@ def control_status(run_dir: Path, timeout: float = 1.0) -> dict[str, Any] | None
 
 def control_request(run_dir: Path, request: dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
     """Send one request to the live supervisor; raise ``SupervisorError`` with a readable message."""
-    try:
-        from ..control import ControlClient, ControlUnavailable
-    except ImportError as e:
-        raise SupervisorError("this build has no control socket support") from e
+    from ..supervise.control import ControlClient, ControlUnavailable
+
     try:
         resp = ControlClient(run_dir, timeout=timeout).request(request)
     except ControlUnavailable as e:

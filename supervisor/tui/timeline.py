@@ -20,7 +20,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ..records import BadLine, Record, preview, step_name
+from ..core.records import BadLine, Record, preview, step_name
 from .timeline_model import TimelineModel
 
 _KIND_LABEL = {

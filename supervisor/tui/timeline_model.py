@@ -25,12 +25,12 @@ from typing import Any
 
 import orjson
 
-from .. import checkpoints
-from .. import history as history_mod
-from .. import rundir
-from .. import state as state_mod
-from ..journal import Entry, JournalReader, read_json_lines, segment_paths
-from ..records import BadLine, Record
+from ..core import checkpoints
+from ..core import history as history_mod
+from ..core import rundir
+from ..core import state as state_mod
+from ..core.journal import Entry, JournalReader, read_json_lines, segment_paths
+from ..core.records import BadLine, Record
 from .scan import Marker, Region, ScanResult, add_marker, iter_new_regions, scan_bytes
 
 CACHE_MAX = 20_000

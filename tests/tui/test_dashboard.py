@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from supervisor.journal import JournalReader
+from supervisor.core.journal import JournalReader
 from supervisor.tui.app import make_app
 from supervisor.tui.confirm import ConfirmScreen
 from supervisor.tui.dashboard import DashboardScreen
@@ -245,7 +245,7 @@ async def test_fork_and_live_only_keys(rolled_back_run: Path, tmp_path: Path, mo
 
 
 async def test_new_records_appear_and_follow(tmp_path: Path) -> None:
-    from supervisor.journal import JournalWriter
+    from supervisor.core.journal import JournalWriter
 
     run = tmp_path / "live"
     w = JournalWriter(run, durable=False)

@@ -146,7 +146,7 @@ SAMPLES = Path(__file__).resolve().parents[2] / "sample_runs" / "runs"
 
 
 async def test_replay_opens_every_recorded_sample_run(tmp_path: Path) -> None:
-    from supervisor import history
+    from supervisor.core import history
 
     runs = sorted(p for p in SAMPLES.iterdir() if p.is_dir()) if SAMPLES.is_dir() else []
     assert runs, "sample_runs/runs holds the recorded runs"

@@ -2,7 +2,7 @@
 
 The agent runs as a real child process with ``AGENT_SUPERVISOR_REPLAY`` set;
 its SDK serves steps from the journal, opens nothing for writing in the run
-directory, and writes a report (see :mod:`supervisor.replay_session`) to a
+directory, and writes a report (see :mod:`supervisor.replay.session`) to a
 private temporary directory. This module starts the child, reads that report,
 formats it, and judges the outcome:
 
@@ -33,11 +33,11 @@ from typing import Any, TextIO
 
 import orjson
 
-from . import rundir
-from . import state as state_mod
-from .errors import ReplayError, RunDirError
-from .records import preview
-from .replay_session import ENV_REPLAY_REPORT, ReplayMode, read_report
+from ..core import rundir
+from ..core import state as state_mod
+from ..errors import ReplayError, RunDirError
+from ..core.records import preview
+from .session import ENV_REPLAY_REPORT, ReplayMode, read_report
 
 EXIT_OK = 0
 EXIT_DIVERGED = 1

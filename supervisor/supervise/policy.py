@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from .agentlog import DEFAULT_MAX_BYTES
 from .process import ExitStatus
-from .records import Record
+from ..core.records import Record
 
 
 @dataclass

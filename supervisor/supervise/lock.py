@@ -1,4 +1,4 @@
-"""``supervisor.lock``: one supervisor per run directory, and cleanup after one killed with -9.
+"""``supervisor.supervise.lock``: one supervisor per run directory, and cleanup after one killed with -9.
 
 The lock is an ``flock`` on the file, so it is released by the kernel whatever
 way its holder dies: a lock we can take is never held by a live process. The
@@ -19,8 +19,8 @@ from typing import Any
 import orjson
 import psutil
 
-from . import rundir
-from .errors import SupervisorError
+from ..core import rundir
+from ..errors import SupervisorError
 
 _SIZE = 1024
 """The content is padded to this size and written with one ``pwrite``: never torn, no truncate needed."""
@@ -31,7 +31,7 @@ class LockedError(SupervisorError):
 
 
 class SupervisorLock:
-    """The flock on ``supervisor.lock`` plus its JSON content."""
+    """The flock on ``supervisor.supervise.lock`` plus its JSON content."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir

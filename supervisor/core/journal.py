@@ -1,4 +1,4 @@
-"""The append-only JSONL journal: a durable writer, a lazy indexed reader, and a follower.
+"""The append-only JSONL journal: a durable writer and a lazy indexed reader.
 
 The journal of a run is one logical byte stream: the sealed segments
 ``journal.000001.jsonl``, ``journal.000002.jsonl``, ... in order, then the active
@@ -16,20 +16,17 @@ import re
 import secrets
 from array import array
 from bisect import bisect_left
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import orjson
 
 from . import rundir
-from .errors import JournalError, JournalLockedError
+from ..errors import JournalError, JournalLockedError
 from .records import BadLine, LazyRecord, Record, normalize, parse_line
-
-if TYPE_CHECKING:  # asyncio costs every command ~50 ms to import; only follow() needs it
-    import asyncio
 
 DEFAULT_ROTATE_BYTES = 64 * 1024 * 1024
 TORN_SUFFIX = ".torn"
@@ -571,48 +568,6 @@ class JournalReader:
         self._refresh_segments()
         self._consumed = sum(self._committed_sizes())
         self._consumed_seq = count_lines(self.source)
-
-
-def _seq_of(ent: Entry) -> int:
-    return ent.seq if isinstance(ent, BadLine) else int(ent["seq"])
-
-
-async def follow(
-    source: Path,
-    *,
-    from_start: bool = False,
-    debounce_ms: int = 10,
-    stop_event: asyncio.Event | None = None,
-) -> AsyncIterator[list[Entry]]:
-    """Yield batches of entries as they are committed, using ``watchfiles``.
-
-    The debounce is a few milliseconds (watchfiles' default of 1.6 s is far too
-    slow for a live view). With ``from_start`` the first batch is the whole journal.
-    """
-    import watchfiles
-
-    reader = JournalReader(source)
-    if from_start:
-        first = reader.read_new()
-        if first:
-            yield first
-    else:
-        reader.seek_end()
-    watch_dir = source if source.is_dir() else source.parent
-    # yield_on_timeout: also look every half second, so that a write that happened
-    # before the watcher was ready (or an event the OS dropped) is never missed.
-    async for _changes in watchfiles.awatch(
-        watch_dir,
-        debounce=debounce_ms,
-        step=5,
-        stop_event=stop_event,
-        recursive=False,
-        rust_timeout=500,
-        yield_on_timeout=True,
-    ):
-        batch = reader.read_new()
-        if batch:
-            yield batch
 
 
 def read_json_lines(path: Path) -> list[dict[str, Any]]:

@@ -22,8 +22,8 @@ from typing import Any
 
 import orjson
 
-from . import rundir
-from .errors import SupervisorError
+from ..core import rundir
+from ..errors import SupervisorError
 
 MAX_REQUEST = 64 * 1024
 _SUN_PATH_MAX = 100

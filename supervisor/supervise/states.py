@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import SupervisorError
+from ..errors import SupervisorError
 
 
 class ProcessState(str, enum.Enum):

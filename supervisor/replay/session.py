@@ -24,10 +24,10 @@ from typing import Any
 
 import orjson
 
-from . import rundir
-from .errors import DivergenceError, ReplayError
-from .records import Record, step_name
-from .redact import Redactor
+from ..core import rundir
+from ..errors import DivergenceError, ReplayError
+from ..core.records import Record, step_name
+from ..core.redact import Redactor
 
 ENV_REPLAY_REPORT = "AGENT_SUPERVISOR_REPLAY_REPORT"
 """Where the SDK writes the replay report (JSON) when a replayed run closes."""

@@ -64,7 +64,7 @@ class LazyRecord:
         try:
             rec = orjson.loads(self.src[self.start : self.end])
         except orjson.JSONDecodeError as e:
-            from .errors import JournalError
+            from ..errors import JournalError
 
             raise JournalError(f"{self.path}: the record with seq {self.seq} is not valid JSON ({e})") from None
         if rec.get("seq") != self.seq or "ts" not in rec:

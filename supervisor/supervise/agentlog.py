@@ -2,7 +2,7 @@
 
 The terminal gets the raw bytes as they come (no line buffering: a progress bar
 still works). The file gets whole lines, each prefixed with the time, the
-attempt and the stream, with secrets redacted (``supervisor.redact.Redactor``):
+attempt and the stream, with secrets redacted (``supervisor.core.redact.Redactor``):
 
     2026-11-29T19:20:00.123Z [2:stderr] research_agent: crashing hard in search:q2
 
@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from . import rundir
+from ..core import rundir
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 MAX_LINE = 64 * 1024

@@ -32,21 +32,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import history as history_mod
-from . import rundir
+from ..core import history as history_mod
+from ..core import rundir
 from .agentlog import AgentLog
 from .commands import ControlCommands
 from .control import ControlServer, Reply
-from .errors import JournalLockedError, SupervisorError
-from .events import EventLog, read_events
-from .journal import JournalReader, count_lines
+from ..errors import JournalLockedError, SupervisorError
+from ..core.events import EventLog, read_events
+from ..core.journal import JournalReader, count_lines
 from .lock import SupervisorLock, find_leftovers, stop_processes
 from .metrics import TreeSample, TreeSampler
 from .persister import Persister
 from .policy import Attempt, Options, backoff_delay, is_progress
 from .process import Child, ExitStatus, become_subreaper, kill_leftovers, own_orphans, reap_orphans
-from .records import step_name
-from .redact import Redactor
+from ..core.records import step_name
+from ..core.redact import Redactor
 from .rollback import append_rollback
 from .signals import SignalInbox
 from .states import ProcessState, StateChange, StateMachine

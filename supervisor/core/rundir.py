@@ -15,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from .errors import FormatError, RunDirError
+from ..errors import FormatError, RunDirError
 
 FORMAT = 1
 """The run-directory format this version writes and the newest it reads."""
@@ -26,7 +26,7 @@ JOURNAL_LOCK = "journal.lock"
 CHECKPOINTS = "checkpoints"
 SUPERVISOR_EVENTS = "supervisor.jsonl"
 AGENT_LOG = "agent.log"
-SUPERVISOR_LOCK = "supervisor.lock"
+SUPERVISOR_LOCK = "supervisor.supervise.lock"
 CONTROL_SOCK = "control.sock"
 
 # The environment contract between the supervisor and the agent it starts.

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 
 from . import rundir
-from .errors import CheckpointError
+from ..errors import CheckpointError
 
 _FILE_RE = re.compile(r"^(\d{4,})-(.+)\.json$")
 

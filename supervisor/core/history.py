@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from . import checkpoints, state
-from .errors import CheckpointError
+from ..errors import CheckpointError
 from .journal import Entry, JournalReader
 from .records import BadLine, LazyRecord, Record, step_name
 

@@ -10,14 +10,14 @@ import os
 import time
 from typing import TYPE_CHECKING, Any
 
-from . import history as history_mod
+from ..core import history as history_mod
 from .control import Reply
-from .errors import SupervisorError
+from ..errors import SupervisorError
 from .rollback import resolve_checkpoint
 from .states import ProcessState
 
 if TYPE_CHECKING:
-    from .supervise import Supervisor
+    from .supervisor import Supervisor
 
 S = ProcessState
 

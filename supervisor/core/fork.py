@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 
 from . import checkpoints, history as history_mod, rundir
-from .errors import ForkError, RunDirError, SupervisorError
+from ..errors import ForkError, RunDirError, SupervisorError
 from .records import Record
 
 __all__ = ["FORK_CHECKPOINT", "ForkError", "default_target", "fork"]

@@ -1,0 +1,1 @@
+"""Replay: the session inside the agent (no writes) and the runner on the CLI side."""

@@ -1,0 +1,1 @@
+"""The supervisor process: runs the agent, restarts it, answers the control socket."""
