@@ -41,7 +41,7 @@ def make(name: str, agent_args: list[str], root: Path) -> Path:
         "--backoff-initial", "0.05", "--", sys.executable, str(AGENT), *agent_args,
     ]
     subprocess.run(cmd, check=True, env=env, cwd=HERE.parent, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
-    for transient in ("journal.lock", "supervisor.supervise.lock", "control.sock"):
+    for transient in ("journal.lock", "supervisor.lock", "control.sock"):
         (run_dir / transient).unlink(missing_ok=True)
     return run_dir
 

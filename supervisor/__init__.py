@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .core.rundir import EXIT_FAILED, EXIT_ROLLBACK
 from .errors import (
     CheckpointError,
     DivergenceError,
@@ -16,7 +17,6 @@ from .errors import (
     RunDirError,
     SupervisorError,
 )
-from .core.rundir import EXIT_FAILED, EXIT_ROLLBACK
 
 if TYPE_CHECKING:
     from .sdk import Run

@@ -2,6 +2,9 @@
 
 Every message is meant for a person: it says what was wrong and what to do.
 The CLI prints ``str(error)`` on one line and exits 2, without a traceback.
+
+A bug of this package is not the user's error: :class:`InternalError` is not a
+``SupervisorError``, so it ends the command with its traceback (exit 1), to be reported.
 """
 
 from __future__ import annotations
@@ -54,3 +57,23 @@ class ForkError(SupervisorError):
 
 class ReplayError(SupervisorError):
     """Strict replay needed a step the journal does not have."""
+
+
+class LockedError(SupervisorError):
+    """A live supervisor (or a rollback in progress) holds the run directory."""
+
+
+class ControlUnavailable(SupervisorError):
+    """No live supervisor: no socket, or the connection was refused."""
+
+
+class ControlTimeout(SupervisorError):
+    """A supervisor holds the socket but did not answer in time."""
+
+
+class InternalError(Exception):
+    """A bug in agent-supervisor, never the user's input: shown with its traceback, not as a one-line error."""
+
+
+class InvalidTransition(InternalError):
+    """A state change the supervisor's state machine does not allow (a supervisor bug), with both states."""

@@ -25,13 +25,19 @@ from typing import Any, ParamSpec, TypeVar
 
 import orjson
 
-from .core import checkpoints, rundir, state as state_mod
-from .errors import DivergenceError, ReplayError
+from .core import checkpoints, rundir
+from .core import state as state_mod
 from .core.history import History, fold, rollback_record
 from .core.journal import JournalReader, JournalWriter
 from .core.records import LazyRecord, Record, step_name
 from .core.redact import Redactor
-from .replay.session import ReplaySession, canonical_inputs, inputs_hash, open_replay_dir
+from .errors import DivergenceError, ReplayError
+from .replay.session import (
+    ReplaySession,
+    canonical_inputs,
+    inputs_hash,
+    open_replay_dir,
+)
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -11,8 +11,8 @@ from typing import Any
 
 import psutil
 
-from supervisor.supervise.control import ControlClient, ControlUnavailable
 from supervisor.core.events import read_events
+from supervisor.supervise.control import ControlClient, ControlUnavailable
 
 from .conftest import ROOT, SAMPLE_AGENT, clean_env, wait_for
 

@@ -10,9 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from supervisor.errors import JournalLockedError
-from supervisor.core.journal import JournalReader, JournalWriter, count_lines, segment_paths
+from supervisor.core.journal import (
+    JournalReader,
+    JournalWriter,
+    count_lines,
+    segment_paths,
+)
 from supervisor.core.records import BadLine
+from supervisor.errors import JournalLockedError
 
 
 def write_records(run_dir: Path, n: int, **kw: object) -> None:

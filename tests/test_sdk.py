@@ -150,7 +150,7 @@ def test_decorator_form_and_idempotency_keys(tmp_path: Path) -> None:
 
         assert search("a") == "A" and search("b") == "B"
         assert run.key is None
-    assert keys == [f"r:0", f"r:1"]
+    assert keys == ["r:0", "r:1"]
     h = load(tmp_path / "r")
     assert [(s["step"], s["key"], s["inputs"]) for s in h.steps] == [
         ("search:a", "r:0", {"args": ["a"]}),

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 
 import orjson
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -15,14 +15,29 @@ import orjson
 import pytest
 
 from supervisor.core import rundir
-from supervisor.supervise.agentlog import AgentLog
-from supervisor.supervise.control import ControlClient, ControlServer, ControlUnavailable
 from supervisor.core.events import EventLog, read_events
-from supervisor.supervise.lock import LockedError, SupervisorLock, find_leftovers, read_holder, stop_processes
+from supervisor.core.redact import Redactor
+from supervisor.supervise.agentlog import AgentLog
+from supervisor.supervise.control import (
+    ControlClient,
+    ControlServer,
+    ControlUnavailable,
+)
+from supervisor.supervise.lock import (
+    LockedError,
+    SupervisorLock,
+    find_leftovers,
+    read_holder,
+    stop_processes,
+)
 from supervisor.supervise.metrics import TreeSampler, parse_size
 from supervisor.supervise.policy import Options, backoff_delay, is_progress
-from supervisor.core.redact import Redactor
-from supervisor.supervise.states import InvalidTransition, ProcessState, StateChange, StateMachine
+from supervisor.supervise.states import (
+    InvalidTransition,
+    ProcessState,
+    StateChange,
+    StateMachine,
+)
 
 from .supervisor_util import alive, kill_pids
 

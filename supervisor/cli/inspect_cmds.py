@@ -11,9 +11,9 @@ import orjson
 
 from ..core import history as history_mod
 from ..core import state as state_mod
-from ..errors import SupervisorError
 from ..core.records import Record, preview, step_name
 from ..core.rundir import check_readable_run_dir
+from ..errors import SupervisorError
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from ..core import history as history_mod
-from ..errors import SupervisorError
 from ..core.fork import fork
+from ..core.rundir import check_readable_run_dir
+from ..errors import SupervisorError
 from ..replay.runner import print_result, recorded_command, run_replay
 from ..replay.session import ReplayMode
-from ..core.rundir import check_readable_run_dir
 from .inspect_cmds import resolve_point
 
 _REPLAY_EPILOG = """\

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import fcntl
 import os
 import shutil
 import sys
@@ -13,10 +12,10 @@ from typing import Any
 import orjson
 
 from ..core import rundir
-from ..supervise.control import ControlClient, ControlTimeout, ControlUnavailable
-from ..errors import RunDirError, SupervisorError
 from ..core.events import read_events
-from ..core.journal import count_lines
+from ..core.journal import count_lines, journal_locked
+from ..errors import RunDirError, SupervisorError
+from ..supervise.control import ControlClient, ControlTimeout, ControlUnavailable
 from ..supervise.lock import read_holder
 from ..supervise.metrics import format_size, parse_size
 from ..supervise.rollback import rollback
@@ -223,7 +222,7 @@ def offline_status(run_dir: Path) -> dict[str, Any]:
     status = str(meta.get("status") or "unknown")
     note = None
     if status == "running":
-        if _journal_locked(run_dir):
+        if journal_locked(run_dir):
             note = "an agent writes the journal without a supervisor"
         else:
             status = "stopped"
@@ -251,20 +250,6 @@ def offline_status(run_dir: Path) -> dict[str, Any]:
         "last_exit": last_exit,
         "note": note,
     }
-
-
-def _journal_locked(run_dir: Path) -> bool:
-    try:
-        fd = os.open(run_dir / rundir.JOURNAL_LOCK, os.O_RDONLY | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
 
 
 def get_status(run_dir: Path) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from typing import Any
 
 import orjson
 
-from . import rundir
 from ..errors import CheckpointError
+from . import rundir
 
 _FILE_RE = re.compile(r"^(\d{4,})-(.+)\.json$")
 

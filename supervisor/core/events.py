@@ -37,7 +37,7 @@ EVENTS = frozenset(
 
 
 class EventLog:
-    """Appends events to ``supervisor.jsonl``; used by the one process holding ``supervisor.supervise.lock``."""
+    """Appends events to ``supervisor.jsonl``; used by the one process holding ``supervisor.lock``."""
 
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / rundir.SUPERVISOR_EVENTS

@@ -33,8 +33,9 @@ from typing import Any
 
 import orjson
 
-from . import checkpoints, history as history_mod, rundir
 from ..errors import ForkError, RunDirError, SupervisorError
+from . import checkpoints, rundir
+from . import history as history_mod
 from .records import Record
 
 __all__ = ["FORK_CHECKPOINT", "ForkError", "default_target", "fork"]

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import checkpoints, state
 from ..errors import CheckpointError
+from . import checkpoints, state
 from .journal import Entry, JournalReader
 from .records import BadLine, LazyRecord, Record, step_name
 

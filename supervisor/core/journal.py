@@ -24,8 +24,8 @@ from typing import Any, cast
 
 import orjson
 
-from . import rundir
 from ..errors import JournalError, JournalLockedError
+from . import rundir
 from .records import BadLine, LazyRecord, Record, normalize, parse_line
 
 DEFAULT_ROTATE_BYTES = 64 * 1024 * 1024
@@ -125,6 +125,25 @@ def count_lines(source: Path) -> int:
                 total += chunk.count(b"\n")
                 left -= len(chunk)
     return total
+
+
+def journal_locked(run_dir: Path) -> bool:
+    """Whether a process holds the journal lock of ``run_dir`` (an agent writing it) right now.
+
+    A shared, non-blocking probe of the writer's exclusive ``flock``: it never waits
+    and takes nothing a writer would need (released before returning).
+    """
+    try:
+        fd = os.open(run_dir / rundir.JOURNAL_LOCK, os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 # --------------------------------------------------------------------------- writer

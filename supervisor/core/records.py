@@ -9,13 +9,35 @@ from __future__ import annotations
 
 import mmap
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import orjson
 
 Record = dict[str, Any]
 
-KINDS = frozenset({"start", "begin", "step", "checkpoint", "rollback", "fork", "note"})
+
+
+class Kind(StrEnum):
+    """The ``kind`` of a journal record (a ``str``: it compares equal to the text written in the file)."""
+
+    START = "start"
+    """A process attempt began."""
+    BEGIN = "begin"
+    """A step started (it says only that: resume does not keep it)."""
+    STEP = "step"
+    """A step finished, with exactly one of ``output`` or ``error``; a record without ``kind`` is one."""
+    CHECKPOINT = "checkpoint"
+    """A named full state snapshot (``file`` in ``checkpoints/``)."""
+    ROLLBACK = "rollback"
+    """The effective history returns to the checkpoint it names."""
+    FORK = "fork"
+    """This run was forked from another at a point."""
+    NOTE = "note"
+    """A free-form message."""
+
+
+KINDS = frozenset(Kind)
 _STEP_ALIASES = ("action", "name")
 _OUTPUT_ALIASES = ("result",)
 _TS_ALIASES = ("timestamp", "time")

@@ -26,7 +26,7 @@ JOURNAL_LOCK = "journal.lock"
 CHECKPOINTS = "checkpoints"
 SUPERVISOR_EVENTS = "supervisor.jsonl"
 AGENT_LOG = "agent.log"
-SUPERVISOR_LOCK = "supervisor.supervise.lock"
+SUPERVISOR_LOCK = "supervisor.lock"
 CONTROL_SOCK = "control.sock"
 
 # The environment contract between the supervisor and the agent it starts.

@@ -35,8 +35,8 @@ import orjson
 
 from ..core import rundir
 from ..core import state as state_mod
-from ..errors import ReplayError, RunDirError
 from ..core.records import preview
+from ..errors import ReplayError, RunDirError
 from .session import ENV_REPLAY_REPORT, ReplayMode, read_report
 
 EXIT_OK = 0

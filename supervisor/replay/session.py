@@ -25,9 +25,9 @@ from typing import Any
 import orjson
 
 from ..core import rundir
-from ..errors import DivergenceError, ReplayError
 from ..core.records import Record, step_name
 from ..core.redact import Redactor
+from ..errors import DivergenceError, ReplayError
 
 ENV_REPLAY_REPORT = "AGENT_SUPERVISOR_REPLAY_REPORT"
 """Where the SDK writes the replay report (JSON) when a replayed run closes."""

@@ -11,8 +11,8 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ..core import history as history_mod
-from .control import Reply
 from ..errors import SupervisorError
+from .control import Reply
 from .rollback import resolve_checkpoint
 from .states import ProcessState
 

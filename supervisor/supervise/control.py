@@ -23,18 +23,12 @@ from typing import Any
 import orjson
 
 from ..core import rundir
-from ..errors import SupervisorError
+from ..errors import ControlTimeout, ControlUnavailable, SupervisorError
 
 MAX_REQUEST = 64 * 1024
 _SUN_PATH_MAX = 100
 
 
-class ControlUnavailable(SupervisorError):
-    """No live supervisor: no socket, or the connection was refused."""
-
-
-class ControlTimeout(SupervisorError):
-    """A supervisor holds the socket but did not answer in time."""
 
 
 @contextlib.contextmanager

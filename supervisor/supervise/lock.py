@@ -1,4 +1,4 @@
-"""``supervisor.supervise.lock``: one supervisor per run directory, and cleanup after one killed with -9.
+"""``supervisor.lock``: one supervisor per run directory, and cleanup after one killed with -9.
 
 The lock is an ``flock`` on the file, so it is released by the kernel whatever
 way its holder dies: a lock we can take is never held by a live process. The
@@ -20,18 +20,15 @@ import orjson
 import psutil
 
 from ..core import rundir
-from ..errors import SupervisorError
+from ..errors import LockedError, SupervisorError
 
 _SIZE = 1024
 """The content is padded to this size and written with one ``pwrite``: never torn, no truncate needed."""
 
 
-class LockedError(SupervisorError):
-    """A live supervisor (or a rollback in progress) holds the run directory."""
-
 
 class SupervisorLock:
-    """The flock on ``supervisor.supervise.lock`` plus its JSON content."""
+    """The flock on ``supervisor.lock`` plus its JSON content."""
 
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir

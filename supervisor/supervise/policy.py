@@ -9,9 +9,9 @@ import random
 import time
 from dataclasses import dataclass, field
 
+from ..core.records import Record
 from .agentlog import DEFAULT_MAX_BYTES
 from .process import ExitStatus
-from ..core.records import Record
 
 
 @dataclass

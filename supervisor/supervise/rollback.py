@@ -6,7 +6,7 @@ steps after it stay in the file as an abandoned branch.
 
 With a live supervisor the request goes through ``control.sock``: it stops the
 agent, appends the record and restarts the agent with the resume flag. Without
-one, the record is appended directly, holding ``supervisor.supervise.lock`` (no supervisor
+one, the record is appended directly, holding ``supervisor.lock`` (no supervisor
 starts meanwhile) and the journal lock (refused if an agent runs unsupervised).
 The checkpoint name ``start`` (when no checkpoint has that name) means the
 start of the run.
@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from ..core import history as history_mod
-from .control import ControlClient, ControlUnavailable
-from ..errors import JournalLockedError, SupervisorError
 from ..core.events import EventLog
 from ..core.journal import JournalWriter
-from .lock import SupervisorLock, find_leftovers, stop_processes
 from ..core.records import Record
 from ..core.redact import Redactor
 from ..core.rundir import check_readable_run_dir, read_run_json
+from ..errors import JournalLockedError, SupervisorError
+from .control import ControlClient, ControlUnavailable
+from .lock import SupervisorLock, find_leftovers, stop_processes
 
 START = "start"
 

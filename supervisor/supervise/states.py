@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import SupervisorError
+from ..errors import InvalidTransition
 
 
 class ProcessState(str, enum.Enum):
@@ -54,9 +54,6 @@ TRANSITIONS: dict[ProcessState, frozenset[ProcessState]] = {
     S.FAILED: frozenset(),
 }
 
-
-class InvalidTransition(SupervisorError):
-    """A state change the machine does not allow: a bug in the supervisor, reported with both states."""
 
 
 @dataclass(frozen=True)

@@ -34,19 +34,26 @@ from typing import Any
 
 from ..core import history as history_mod
 from ..core import rundir
+from ..core.events import EventLog, read_events
+from ..core.journal import JournalReader, count_lines, journal_locked
+from ..core.records import step_name
+from ..core.redact import Redactor
+from ..errors import JournalLockedError, SupervisorError
 from .agentlog import AgentLog
 from .commands import ControlCommands
 from .control import ControlServer, Reply
-from ..errors import JournalLockedError, SupervisorError
-from ..core.events import EventLog, read_events
-from ..core.journal import JournalReader, count_lines
 from .lock import SupervisorLock, find_leftovers, stop_processes
 from .metrics import TreeSample, TreeSampler
 from .persister import Persister
 from .policy import Attempt, Options, backoff_delay, is_progress
-from .process import Child, ExitStatus, become_subreaper, kill_leftovers, own_orphans, reap_orphans
-from ..core.records import step_name
-from ..core.redact import Redactor
+from .process import (
+    Child,
+    ExitStatus,
+    become_subreaper,
+    kill_leftovers,
+    own_orphans,
+    reap_orphans,
+)
 from .rollback import append_rollback
 from .signals import SignalInbox
 from .states import ProcessState, StateChange, StateMachine
@@ -175,22 +182,11 @@ class Supervisor:
 
     def _check_journal_free(self) -> None:
         """Refuse if an agent runs on this run directory without us (it holds the journal lock)."""
-        import fcntl
-
-        path = self.run_dir / rundir.JOURNAL_LOCK
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if journal_locked(self.run_dir):
             raise JournalLockedError(
                 f"an agent is already writing the journal of {self.display_dir} without a supervisor; "
                 "stop it first, then supervise the run (it resumes)"
-            ) from None
-        finally:
-            os.close(fd)
+            )
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> int:

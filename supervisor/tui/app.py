@@ -15,8 +15,8 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 
-from ..errors import RunDirError
 from ..core.rundir import check_readable_run_dir
+from ..errors import RunDirError
 from .runs_model import is_runs_root
 
 

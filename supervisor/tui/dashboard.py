@@ -19,18 +19,18 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Input, Log, TabbedContent, TabPane
 from textual.timer import Timer
+from textual.widgets import Footer, Input, Log, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ..core import rundir
 from ..errors import SupervisorError
 from .confirm import ConfirmScreen
 from .detail import JsonPane
+from .scan import ScanResult, scan_journal, search_journal, search_regions
 from .status import RunStatus, control_request, control_status, offline_state
 from .status_bar import StatusBar
 from .timeline import TimelineView, describe_event
-from .scan import ScanResult, scan_journal, search_journal, search_regions
 from .timeline_model import TimelineModel
 
 AGENT_LOG_TAIL = 64 * 1024

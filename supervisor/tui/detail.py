@@ -9,8 +9,8 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ..core.records import BadLine
 from ..core.journal import Entry
+from ..core.records import BadLine
 from .timeline_model import dumps_pretty
 
 _JSON_LIMIT = 200_000

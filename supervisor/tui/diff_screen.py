@@ -19,8 +19,8 @@ from textual.widgets import Footer, Static, TabbedContent, TabPane
 from textual.worker import get_current_worker
 
 from ..core import state as state_mod
-from ..errors import SupervisorError
 from ..core.records import preview
+from ..errors import SupervisorError
 from .timeline_model import TimelineModel, dumps_pretty
 
 

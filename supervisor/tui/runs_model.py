@@ -14,8 +14,8 @@ from pathlib import Path
 
 from ..core import history as history_mod
 from ..core import rundir
-from ..errors import SupervisorError
 from ..core.journal import segment_paths
+from ..errors import SupervisorError
 from .status import control_status, offline_state
 
 _STEP = b'"kind":"step"'

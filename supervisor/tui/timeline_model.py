@@ -25,12 +25,11 @@ from typing import Any
 
 import orjson
 
-from ..core import checkpoints
+from ..core import checkpoints, rundir
 from ..core import history as history_mod
-from ..core import rundir
 from ..core import state as state_mod
 from ..core.journal import Entry, JournalReader, read_json_lines, segment_paths
-from ..core.records import BadLine, Record
+from ..core.records import BadLine
 from .scan import Marker, Region, ScanResult, add_marker, iter_new_regions, scan_bytes
 
 CACHE_MAX = 20_000

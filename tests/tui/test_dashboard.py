@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import orjson
 import pytest
 
-from supervisor.core.journal import JournalReader
 from supervisor.tui.app import make_app
 from supervisor.tui.confirm import ConfirmScreen
 from supervisor.tui.dashboard import DashboardScreen
@@ -131,7 +129,7 @@ async def test_detail_state_and_agent_log_panes(rolled_back_run: Path) -> None:
     async with app.run_test(size=SIZE) as pilot:
         d = await opened(pilot)
         await pilot.press("colon", *"9", "enter", "s")
-        from textual.widgets import TabbedContent, Static
+        from textual.widgets import TabbedContent
 
         assert d.query_one(TabbedContent).active == "state"
         body = d.query_one("#state-pane", JsonPane)
@@ -179,7 +177,6 @@ async def test_diff_against_previous_checkpoint_and_mark(rolled_back_run: Path) 
         await until(pilot, lambda: isinstance(app.screen, DiffScreen), what="diff screen")
         diff = app.screen
         assert (diff.a, diff.b) == (3, 20)
-        from textual.widgets import Static
 
         await until(pilot, lambda: diff.changes_plain, what="diff")
         text = diff.changes_plain
@@ -209,7 +206,6 @@ async def test_rollback_cancel_then_confirm_offline(rolled_back_run: Path) -> No
         await until(pilot, lambda: any("select a checkpoint" in n for n in notes(app)), what="hint")
         await pilot.press("colon", *"21", "enter", "r")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="confirm modal")
-        from textual.widgets import Static
 
         body = app.screen.body_text
         assert "4 records after it become an abandoned branch" in body and "#22 begin summarize" in body
