@@ -12,7 +12,8 @@ from typing import Any
 import psutil
 
 from supervisor.core.events import read_events
-from supervisor.supervise.control import ControlClient, ControlUnavailable
+from supervisor.errors import ControlUnavailable
+from supervisor.supervise.control import ControlClient
 
 from .conftest import ROOT, SAMPLE_AGENT, clean_env, wait_for
 

@@ -14,8 +14,8 @@ import orjson
 from ..core import rundir
 from ..core.events import read_events
 from ..core.journal import count_lines, journal_locked
-from ..errors import RunDirError, SupervisorError
-from ..supervise.control import ControlClient, ControlTimeout, ControlUnavailable
+from ..errors import ControlTimeout, ControlUnavailable, RunDirError, SupervisorError
+from ..supervise.control import ControlClient
 from ..supervise.lock import read_holder
 from ..supervise.metrics import format_size, parse_size
 from ..supervise.rollback import rollback

@@ -23,8 +23,8 @@ from ..core.journal import JournalWriter
 from ..core.records import Record
 from ..core.redact import Redactor
 from ..core.rundir import check_readable_run_dir, read_run_json
-from ..errors import JournalLockedError, SupervisorError
-from .control import ControlClient, ControlUnavailable
+from ..errors import ControlUnavailable, JournalLockedError, SupervisorError
+from .control import ControlClient
 from .lock import SupervisorLock, find_leftovers, stop_processes
 
 START = "start"

@@ -29,7 +29,8 @@ def control_status(run_dir: Path, timeout: float = 1.0) -> dict[str, Any] | None
     """The supervisor's ``status`` answer, or ``None`` when no supervisor lives."""
     if not (run_dir / rundir.CONTROL_SOCK).exists():
         return None
-    from ..supervise.control import ControlClient, ControlUnavailable
+    from ..errors import ControlUnavailable
+    from ..supervise.control import ControlClient
 
     try:
         resp = ControlClient(run_dir, timeout=timeout).request({"cmd": "status"})
@@ -42,7 +43,8 @@ def control_status(run_dir: Path, timeout: float = 1.0) -> dict[str, Any] | None
 
 def control_request(run_dir: Path, request: dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
     """Send one request to the live supervisor; raise ``SupervisorError`` with a readable message."""
-    from ..supervise.control import ControlClient, ControlUnavailable
+    from ..errors import ControlUnavailable
+    from ..supervise.control import ControlClient
 
     try:
         resp = ControlClient(run_dir, timeout=timeout).request(request)
