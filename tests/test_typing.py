@@ -8,7 +8,7 @@ import sys
 from .conftest import ROOT
 
 
-def test_package_is_mypy_strict_clean(tmp_path: object) -> None:
+def test_package_is_mypy_strict_clean() -> None:
     res = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir", "/dev/null", "supervisor"],
         capture_output=True, text=True, cwd=ROOT, timeout=120,
