@@ -28,7 +28,7 @@ import orjson
 from .core import checkpoints, rundir
 from .core import state as state_mod
 from .core.history import History, fold, rollback_record
-from .core.journal import JournalReader, JournalWriter
+from .core.journal import JournalReader, JournalWriter, open_journal
 from .core.records import LazyRecord, Record, step_name
 from .core.redact import Redactor
 from .errors import DivergenceError, ReplayError
@@ -94,17 +94,14 @@ class Run:
         self.run_id: str = str(meta.get("id") or self.run_dir.name)
         self.redactor = Redactor(secrets)
         kw: dict[str, Any] = {} if rotate_bytes is None else {"rotate_bytes": rotate_bytes}
-        # the writer first: it takes the lock and repairs a torn tail before the journal is read;
-        # the read then counts the lines, so the writer need not scan the files too
-        self._writer: JournalWriter | None = (
-            None if self.replay_mode else JournalWriter(self.run_dir, redact=self.redactor, next_seq=-1, **kw)
-        )
         # lazy: finished steps stay unparsed until replayed, and begin records (which say only
         # that a step started) are not kept: resuming 1,000,000 steps builds no million dicts
-        reader = JournalReader(self.run_dir)
-        self.history: History = fold(reader.load(lazy=True))
-        if self._writer is not None:
-            self._writer.next_seq = reader.end_seq
+        self._writer: JournalWriter | None = None
+        if self.replay_mode:
+            entries = JournalReader(self.run_dir).load(lazy=True)
+        else:
+            self._writer, entries = open_journal(self.run_dir, redact=self.redactor, **kw)
+        self.history: History = fold(entries)
         self._steps = self.history.steps
         self._pending_checkpoints = [c for c in self.history.checkpoints]
         self._pos = 0

@@ -164,11 +164,10 @@ class JournalWriter:
         rotate_bytes: int = DEFAULT_ROTATE_BYTES,
         redact: Callable[[bytes], bytes] | None = None,
         durable: bool = True,
-        next_seq: int | None = None,
+        count: Callable[[Path], int] = count_lines,
     ) -> None:
-        """``next_seq``: a caller that reads the whole journal anyway passes what it counted (see
-        :meth:`JournalReader.end_seq`), so the files are not scanned twice; it must have read them
-        after this writer repaired the torn tail, so the SDK sets :attr:`next_seq` after its load."""
+        """``count`` gives the next seq from the repaired files: :func:`open_journal` passes the
+        load it needs anyway, so the journal is read once, not twice."""
         self.run_dir = rundir.ensure_dir(run_dir)
         self.rotate_bytes = rotate_bytes
         self._redact = redact
@@ -184,7 +183,11 @@ class JournalWriter:
             ) from None
         self.active = run_dir / rundir.JOURNAL
         self.repaired_bytes = repair_torn_tail(self.active)
-        self.next_seq = count_lines(run_dir) if next_seq is None else next_seq
+        try:
+            self.next_seq = count(run_dir)
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
         self._id_prefix = secrets.token_hex(4)
         self._id_counter = 0
         self._fd = -1
@@ -251,6 +254,29 @@ class JournalWriter:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def open_journal(
+    run_dir: Path,
+    *,
+    redact: Callable[[bytes], bytes] | None = None,
+    rotate_bytes: int = DEFAULT_ROTATE_BYTES,
+    lazy: bool = True,
+) -> tuple[JournalWriter, list[Entry]]:
+    """Lock the journal, repair a torn tail and load it: the writer and the entries, from one read.
+
+    The load runs after the repair and under the lock, so the writer's next seq is the
+    count of exactly the lines loaded (no other process can append in between).
+    """
+    reader = JournalReader(run_dir)
+    loaded: list[list[Entry]] = []
+
+    def load(_: Path) -> int:
+        loaded.append(reader.load(lazy=lazy))
+        return reader.end_seq
+
+    writer = JournalWriter(run_dir, rotate_bytes=rotate_bytes, redact=redact, count=load)
+    return writer, loaded[0]
 
 
 # --------------------------------------------------------------------------- reader
