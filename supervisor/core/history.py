@@ -1,25 +1,73 @@
-"""The effective history: the journal with rollbacks folded in.
+"""The effective history: the journal with rollbacks folded in, by the one incremental :class:`Fold`.
 
 A ``rollback`` record names a checkpoint. The effective history is everything up
 to that checkpoint plus everything after the rollback record; the records in
-between are an abandoned branch, kept in the file and shown as such.
+between are an abandoned branch, kept in the file and shown as such. A rollback
+that names no effective checkpoint is a problem, not a cut.
 
 Positions: the ``pos`` of a record is the number of successful steps before it
 in the effective history. Resume matches steps by ``pos``.
+
+Every reader folds here: the SDK (parsed records and lazy step lines), the
+supervisor and the runs list (a counting fold), the TUI (markers found in raw
+bytes, with the number of successful steps between them).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 from ..errors import CheckpointError
 from . import checkpoints, state
 from .journal import Entry, JournalReader
-from .records import BadLine, LazyRecord, Record, step_name
+from .records import BadLine, Kind, LazyRecord, Record, step_name
 
-__all__ = ["BadLine", "Branch", "History", "fold", "load", "rollback_record", "state_at"]
+__all__ = [
+    "BadLine",
+    "Branch",
+    "Fold",
+    "History",
+    "Marker",
+    "fold",
+    "load",
+    "rollback_record",
+    "state_at",
+]
+
+ERROR = "error"
+"""Marker kind of a failed step (a ``step`` record with an ``error``)."""
+STEPS = "steps"
+"""Marker kind that carries only successful steps (those after the last marker of a scan)."""
+MISSING_TARGET = "rollback names a checkpoint not in the effective history"
+
+
+@dataclass(slots=True)
+class Marker:
+    """A record the fold and the TUI's navigation need, found in raw bytes without parsing steps.
+
+    ``ok_before`` is the number of successful step records between the previous
+    marker of the same scan and this one: the fold counts steps from it, so a scan
+    never parses a step line.
+    """
+
+    seq: int
+    kind: str
+    """``Kind.CHECKPOINT``, ``Kind.ROLLBACK``, ``Kind.START``, :data:`ERROR` or :data:`STEPS`."""
+    name: str = ""
+    """Checkpoint: its name; rollback: the checkpoint it names; error: the step."""
+    file: str = ""
+    attempt: int | None = None
+    checkpoint_seq: int | None = None
+    """Rollback: the ``checkpoint_seq`` field as written."""
+    target_seq: int | None = None
+    """Rollback, set by the fold: the checkpoint it returned to (-1: the start; ``None``: none, a problem)."""
+    ok_before: int = 0
+
+
+FoldInput = Union[Entry, LazyRecord, Marker]
 
 
 @dataclass
@@ -41,46 +89,23 @@ class History:
     """Successful steps in effective order: ``steps[pos]``."""
     branches: list[Branch] = field(default_factory=list)
     problems: list[BadLine] = field(default_factory=list)
+    checkpoints: list[Record] = field(default_factory=list)
+    """Checkpoint records of the effective history, in order."""
+    rollbacks: list[Record] = field(default_factory=list)
+    """Rollback records of the effective history, in order (one naming no checkpoint included)."""
 
     @property
     def abandoned_seqs(self) -> set[int]:
         return {r["seq"] for b in self.branches for r in b.records}
-
-    _kinds_upto: int = field(default=0, repr=False)
-    _by_kind: dict[str, list[Record]] = field(default_factory=lambda: {"checkpoint": [], "rollback": []}, repr=False)
-
-    def _of_kind(self, kind: str) -> list[Record]:
-        # after fold the effective history only grows at the end: index just the new part
-        n = len(self.effective)
-        if self._kinds_upto > n:
-            self._kinds_upto = 0
-            self._by_kind = {"checkpoint": [], "rollback": []}
-        for r in self.effective[self._kinds_upto :]:
-            if not isinstance(r, LazyRecord):  # lazy ones are steps and begins
-                bucket = self._by_kind.get(r.get("kind", "step"))
-                if bucket is not None:
-                    bucket.append(r)
-        self._kinds_upto = n
-        return self._by_kind[kind]
-
-    @property
-    def checkpoints(self) -> list[Record]:
-        """Checkpoint records of the effective history, in order."""
-        return self._of_kind("checkpoint")
-
-    @property
-    def rollbacks(self) -> list[Record]:
-        """Rollback records of the effective history, in order."""
-        return self._of_kind("rollback")
 
     def consecutive_failures(self, pos: int | None = None) -> int:
         """Failed attempts of the step at ``pos`` (default: the next one) since the last success."""
         pos = len(self.steps) if pos is None else pos
         n = 0
         for r in reversed(self.effective):
-            if r.get("kind") == "rollback":
+            if r.get("kind") == Kind.ROLLBACK:
                 break
-            if r.get("kind") == "step":
+            if r.get("kind") == Kind.STEP:
                 if r.get("error") is None:
                     break
                 if r.get("pos") == pos and not r.get("transient"):
@@ -91,77 +116,203 @@ class History:
         """The ``begin`` record of a step that never finished (the step a crash interrupted)."""
         for r in reversed(self.effective):
             k = r.get("kind")
-            if k == "begin":
+            if k == Kind.BEGIN:
                 return r
-            if k in ("step", "rollback", "start"):
+            if k in (Kind.STEP, Kind.ROLLBACK, Kind.START):
                 return None
         return None
 
     def find_checkpoint(self, ref: str) -> Record | None:
         """The latest effective checkpoint whose name, file or seq is ``ref``."""
-        for r in reversed(self.effective):
-            if r.get("kind") == "checkpoint" and ref in (r.get("name"), r.get("file"), str(r.get("seq"))):
-                return r
+        return _find_checkpoint(self.checkpoints, ref)
+
+
+def _find_checkpoint(cps: list[Record], ref: str) -> Record | None:
+    for r in reversed(cps):
+        if ref in (r.get("name"), r.get("file"), str(r.get("seq"))):
+            return r
+    return None
+
+
+class Fold:
+    """The one incremental fold: feed entries in journal order, read the effective history as it grows.
+
+    ``keep=True`` builds the :class:`History` (every entry, the effective records,
+    the steps by position, the abandoned branches). ``keep=False`` is a counting
+    fold: it keeps only the effective checkpoints and rollbacks and the counters,
+    so a process that follows a journal for days keeps flat memory; it also takes
+    the TUI scan's :class:`Marker` s (a checkpoint or rollback marker becomes a
+    small record with the fields the fold reads).
+    """
+
+    def __init__(self, keep: bool = True) -> None:
+        self.keep = keep
+        self.step_count = 0
+        """Successful steps in the effective history."""
+        self.problem_count = 0
+        """Bad lines and rollbacks that name no effective checkpoint."""
+        self.last_target: int | None = None
+        """The seq of the checkpoint the last rollback returned to (-1: the start; ``None``: a problem)."""
+        self._history = History([])
+        self.checkpoints: list[Record] = self._history.checkpoints
+        """Effective checkpoint records, in order."""
+        self.rollbacks: list[Record] = self._history.rollbacks
+        """Effective rollback records, in order."""
+        self._cp_ok: list[int] = []  # successful steps before each effective checkpoint
+        self._cp_at: list[int] = []  # keep: the index of each effective checkpoint in ``effective``
+        self._rb_cps: list[int] = []  # effective checkpoints before each effective rollback
+
+    @property
+    def history(self) -> History:
+        """The folded history (``keep=True`` only)."""
+        if not self.keep:
+            raise ValueError("a counting fold (keep=False) keeps no history")
+        return self._history
+
+    def find_checkpoint(self, ref: str) -> Record | None:
+        """The latest effective checkpoint whose name, file or seq is ``ref``."""
+        return _find_checkpoint(self.checkpoints, ref)
+
+    def add(self, entry: FoldInput) -> None:
+        """Fold one more entry (the next in journal order)."""
+        self.extend((entry,))
+
+    def extend(self, entries: Iterable[FoldInput]) -> None:
+        """Fold entries in journal order (the loop is inlined for the resume of a million steps)."""
+        if self.keep:
+            h = self._history
+            if isinstance(entries, list) and not h.entries and not h.effective:
+                h.entries = entries  # the first batch: keep the caller's list, no copy of a million pointers
+                self._fold_keep(entries, h)
+            else:
+                entries = list(entries)
+                h.entries.extend(entries)  # type: ignore[arg-type]
+                self._fold_keep(entries, h)
+            return
+        for e in entries:
+            t = type(e)
+            if t is LazyRecord:
+                if e.kind == Kind.STEP:  # type: ignore[union-attr]
+                    self.step_count += 1
+            elif t is Marker:
+                self._marker(e)  # type: ignore[arg-type]
+            elif t is BadLine:
+                self.problem_count += 1
+            else:
+                self._record(e)  # type: ignore[arg-type]
+
+    def _fold_keep(self, entries: Iterable[FoldInput], h: History) -> None:
+        eff = h.effective
+        steps = h.steps
+        for e in entries:
+            t = type(e)
+            if t is LazyRecord:  # the resume fast path: no parsing, no dict lookups
+                e.pos = len(steps)  # type: ignore[union-attr]
+                if e.kind == Kind.STEP:  # type: ignore[union-attr]
+                    steps.append(e)  # type: ignore[arg-type]
+                eff.append(e)  # type: ignore[arg-type]
+                continue
+            if t is dict:
+                if e.get("kind") == Kind.STEP and e.get("error") is None:  # type: ignore[union-attr]
+                    e["pos"] = len(steps)  # type: ignore[index]
+                    steps.append(e)  # type: ignore[arg-type]
+                    eff.append(e)  # type: ignore[arg-type]
+                    continue
+                self.step_count = len(steps)
+                self._record(e)  # type: ignore[arg-type]
+                continue
+            if t is BadLine:
+                h.problems.append(e)  # type: ignore[arg-type]
+                self.problem_count += 1
+                continue
+            if t is Marker:
+                raise TypeError("markers carry no records: fold them with Fold(keep=False)")
+            # a LazyRecord or dict subclass
+            self.step_count = len(steps)
+            self._record(e.record() if isinstance(e, LazyRecord) else e)  # type: ignore[arg-type]
+        self.step_count = len(steps)
+
+    def _record(self, e: Record) -> None:
+        """Fold one parsed record (in keep mode ``step_count`` is ``len(steps)`` on entry)."""
+        kind = e.get("kind", Kind.STEP)
+        keep = self.keep
+        if kind == Kind.STEP and e.get("error") is None:
+            if keep:
+                e["pos"] = self.step_count
+                self._history.steps.append(e)
+                self._history.effective.append(e)
+            self.step_count += 1
+            return
+        if kind == Kind.ROLLBACK:
+            self._rollback(e)
+        elif kind == Kind.CHECKPOINT:
+            self._cp_ok.append(self.step_count)
+            if keep:
+                self._cp_at.append(len(self._history.effective))
+            self.checkpoints.append(e)
+        if keep:
+            e["pos"] = self.step_count
+            self._history.effective.append(e)
+
+    def _rollback(self, rb: Record) -> None:
+        """Cut the effective history back to the checkpoint ``rb`` names, then count ``rb`` as effective."""
+        i = self._target(rb)
+        if i is None:
+            self.last_target = None
+            self.problem_count += 1
+            if self.keep:
+                self._history.problems.append(BadLine("journal", 0, rb["seq"], MISSING_TARGET, ""))
+        else:
+            n_ok = self._cp_ok[i] if i >= 0 else 0
+            self.last_target = int(self.checkpoints[i]["seq"]) if i >= 0 else -1
+            if self.keep:
+                h = self._history
+                cut = self._cp_at[i] + 1 if i >= 0 else 0
+                h.branches.append(Branch(rb["seq"], rb.get("checkpoint"), h.effective[cut:]))
+                del h.effective[cut:]
+                del h.steps[n_ok:]
+                del self._cp_at[i + 1 :]
+            del self.checkpoints[i + 1 :]
+            del self._cp_ok[i + 1 :]
+            rbs = self._rb_cps
+            while rbs and rbs[-1] > i:  # rollbacks after the checkpoint are on the abandoned branch
+                rbs.pop()
+                self.rollbacks.pop()
+            self.step_count = n_ok
+        self.rollbacks.append(rb)
+        self._rb_cps.append(len(self.checkpoints))
+
+    def _target(self, rb: Record) -> int | None:
+        """Index in ``checkpoints`` of the checkpoint a rollback names; -1 for the start of the run."""
+        cp_seq = rb.get("checkpoint_seq")
+        name = rb.get("checkpoint")
+        if cp_seq is None and name in (None, "", "start"):
+            return -1
+        cps = self.checkpoints
+        for i in range(len(cps) - 1, -1, -1):
+            r = cps[i]
+            if cp_seq is not None:
+                if r.get("seq") == cp_seq:
+                    return i
+            elif name in (r.get("name"), r.get("file")):
+                return i
         return None
 
+    def _marker(self, m: Marker) -> None:
+        self.step_count += m.ok_before
+        if m.kind == Kind.CHECKPOINT:
+            self._record({"kind": Kind.CHECKPOINT, "seq": m.seq, "name": m.name, "file": m.file})
+        elif m.kind == Kind.ROLLBACK:
+            self._record({"kind": Kind.ROLLBACK, "seq": m.seq, "checkpoint": m.name, "checkpoint_seq": m.checkpoint_seq})
+            m.target_seq = self.last_target
+        # start, error (a failed step) and steps markers only carry their ok_before
 
-def fold(entries: list[Entry]) -> History:
+
+def fold(entries: Iterable[Entry]) -> History:
     """Fold rollbacks into the effective history; give every record its ``pos``."""
-    h = History(entries)
-    eff = h.effective
-    steps = h.steps
-    ok_upto: list[int] = []  # ok_upto[i]: successful steps in eff[: i + 1]
-    for e in entries:
-        if isinstance(e, LazyRecord):  # the resume fast path: no parsing, no dict lookups
-            e.pos = len(steps)
-            if e.kind == "step":
-                steps.append(e)
-            eff.append(e)
-            ok_upto.append(len(steps))
-            continue
-        if isinstance(e, BadLine):
-            h.problems.append(e)
-            continue
-        kind = e["kind"]
-        if kind == "step" and e.get("error") is None:
-            e["pos"] = len(steps)
-            steps.append(e)
-        elif kind == "rollback":
-            idx = _rollback_target(eff, e)
-            if idx is None:
-                h.problems.append(
-                    BadLine("journal", 0, e["seq"], "rollback names a checkpoint not in the effective history", "")
-                )
-            else:
-                n_ok = ok_upto[idx] if idx >= 0 else 0
-                h.branches.append(Branch(e["seq"], e.get("checkpoint"), eff[idx + 1 :]))
-                del eff[idx + 1 :]
-                del ok_upto[idx + 1 :]
-                del steps[n_ok:]
-            e["pos"] = len(steps)
-        else:
-            e["pos"] = len(steps)
-        eff.append(e)
-        ok_upto.append(len(steps))
-    return h
-
-
-def _rollback_target(eff: list[Record], rb: Record) -> int | None:
-    """Index in ``eff`` of the checkpoint a rollback names; -1 for the start of the run."""
-    cp_seq = rb.get("checkpoint_seq")
-    name = rb.get("checkpoint")
-    if cp_seq is None and name in (None, "", "start"):
-        return -1
-    for i in range(len(eff) - 1, -1, -1):
-        r = eff[i]
-        if r.get("kind") != "checkpoint":
-            continue
-        if cp_seq is not None:
-            if r.get("seq") == cp_seq:
-                return i
-        elif name in (r.get("name"), r.get("file")):
-            return i
-    return None
+    f = Fold()
+    f.extend(entries)
+    return f.history
 
 
 def load(source: Path) -> History:
@@ -177,12 +328,12 @@ def state_at(run_dir: Path, history: History, seq: int) -> Any:
     """
     prefix = [e for e in history.entries if _seq(e) <= seq]
     records = [e for e in prefix if not isinstance(e, BadLine)]
-    path = fold(prefix).effective if any(r.get("kind") == "rollback" for r in records) else records
+    path = fold(prefix).effective if any(r.get("kind") == Kind.ROLLBACK for r in records) else records
     doc: Any = {}
     start = 0
     for i in range(len(path) - 1, -1, -1):
         r = path[i]
-        if r.get("kind") == "checkpoint" and r.get("file"):
+        if r.get("kind") == Kind.CHECKPOINT and r.get("file"):
             try:
                 doc = checkpoints.load_checkpoint(run_dir, r["file"])["state"]
                 start = i + 1
@@ -202,8 +353,8 @@ def _seq(e: Entry) -> int:
 
 def describe(rec: Record) -> str:
     """A short human label of a record for messages: ``#12 step search:q2``."""
-    kind = rec.get("kind", "step")
-    label = step_name(rec) if kind in ("step", "begin") else rec.get("name") or rec.get("checkpoint") or ""
+    kind = rec.get("kind", Kind.STEP)
+    label = step_name(rec) if kind in (Kind.STEP, Kind.BEGIN) else rec.get("name") or rec.get("checkpoint") or ""
     return f"#{rec.get('seq')} {kind} {label}".rstrip()
 
 
@@ -214,7 +365,7 @@ def rollback_record(target: Record | None, reason: str, *, by: str, failed_step:
     the TUI) builds it here, so they all fold the same way.
     """
     rec: Record = {
-        "kind": "rollback",
+        "kind": Kind.ROLLBACK,
         "checkpoint": target.get("name") if target else None,
         "checkpoint_seq": target.get("seq") if target else None,
         "reason": reason,
