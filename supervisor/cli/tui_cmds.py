@@ -90,7 +90,7 @@ def start_demo(runs_root: Path, step_delay: float = 0.4) -> tuple[subprocess.Pop
 
 
 def stop_demo(proc: subprocess.Popen[bytes], run_dir: Path, timeout: float = 10.0) -> None:
-    """Stop the demo's supervisor: ask it through the socket, then SIGTERM, then SIGKILL."""
+    """Stop the demo's supervisor: ask it through the socket, then ``stop_tree`` (SIGTERM, 5 s, SIGKILL)."""
     if proc.poll() is not None:
         return
     try:
@@ -103,12 +103,12 @@ def stop_demo(proc: subprocess.Popen[bytes], run_dir: Path, timeout: float = 10.
         proc.wait(timeout)
         return
     except subprocess.TimeoutExpired:
-        proc.terminate()
-    try:
-        proc.wait(5.0)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+        pass  # it did not stop on request: stop_tree below signals it
+    from ..supervise.process import stop_tree
+
+    # the demo's supervisor leads its own session (start_new_session): signal its whole group
+    stop_tree([proc], 5.0, pgid=proc.pid, what="demo supervisor")
+    proc.wait()
 
 
 def cmd_demo(args: argparse.Namespace) -> int:

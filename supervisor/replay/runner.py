@@ -22,7 +22,6 @@ from __future__ import annotations
 import difflib
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ from ..core import rundir
 from ..core import state as state_mod
 from ..core.records import preview
 from ..errors import ReplayError, RunDirError
+from ..supervise.process import stop_tree
 from .session import ENV_REPLAY_REPORT, ReplayMode, read_report
 
 EXIT_OK = 0
@@ -157,22 +157,16 @@ def run_replay(
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
-    """Stop the child after a Ctrl-C: a moment to exit on the terminal's SIGINT, then SIGTERM, then SIGKILL.
+    """Stop the child after a Ctrl-C: a moment to exit on the terminal's SIGINT, then ``stop_tree``.
 
-    A Ctrl-C at the terminal reaches the child too (same process group); a
-    SIGINT sent to this process alone does not, hence the SIGTERM.
+    A Ctrl-C at the terminal reaches the child too (same process group, so only
+    the child is signalled); a SIGINT sent to this process alone does not, hence the SIGTERM.
     """
-    for sig, wait_s in ((None, 1.0), (signal.SIGTERM, _STOP_GRACE_S), (signal.SIGKILL, None)):
-        if sig is not None:
-            try:
-                proc.send_signal(sig)
-            except ProcessLookupError:
-                pass  # already exited: the wait below returns at once
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    try:
+        proc.wait(timeout=1.0)
+    except subprocess.TimeoutExpired:
+        stop_tree([proc], _STOP_GRACE_S, what="replayed agent")
+        proc.wait()
 
 
 # --------------------------------------------------------------------------- formatting

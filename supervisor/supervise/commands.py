@@ -1,18 +1,21 @@
 """The control socket's commands: status, stop, restart, rollback, pause, resume.
 
-Kept apart from the loop in ``supervise.py``: this module maps requests onto the
-supervisor's operations and says why an impossible request cannot be done.
+A dispatch table from the request's ``cmd`` onto ``Supervisor`` operations;
+each entry checks what the current state allows and says why an impossible
+request cannot be done. The loop itself is in ``supervisor.py``.
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..core import history as history_mod
 from ..errors import SupervisorError
 from .control import Reply
+from .policy import Pending
 from .rollback import resolve_checkpoint
 from .states import ProcessState
 
@@ -20,6 +23,7 @@ if TYPE_CHECKING:
     from .supervisor import Supervisor
 
 S = ProcessState
+Command = Callable[[dict[str, Any], Reply], None]
 
 
 class ControlCommands:
@@ -27,15 +31,41 @@ class ControlCommands:
 
     def __init__(self, sup: Supervisor) -> None:
         self.sup = sup
+        self.table: dict[str, Command] = {
+            "status": lambda req, reply: reply(self.status()),
+            "stop": self.stop,
+            "restart": self.restart,
+            "rollback": self.rollback,
+            "pause": self.pause,
+            "resume": self.resume,
+        }
+        self.always = frozenset({"status", "stop"})
+        """Commands answered even while the supervisor stops for good."""
+
+    def handle(self, req: dict[str, Any], reply: Reply) -> None:
+        """Dispatch one request (the ``ControlServer`` handler)."""
+        cmd = req.get("cmd")
+        fn = self.table.get(str(cmd))
+        if fn is None:
+            reply({"ok": False, "error": f"unknown command {cmd!r}; use status, stop, restart, rollback, pause or resume"})
+            return
+        sup = self.sup
+        pending = sup.sm.pending
+        stopping_for_good = pending is not None and pending.action == Pending.STOP
+        if cmd not in self.always and (stopping_for_good or sup.sm.state.terminal):
+            reply({"ok": False, "error": f"the supervisor is stopping; {cmd!r} is no longer possible"})
+            return
+        fn(req, reply)
 
     def status(self) -> dict[str, Any]:
         """The status response: state, pid, attempt, figures."""
         sup = self.sup
         sup.poll_journal()
         child = sup.child
+        sm = sup.sm
         st: dict[str, Any] = {
             "ok": True,
-            "state": sup.sm.state.value,
+            "state": sm.state.value,
             "state_since": sup.state_since,
             "pid": child.pid if child else None,
             "attempt": sup.attempt_no,
@@ -48,65 +78,52 @@ class ControlCommands:
             "processes": sup.sample.processes if child else 0,
             "records": sup.records,
             "step": sup.cur.in_flight if sup.cur and child else None,
-            "paused": sup.paused,
+            "paused": sm.paused,
             "attempts_without_progress": sup.no_progress,
             "run_dir": str(sup.run_dir),
             "supervisor_pid": os.getpid(),
             "supervisor_uptime_s": round(time.monotonic() - sup.started, 3),
             "live": True,
         }
-        if sup.sm.state is S.BACKOFF and sup.backoff_until is not None:
-            st["backoff_s"] = sup.backoff_s
-            st["backoff_left_s"] = round(max(0.0, sup.backoff_until - time.monotonic()), 3)
+        if sm.state is S.BACKOFF and sm.backoff_until is not None:
+            st["backoff_s"] = sm.backoff_s
+            st["backoff_left_s"] = round(max(0.0, sm.backoff_until - time.monotonic()), 3)
         return st
 
-    def handle(self, req: dict[str, Any], reply: Reply) -> None:
+    def stop(self, req: dict[str, Any], reply: Reply) -> None:
         sup = self.sup
-        cmd = req.get("cmd")
-        state = sup.sm.state
-        stopping_for_good = sup.pending is not None and sup.pending[0] == "stop"
-        if cmd == "status":
-            reply(self.status())
-        elif cmd == "stop":
-            if not stopping_for_good:
-                sup.request_stop()
-            reply({"ok": True, "state": sup.sm.state.value})
-        elif stopping_for_good or state.terminal:
-            reply({"ok": False, "error": f"the supervisor is stopping; {cmd!r} is no longer possible"})
-        elif cmd == "restart":
-            if state is S.STOPPING:
-                reply({"ok": False, "error": "the agent is already being stopped; wait for it to restart"})
-            elif sup.child is not None:
-                sup.begin_stop("restart")
-                reply({"ok": True, "state": sup.sm.state.value})
-            else:
-                sup.backoff_until = None
-                sup.paused = False
-                sup.spawn(reason="request")
-                reply({"ok": True, "state": sup.sm.state.value})
-        elif cmd == "rollback":
-            self._rollback(req, reply)
-        elif cmd == "pause":
-            if not sup.paused:
-                sup.paused = True
-                sup.emit("pause")
-                sup.say("restarts paused")
-                if state is S.BACKOFF:
-                    sup.backoff_until = None
-                    sup.sm.change(S.PAUSED, after="backoff")
-            reply({"ok": True, "state": sup.sm.state.value, "paused": True})
-        elif cmd == "resume":
-            if sup.paused:
-                sup.paused = False
-                sup.emit("resume")
-                sup.say("restarts resumed")
-                if sup.sm.state is S.PAUSED:
-                    sup.spawn(reason="resume")
-            reply({"ok": True, "state": sup.sm.state.value, "paused": False})
-        else:
-            reply({"ok": False, "error": f"unknown command {cmd!r}; use status, stop, restart, rollback, pause or resume"})
+        pending = sup.sm.pending
+        if not (pending is not None and pending.action == Pending.STOP):
+            sup.request_stop()
+        reply({"ok": True, "state": sup.sm.state.value})
 
-    def _rollback(self, req: dict[str, Any], reply: Reply) -> None:
+    def restart(self, req: dict[str, Any], reply: Reply) -> None:
+        sup = self.sup
+        if sup.sm.state is S.STOPPING:
+            reply({"ok": False, "error": "the agent is already being stopped; wait for it to restart"})
+            return
+        if sup.child is not None:
+            sup.begin_stop(Pending.RESTART)
+        else:
+            sup.sm.set_paused(False)
+            sup.spawn(reason="request")
+        reply({"ok": True, "state": sup.sm.state.value})
+
+    def pause(self, req: dict[str, Any], reply: Reply) -> None:
+        sup = self.sup
+        if sup.sm.set_paused(True):
+            sup.say("restarts paused")
+        reply({"ok": True, "state": sup.sm.state.value, "paused": True})
+
+    def resume(self, req: dict[str, Any], reply: Reply) -> None:
+        sup = self.sup
+        if sup.sm.set_paused(False):
+            sup.say("restarts resumed")
+            if sup.sm.state is S.PAUSED:
+                sup.spawn(reason="resume")
+        reply({"ok": True, "state": sup.sm.state.value, "paused": False})
+
+    def rollback(self, req: dict[str, Any], reply: Reply) -> None:
         sup = self.sup
         ref = req.get("checkpoint")
         if ref is None or ref == "":
@@ -123,10 +140,11 @@ class ControlCommands:
         if sup.sm.state is S.STOPPING:
             reply({"ok": False, "error": "the agent is being stopped; retry the rollback in a moment"})
             return
+        info: dict[str, Any] = {"checkpoint": ref, "reason": reason, "by": by, "reply": reply}
         if sup.child is not None:
-            sup.begin_stop("rollback", checkpoint=ref, reason=reason, by=by, reply=reply)
+            sup.begin_stop(Pending.ROLLBACK, info=info)
             return
-        sup.backoff_until = None
-        sup.do_rollback(ref, reason, by, reply)
-        if sup.sm.state is S.BACKOFF:
+        backoff = sup.sm.state is S.BACKOFF
+        sup.do_rollback(**info)
+        if backoff:
             sup.spawn(reason="rollback")

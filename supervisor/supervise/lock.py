@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import os
-import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import psutil
 
 from ..core import rundir
 from ..errors import LockedError, SupervisorError
+from .process import stop_tree
 
 _SIZE = 1024
 """The content is padded to this size and written with one ``pwrite``: never torn, no truncate needed."""
@@ -200,24 +201,16 @@ def _running(p: psutil.Process) -> bool:
         return False
 
 
-def stop_processes(procs: list[psutil.Process], grace: float) -> list[int]:
-    """SIGTERM, wait up to ``grace`` seconds, SIGKILL the rest; return the pids that were stopped."""
-    for p in procs:
-        try:
-            p.terminate()
-        except psutil.NoSuchProcess:
-            pass  # exited on its own: already what we want
-    _gone, alive = psutil.wait_procs(procs, timeout=grace)
-    for p in alive:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass  # exited during the grace period
-    deadline = time.monotonic() + 5
-    _gone, alive = psutil.wait_procs(alive, timeout=max(0.0, deadline - time.monotonic()))
+def stop_processes(procs: list[psutil.Process], grace: float, log: Callable[[str], None] | None = None) -> list[int]:
+    """Stop leftovers of a dead supervisor with ``process.stop_tree``; return the pids that were stopped.
+
+    They may sit in several sessions (a grandchild that left with setsid), so
+    each is signalled by pid. Raises if one survives SIGKILL.
+    """
+    alive = stop_tree(procs, grace, kill_wait=5.0, log=log, what="leftover processes")
     if alive:
         raise SupervisorError(
-            f"could not stop leftover processes {[p.pid for p in alive]} of the previous attempt; "
+            f"could not stop leftover processes {alive} of the previous attempt; "
             "stop them by hand before supervising this run again"
         )
     return [p.pid for p in procs]

@@ -1,15 +1,20 @@
-"""The restart policy: options, backoff with jitter, and what counts as progress.
+"""The restart policy: options, backoff with jitter, what counts as progress, and ``decide``.
 
-Pure functions and dataclasses, so the policy is tested without processes.
+Pure functions and dataclasses, so the policy is tested without processes:
+``decide`` takes the facts of an attempt that ended and returns what to do; the
+``Supervisor`` only carries the decision out.
 """
 
 from __future__ import annotations
 
+import enum
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from ..core.records import Record
+from ..core import rundir
+from ..core.records import Kind, Record
 from .agentlog import DEFAULT_MAX_BYTES
 from .process import ExitStatus
 
@@ -58,5 +63,139 @@ def backoff_delay(opts: Options, failures: int, rng: random.Random | None = None
 
 def is_progress(rec: Record) -> bool:
     """A record that moves the run forward: a successful step or a checkpoint (not ``start``/``begin``/``note``)."""
-    kind = rec.get("kind", "step")
-    return (kind == "step" and rec.get("error") is None) or kind in ("checkpoint", "fork")
+    kind = rec.get("kind", Kind.STEP)
+    return (kind == Kind.STEP and rec.get("error") is None) or kind in (Kind.CHECKPOINT, Kind.FORK)
+
+
+# --------------------------------------------------------------------------- the decision
+
+
+class Action(enum.StrEnum):
+    """What the supervisor does once an attempt has ended."""
+
+    SUCCEED = "succeed"
+    """Exit 0 with nothing pending: the run succeeded."""
+    FAIL = "fail"
+    """Exit 78: the agent reported a permanent failure; no restart."""
+    GIVE_UP = "give-up"
+    """Too many attempts in a row without progress."""
+    STOP = "stop"
+    """A stop was requested: the run is stopped (resumable)."""
+    RESTART = "restart"
+    """Start the next attempt now."""
+    BACKOFF = "backoff"
+    """Wait ``delay_s`` seconds, then start the next attempt."""
+    PAUSE = "pause"
+    """Restarts are paused: wait for ``resume``."""
+
+
+class Rollback(enum.StrEnum):
+    """A rollback to carry out before the next attempt."""
+
+    REQUESTED = "requested"
+    """The one a control request asked for (it stopped the agent first)."""
+    CRASH_LOOP = "crash-loop"
+    """The automatic one to the latest checkpoint, once, after ``rollback_after`` attempts without progress."""
+
+
+class Pending(enum.StrEnum):
+    """Why the supervisor stopped the agent itself: what to do once the child is gone."""
+
+    STOP = "stop"
+    RESTART = "restart"
+    ROLLBACK = "rollback"
+    HANG = "hang"
+    MEMORY_LIMIT = "memory-limit"
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Everything ``decide`` looks at, about the attempt that ended and the attempts before it."""
+
+    code: int | None
+    """The exit code, ``None`` if a signal killed the attempt."""
+    signal: str | None = None
+    progress: int = 0
+    """Progress records (successful steps, checkpoints) the attempt committed."""
+    no_progress: int = 0
+    """Attempts in a row without progress before this one."""
+    crash_loop_rolled_back: bool = False
+    """The automatic crash-loop rollback was already made in this streak."""
+    paused: bool = False
+    pending: Pending | None = None
+    """What the supervisor stopped the agent for, if it did."""
+    high_water: int | None = None
+    """Effective steps before the crash-loop rollback: only getting past them is progress."""
+    effective_steps: int = 0
+    """Effective successful steps now (the journal folded)."""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do after an attempt, and the counters to keep for the next one."""
+
+    action: Action
+    reason: str | None = None
+    """The restart reason (``crash``, ``rollback requested``, ``request``, ``hang``...) or why the run failed."""
+    delay_s: float = 0.0
+    rollback: Rollback | None = None
+    no_progress: int = 0
+    crash_loop_rolled_back: bool = False
+    high_water: int | None = None
+    progress: bool = False
+    """Whether the attempt counted as progress (after the high-water check)."""
+
+    @property
+    def event_fields(self) -> dict[str, Any]:
+        """The fields of the event that records the decision (``backoff``, ``give-up``...)."""
+        if self.action is Action.BACKOFF:
+            return {"delay_s": self.delay_s, "attempts_without_progress": self.no_progress}
+        if self.action is Action.FAIL or self.action is Action.GIVE_UP:
+            return {"reason": self.reason}
+        if self.action is Action.PAUSE:
+            return {"after": self.reason}
+        if self.action is Action.RESTART:
+            return {"reason": self.reason}
+        return {}
+
+
+def decide(facts: Facts, opts: Options, rng: random.Random | None = None) -> Decision:
+    """The restart decision from the facts alone (the policy is in the docstring of ``supervisor.py``)."""
+    f = facts
+    same = Decision(Action.STOP, no_progress=f.no_progress, crash_loop_rolled_back=f.crash_loop_rolled_back,
+                    high_water=f.high_water)
+    # a request the supervisor stopped the agent for wins over how the agent exited
+    if f.pending is Pending.STOP:
+        return replace(same, reason="stopped")
+    if f.pending is Pending.ROLLBACK:
+        return replace(same, action=Action.PAUSE if f.paused else Action.RESTART, reason="rollback",
+                       rollback=Rollback.REQUESTED)
+    if f.pending is Pending.RESTART:
+        return replace(same, action=Action.PAUSE if f.paused else Action.RESTART, reason="request")
+    if f.pending is None and f.code == 0:
+        return replace(same, action=Action.SUCCEED, reason="succeeded")
+    if f.pending is None and f.code == rundir.EXIT_FAILED:
+        return replace(same, action=Action.FAIL, reason=f"the agent exited {rundir.EXIT_FAILED} (permanent failure)")
+    # a crash, or a stop by the hang or memory watchdog: progress decides between now and a backoff
+    progress = f.progress > 0 or f.code == rundir.EXIT_ROLLBACK
+    high_water = f.high_water
+    if progress and high_water is not None:
+        # after a crash-loop rollback, re-running the abandoned steps is not new ground
+        progress = f.effective_steps > high_water
+        if progress:
+            high_water = None
+    no_progress = 0 if progress else f.no_progress + 1
+    rolled_back = False if progress else f.crash_loop_rolled_back
+    d = Decision(Action.RESTART, no_progress=no_progress, crash_loop_rolled_back=rolled_back,
+                 high_water=high_water, progress=progress)
+    if no_progress >= opts.give_up_after:
+        return replace(d, action=Action.GIVE_UP, reason=f"{no_progress} attempts without progress")
+    if no_progress >= opts.rollback_after and not rolled_back:
+        d = replace(d, rollback=Rollback.CRASH_LOOP, crash_loop_rolled_back=True)
+    reason = f.pending.value if f.pending else ("rollback requested" if f.code == rundir.EXIT_ROLLBACK else "crash")
+    d = replace(d, reason=reason)
+    if f.paused:
+        return replace(d, action=Action.PAUSE)
+    if progress:
+        return d
+    return replace(d, action=Action.BACKOFF, delay_s=backoff_delay(opts, no_progress, rng))

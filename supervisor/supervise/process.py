@@ -14,14 +14,18 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import logging
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
+
+logger = logging.getLogger(__name__)
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -194,11 +198,89 @@ def reap_orphans(exclude: int | None = None) -> None:
                 os.waitpid(pid, os.WNOHANG)
 
 
-def kill_leftovers(pgid: int, grace: float, exclude: int | None = None) -> list[int]:
-    """After the agent's exit, stop what it left: its group, and orphans adopted by us.
+Stoppable = psutil.Process | subprocess.Popen[Any]
 
-    SIGTERM, up to ``grace`` seconds, then SIGKILL. Returns the pids signalled.
-    Blocks at most ``grace`` + 2 s; returns at once when nothing is left (the usual case).
+
+def _gone(p: Stoppable) -> bool:
+    if isinstance(p, subprocess.Popen):
+        return p.poll() is not None
+    return not _alive(p)
+
+
+def _send(targets: Sequence[Stoppable], pgid: int | None, sig: int) -> None:
+    if pgid is not None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)  # the group is empty, or not ours: the targets below are still signalled
+    for p in targets:
+        with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+            p.send_signal(sig)  # gone already: what we want
+
+
+def stop_tree(
+    targets: Sequence[Stoppable],
+    grace: float,
+    *,
+    pgid: int | None = None,
+    sig: int = signal.SIGTERM,
+    kill_wait: float = 2.0,
+    on_wait: Callable[[], None] | None = None,
+    log: Callable[[str], None] | None = None,
+    what: str = "process",
+) -> list[int]:
+    """Stop processes and their group: ``sig``, a timed wait of ``grace`` s, then SIGKILL; each step logged.
+
+    ``sig`` goes to the whole process group ``pgid`` (if given: grandchildren
+    included) and to each target; after ``grace`` seconds whatever still runs
+    gets SIGKILL, and we wait up to ``kill_wait`` more. ``on_wait`` runs on each
+    poll (the supervisor reaps its adopted orphans there). Returns the pids
+    still alive at the end (normally none). What each caller passes as ``grace``:
+
+    - the supervisor after an attempt exited (``kill_leftovers``): ``min(--stop-grace, 3)`` s: the agent
+      is gone, these are its leftovers, and the restart waits for them;
+    - the supervisor's emergency cleanup (leaving its loop with a child alive): 0.5 s after a SIGKILL;
+    - leftovers of a supervisor killed with -9 (``lock.stop_processes``): ``--stop-grace`` before
+      ``supervise`` starts its attempt (they may still be checkpointing), 5 s before an offline rollback;
+    - ``replay --verify`` after Ctrl-C: its ``_STOP_GRACE_S`` after a first second for the terminal's SIGINT;
+    - the TUI demo's supervisor: 5 s, after its stop request had 10 s (it stops its own agent meanwhile).
+    """
+    say = log or logger.info
+    if not targets and (pgid is None or not group_alive(pgid)):
+        return []
+    pids = [p.pid for p in targets]
+    where = f"process group {pgid} ({what} {pids})" if pgid is not None else f"{what} {pids}"
+    say(f"stopping {where}: {signal_name(sig)}, up to {grace:g} s, then SIGKILL")
+    _send(targets, pgid, sig)
+    t0 = time.monotonic()
+    if _wait_gone(targets, pgid, t0 + grace, on_wait):
+        say(f"{where} exited {time.monotonic() - t0:.2f} s after {signal_name(sig)}")
+        return []
+    left = [p.pid for p in targets if not _gone(p)]
+    say(f"{where}: {left or 'group members'} still running after {grace:g} s: SIGKILL")
+    _send(targets, pgid, signal.SIGKILL)
+    if _wait_gone(targets, pgid, time.monotonic() + kill_wait, on_wait):
+        say(f"{where} killed")
+        return []
+    left = [p.pid for p in targets if not _gone(p)]
+    say(f"{where}: {left} still alive {kill_wait:g} s after SIGKILL")
+    return left
+
+
+def _wait_gone(targets: Sequence[Stoppable], pgid: int | None, deadline: float, on_wait: Callable[[], None] | None) -> bool:
+    """Poll until every target and the group are gone (``True``) or the deadline passes (``False``)."""
+    while True:
+        if on_wait is not None:
+            on_wait()
+        if all(_gone(p) for p in targets) and (pgid is None or not group_alive(pgid)):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+
+
+def kill_leftovers(pgid: int, grace: float, exclude: int | None = None, log: Callable[[str], None] | None = None) -> list[int]:
+    """After the agent's exit, stop what it left: its group, and orphans adopted by us (``stop_tree``).
+
+    Returns the pids signalled; returns at once when nothing is left (the usual case).
     """
     reap_orphans(exclude)
     targets: dict[int, psutil.Process] = {}
@@ -211,26 +293,8 @@ def kill_leftovers(pgid: int, grace: float, exclude: int | None = None) -> list[
         targets.setdefault(p.pid, p)
     if not targets:
         return []
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGTERM)
-    for p in targets.values():
-        with contextlib.suppress(psutil.Error):
-            p.terminate()
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        reap_orphans(exclude)
-        if not any(_alive(p) for p in targets.values()) and not group_alive(pgid):
-            return list(targets)
-        time.sleep(0.01)
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-    for p in targets.values():
-        with contextlib.suppress(psutil.Error):
-            p.kill()
-    deadline = time.monotonic() + 2.0
-    while time.monotonic() < deadline and any(_alive(p) for p in targets.values()):
-        reap_orphans(exclude)
-        time.sleep(0.01)
+    stop_tree(list(targets.values()), grace, pgid=pgid, on_wait=lambda: reap_orphans(exclude), log=log,
+              what="leftovers")
     return list(targets)
 
 

@@ -45,7 +45,16 @@ from .control import ControlServer, Reply
 from .lock import SupervisorLock, find_leftovers, stop_processes
 from .metrics import TreeSample, TreeSampler
 from .persister import Persister
-from .policy import Attempt, Options, backoff_delay, is_progress
+from .policy import (
+    Action,
+    Attempt,
+    Facts,
+    Options,
+    Pending,
+    Rollback,
+    decide,
+    is_progress,
+)
 from .process import (
     Child,
     ExitStatus,
@@ -56,7 +65,7 @@ from .process import (
 )
 from .rollback import append_rollback
 from .signals import SignalInbox
-from .states import ProcessState, StateChange, StateMachine
+from .states import ProcessState, StateChange, StateMachine, StopRequest
 
 __all__ = ["EXIT_GAVE_UP", "Options", "Supervisor"]
 
@@ -91,7 +100,6 @@ class Supervisor:
         self.restarts = 0
         self.no_progress = 0
         self.crash_loop_rolled_back = False
-        self.paused = False
         self.child: Child | None = None
         self.cur: Attempt | None = None
         self.attempts: list[Attempt] = []
@@ -99,10 +107,7 @@ class Supervisor:
         self.sample = TreeSample()
         self.started = time.monotonic()
         self.exit_code = 0
-        self.pending: tuple[str, dict[str, Any]] | None = None  # what to do once the child is gone
         self._stop_deadline: float | None = None
-        self.backoff_until: float | None = None
-        self.backoff_s: float = 0.0
         self._backoff_reason = "crash"  # the restart event after a backoff names the exit that caused it
         self._next_poll = 0.0
         self._next_metrics = 0.0
@@ -129,8 +134,11 @@ class Supervisor:
             self.events.emit(event, self.attempt_no, **fields)
 
     def _on_state(self, ch: StateChange) -> None:
-        """Remember when the state changed (the status shows it); the callers write the detailed events."""
-        self.state_since = rundir.utc_now()
+        """Write the change's event (the one place state changes are recorded); remember when the state changed."""
+        if ch.old is not ch.new:
+            self.state_since = rundir.utc_now()
+        if ch.event is not None:
+            self.emit(ch.event, **ch.info)
 
     # ------------------------------------------------------------------ preparation
     def prepare(self) -> None:
@@ -178,7 +186,7 @@ class Supervisor:
         procs = find_leftovers(self.run_dir, previous)
         if procs:
             self.say(f"stopping {len(procs)} leftover process(es) of the previous supervisor: {[p.pid for p in procs]}")
-            self._leftovers = stop_processes(procs, self.opts.stop_grace)
+            self._leftovers = stop_processes(procs, self.opts.stop_grace, log=self.say)
 
     def _check_journal_free(self) -> None:
         """Refuse if an agent runs on this run directory without us (it holds the journal lock)."""
@@ -213,8 +221,8 @@ class Supervisor:
         deadlines = [self._next_poll, self._next_metrics] if self.child else []
         if self._stop_deadline is not None:
             deadlines.append(self._stop_deadline)
-        if self.backoff_until is not None:
-            deadlines.append(self.backoff_until)
+        if self.sm.backoff_until is not None:
+            deadlines.append(self.sm.backoff_until)
         if not deadlines:
             return 1.0
         return max(0.0, min(deadlines) - now)
@@ -225,11 +233,9 @@ class Supervisor:
             self.log.flush_tee()
         for e in self.persist.take_errors():
             self.say(f"could not write run state: {e}")
-        if self.backoff_until is not None and now >= self.backoff_until:
-            self.backoff_until = None
-            if self.sm.state is S.BACKOFF:
-                self.spawn(reason=self._backoff_reason)
-                return
+        if self.sm.backoff_until is not None and now >= self.sm.backoff_until and self.sm.state is S.BACKOFF:
+            self.spawn(reason=self._backoff_reason)
+            return
         if self.child is None:
             return
         if self._stop_deadline is not None and now >= self._stop_deadline:
@@ -253,10 +259,12 @@ class Supervisor:
 
     def spawn(self, *, reason: str) -> None:
         assert self.log is not None
-        if self.sm.state is not S.STARTING:
-            self.sm.change(S.STARTING, reason=reason)
         self.attempt_no += 1
         resume = self.attempt_no > 1 or self.records > 0
+        if reason != "start":
+            self.restarts += 1
+        if self.sm.state is not S.STARTING:
+            self.sm.change(S.STARTING, reason=reason, resume=resume)
         argv = self._child_argv(resume)
         env = dict(os.environ)
         env.update(
@@ -270,9 +278,6 @@ class Supervisor:
         )
         # Python agents buffer a piped stdout: the terminal, agent.log and the hang watchdog would see nothing
         env.setdefault("PYTHONUNBUFFERED", "1")
-        if reason != "start":
-            self.restarts += 1
-            self.emit("restart", reason=reason, resume=resume)
         try:
             child = Child(argv, env, cwd=self.cwd)
         except OSError as e:
@@ -292,12 +297,11 @@ class Supervisor:
         self.sel.register(child.pidfd, selectors.EVENT_READ, self._on_child_exit)
         self.sel.register(child.out_fd, selectors.EVENT_READ, lambda: self._on_output("stdout"))
         self.sel.register(child.err_fd, selectors.EVENT_READ, lambda: self._on_output("stderr"))
-        self.sm.change(S.RUNNING, pid=child.pid)
+        self.log.begin_attempt(self.attempt_no, child.pid, argv)
+        self.sm.change(S.RUNNING, pid=child.pid, argv=argv, resume=resume)
         now = time.monotonic()
         self._next_poll = now + JOURNAL_POLL_S
         self._next_metrics = now + 0.2  # a first figure soon, for a status right after the start
-        self.log.begin_attempt(self.attempt_no, child.pid, argv)
-        self.emit("spawn", pid=child.pid, argv=argv, resume=resume)
         self.say(f"attempt {self.attempt_no} started (pid {child.pid}){' with ' + self.opts.resume_flag if resume and self.opts.resume_flag else ''}")
         self.lock.record_child(child.pid, child.create_time)
         # durability off the restart path (the spawn event above is already written, not yet fsynced)
@@ -370,10 +374,10 @@ class Supervisor:
             return
         idle = now - cur.last_activity
         if idle >= limit:
-            self.emit("hang", pid=cur.pid, idle_s=round(idle, 3), step=cur.in_flight, hang_timeout_s=limit)
             self.say(f"attempt {cur.number} hung: no journal record and no output for {idle:.1f} s"
                      f"{' in step ' + cur.in_flight if cur.in_flight else ''}; stopping it")
-            self.begin_stop("hang")
+            self.begin_stop(Pending.HANG, event="hang", pid=cur.pid, idle_s=round(idle, 3), step=cur.in_flight,
+                            hang_timeout_s=limit)
 
     def _sample_metrics(self) -> None:
         if self.sampler is None or self.child is None:
@@ -382,24 +386,25 @@ class Supervisor:
         self.sample = self.sampler.sample([p.pid for p in own_orphans(self.child.pid)])
         limit = self.opts.max_rss
         if limit and self.sample.rss_bytes > limit and self.sm.state is S.RUNNING:
-            self.emit("memory-limit", pid=self.child.pid, rss_bytes=self.sample.rss_bytes, max_rss=limit,
-                      step=self.cur.in_flight if self.cur else None)
             self.say(f"attempt {self.attempt_no} uses {self.sample.rss_bytes} bytes of memory, over --max-rss {limit}; stopping it")
-            self.begin_stop("memory-limit")
+            self.begin_stop(Pending.MEMORY_LIMIT, event="memory-limit", pid=self.child.pid,
+                            rss_bytes=self.sample.rss_bytes, max_rss=limit,
+                            step=self.cur.in_flight if self.cur else None)
 
     # ------------------------------------------------------------------ stopping
-    def begin_stop(self, action: str, sig: int = signal.SIGTERM, **info: Any) -> None:
+    def begin_stop(self, action: Pending, sig: int = signal.SIGTERM, *, info: dict[str, Any] | None = None,
+                   event: str | None = None, **fields: Any) -> None:
         """Send ``sig`` to the child's group; SIGKILL after the grace period. ``action`` says what comes next.
 
+        ``info`` is kept for what comes next (a rollback's checkpoint and reply);
+        ``event`` and ``fields`` are the event a watchdog's stop records.
         A stop by SIGINT forwards SIGINT (a Python agent gets its KeyboardInterrupt and
         closes cleanly); everything else sends SIGTERM, as systemd and docker do.
         """
         assert self.child is not None
-        if self.pending is not None and "reply" in self.pending[1] and action != self.pending[0]:
-            self.pending[1]["reply"]({"ok": False, "error": f"the supervisor is stopping the agent for {action!r} first; retry"})
-        self.pending = (action, info)
-        if self.sm.state is not S.STOPPING:
-            self.sm.change(S.STOPPING, action=action)
+        previous = self.sm.stop(StopRequest(action, info or {}), event=event, **fields)
+        if previous is not None and "reply" in previous.info and action != previous.action:
+            previous.info["reply"]({"ok": False, "error": f"the supervisor is stopping the agent for {action.value!r} first; retry"})
         self._stop_deadline = time.monotonic() + self.opts.stop_grace
         self.child.signal_group(sig)
 
@@ -418,7 +423,7 @@ class Supervisor:
         self._journal_stat = (-1, -1)
         self.poll_journal()
         grace = min(self.opts.stop_grace, 3.0)
-        killed = kill_leftovers(child.pgid, grace)
+        killed = kill_leftovers(child.pgid, grace, log=self.say)
         for fd, stream in ((child.out_fd, "stdout"), (child.err_fd, "stderr")):
             data = child.read_available(fd)
             if data:
@@ -430,8 +435,8 @@ class Supervisor:
         self.child = None
         self.sampler = None
         self._stop_deadline = None
-        pending, self.pending = self.pending, None
-        cur.reason = pending[0] if pending else None
+        pending = self.sm.take_pending()
+        cur.reason = pending.action if pending else None
         step = cur.in_flight
         self.emit(
             "exit", pid=cur.pid, code=status.code, signal=status.signal, uptime_s=cur.uptime_s, step=step,
@@ -446,70 +451,52 @@ class Supervisor:
             self.lock.clear_child()
         self._after_exit(cur, pending)
 
-    def _after_exit(self, cur: Attempt, pending: tuple[str, dict[str, Any]] | None) -> None:
+    def _after_exit(self, cur: Attempt, pending: StopRequest | None) -> None:
+        """Carry out what ``policy.decide`` says from the facts of the attempt that ended."""
         status = cur.status
         assert status is not None
-        action = pending[0] if pending else None
-        if action == "stop":
+        action = Pending(pending.action) if pending else None
+        progressing = cur.progress > 0 or status.code == rundir.EXIT_ROLLBACK
+        if progressing and self._high_water is not None and self._eff_steps < 0:
+            self._eff_steps = len(history_mod.load(self.run_dir).steps)
+        d = decide(Facts(
+            code=status.code, signal=status.signal, progress=cur.progress, no_progress=self.no_progress,
+            crash_loop_rolled_back=self.crash_loop_rolled_back, paused=self.sm.paused, pending=action,
+            high_water=self._high_water, effective_steps=self._eff_steps,
+        ), self.opts)
+        self.no_progress = d.no_progress
+        self.crash_loop_rolled_back = d.crash_loop_rolled_back
+        self._high_water = d.high_water
+        if d.action is Action.STOP:
             self._finish(S.STOPPED, "stopped")
             return
-        if action == "rollback":
-            assert pending is not None
-            self.do_rollback(**pending[1])
-            self._restart_or_pause("rollback")
-            return
-        if action == "restart":
-            self._restart_or_pause("request")
-            return
-        if status.code == 0 and action is None:
+        if d.action is Action.SUCCEED:
             self._finish(S.SUCCEEDED, "succeeded")
             return
-        if status.code == rundir.EXIT_FAILED and action is None:
+        if d.action is Action.FAIL:
             self.say(f"attempt {cur.number} reported a permanent failure (exit {rundir.EXIT_FAILED}): not restarting")
-            self._finish(S.FAILED, "failed", reason=f"the agent exited {rundir.EXIT_FAILED} (permanent failure)")
+            self._finish(S.FAILED, "failed", reason=d.reason)
             return
-        progress = cur.progress > 0 or status.code == rundir.EXIT_ROLLBACK
-        if progress and self._high_water is not None:
-            if self._eff_steps < 0:
-                self._eff_steps = len(history_mod.load(self.run_dir).steps)
-            progress = self._eff_steps > self._high_water
-            if progress:
-                self._high_water = None
-        if progress:
-            self.no_progress = 0
-            self.crash_loop_rolled_back = False
-        else:
-            self.no_progress += 1
-        if self.no_progress >= self.opts.give_up_after:
+        if d.action is Action.GIVE_UP:
             self._give_up()
             return
-        if self.no_progress >= self.opts.rollback_after and not self.crash_loop_rolled_back:
-            self.crash_loop_rolled_back = True
+        if d.rollback is Rollback.REQUESTED:
+            assert pending is not None
+            self.do_rollback(**pending.info)
+        elif d.rollback is Rollback.CRASH_LOOP:
             self._crash_loop_rollback()
-        reason = action or ("rollback requested" if status.code == rundir.EXIT_ROLLBACK else "crash")
-        if self.paused:
+        reason = d.reason or "crash"
+        if d.action is Action.PAUSE:
             self.sm.change(S.PAUSED, after=reason)
             self.say("restarts are paused: waiting for 'resume'")
-            return
-        if progress:
+        elif d.action is Action.RESTART:
             self.spawn(reason=reason)
-            return
-        delay = backoff_delay(self.opts, self.no_progress)
-        self._backoff_reason = reason
-        self.backoff_s = delay
-        self.backoff_until = time.monotonic() + delay
-        self.sm.change(S.BACKOFF, delay_s=delay)
-        self.emit("backoff", delay_s=delay, attempts_without_progress=self.no_progress)
-        self.say(f"no progress in {self.no_progress} attempt(s) in a row: restarting in {delay:.2f} s")
-        assert self.events is not None
-        self.persist.submit(self.events.flush)
-
-    def _restart_or_pause(self, reason: str) -> None:
-        if self.paused:
-            self.sm.change(S.PAUSED, after=reason)
-            self.say("restarts are paused: waiting for 'resume'")
         else:
-            self.spawn(reason=reason)
+            self._backoff_reason = reason
+            self.sm.change(S.BACKOFF, **d.event_fields)
+            self.say(f"no progress in {self.no_progress} attempt(s) in a row: restarting in {d.delay_s:.2f} s")
+            assert self.events is not None
+            self.persist.submit(self.events.flush)
 
     def _crash_loop_rollback(self) -> None:
         """Roll back once to the latest checkpoint; later attempts count as progress only past the old high-water mark.
@@ -559,16 +546,13 @@ class Supervisor:
             how = f"signal {s['signal']}" if s["signal"] else f"code {s['code']}"
             self.say(f"  attempt {s['attempt']}: {how} after {s['uptime_s']:.1f} s"
                      + (f" in step {s['step']}" if s["step"] else "") + (f" ({s['reason']})" if s["reason"] else ""))
-        self._finish(S.FAILED, "failed", reason=f"{self.no_progress} attempts without progress", attempts=summary,
-                     event="give-up")
+        self._finish(S.FAILED, "failed", reason=f"{self.no_progress} attempts without progress", attempts=summary)
 
-    def _finish(self, state: ProcessState, status: str, *, event: str | None = None, **fields: Any) -> None:
-        """Enter a terminal state: the event, ``run.json``, the exit code."""
-        self.sm.change(state)
-        ev = event or {"stopped": "stop", "succeeded": "succeeded", "failed": "give-up"}[status]
+    def _finish(self, state: ProcessState, status: str, **fields: Any) -> None:
+        """Enter a terminal state (it records its event), then ``run.json`` and the exit code."""
         if state is S.STOPPED and self._stop_signal:
             fields["signal"] = signal.Signals(self._stop_signal).name
-        self.emit(ev, status=status, restarts=self.restarts, **fields)
+        self.sm.change(state, status=status, restarts=self.restarts, **fields)
         self.persist.drain()  # the final status is written last
         rundir.update_run_json(self.run_dir, status=status, ended=rundir.utc_now(), attempts=self.attempt_no)
         if state is S.SUCCEEDED:
@@ -594,9 +578,8 @@ class Supervisor:
     def request_stop(self, sig: int = signal.SIGTERM) -> None:
         """Stop for good: the agent's group gets ``sig``; in backoff or paused, stop at once."""
         if self.child is not None:
-            self.begin_stop("stop", sig)
+            self.begin_stop(Pending.STOP, sig)
         elif not self.sm.state.terminal:
-            self.backoff_until = None
             self._finish(S.STOPPED, "stopped")
 
     # ------------------------------------------------------------------ teardown
