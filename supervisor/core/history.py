@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
-from ..errors import CheckpointError
-from . import checkpoints, state
+from .cursor import Shape, StateCursor
 from .journal import Entry, JournalReader
 from .records import BadLine, Kind, LazyRecord, Record, step_name
 
@@ -34,6 +33,7 @@ __all__ = [
     "fold",
     "load",
     "rollback_record",
+    "shape_of",
     "state_at",
 ]
 
@@ -93,6 +93,7 @@ class History:
     """Checkpoint records of the effective history, in order."""
     rollbacks: list[Record] = field(default_factory=list)
     """Rollback records of the effective history, in order (one naming no checkpoint included)."""
+    _shape: tuple[int, Shape] | None = field(default=None, repr=False)
 
     @property
     def abandoned_seqs(self) -> set[int]:
@@ -161,6 +162,8 @@ class Fold:
         self._cp_ok: list[int] = []  # successful steps before each effective checkpoint
         self._cp_at: list[int] = []  # keep: the index of each effective checkpoint in ``effective``
         self._rb_cps: list[int] = []  # effective checkpoints before each effective rollback
+        self.cuts: list[tuple[int, int]] = []
+        """``(target seq, rollback seq)`` of every rollback that cut, abandoned ones too (for :class:`Shape`)."""
 
     @property
     def history(self) -> History:
@@ -172,6 +175,11 @@ class Fold:
     def find_checkpoint(self, ref: str) -> Record | None:
         """The latest effective checkpoint whose name, file or seq is ``ref``."""
         return _find_checkpoint(self.checkpoints, ref)
+
+    @property
+    def steps_after_checkpoint(self) -> int:
+        """Successful steps after the latest effective checkpoint (all of them without one)."""
+        return self.step_count - (self._cp_ok[-1] if self._cp_ok else 0)
 
     def add(self, entry: FoldInput) -> None:
         """Fold one more entry (the next in journal order)."""
@@ -265,6 +273,7 @@ class Fold:
         else:
             n_ok = self._cp_ok[i] if i >= 0 else 0
             self.last_target = int(self.checkpoints[i]["seq"]) if i >= 0 else -1
+            self.cuts.append((self.last_target, int(rb["seq"])))
             if self.keep:
                 h = self._history
                 cut = self._cp_at[i] + 1 if i >= 0 else 0
@@ -320,35 +329,32 @@ def load(source: Path) -> History:
     return fold(JournalReader(source).load())
 
 
+def shape_of(entries: Iterable[Any]) -> Shape:
+    """The snapshots and rollback cuts of a journal's records, for a :class:`StateCursor`."""
+    f = Fold(keep=False)
+    cps: list[tuple[int, str]] = []
+    for e in entries:
+        if type(e) is dict:
+            k = e.get("kind")
+            if k == Kind.CHECKPOINT:
+                f.add(e)
+                if e.get("file"):
+                    cps.append((int(e["seq"]), str(e["file"])))
+            elif k == Kind.ROLLBACK:
+                f.add(e)
+    return Shape(tuple(cps), tuple(f.cuts))
+
+
 def state_at(run_dir: Path, history: History, seq: int) -> Any:
     """The agent's state right after the record at ``seq``, abandoned branches included.
 
-    Starts from the latest checkpoint snapshot on the way to ``seq`` and applies
-    the ``state_patch`` of every record after it.
+    Starts from the latest checkpoint snapshot on the effective path to ``seq``
+    and applies the ``state_patch`` of every record after it on that path.
     """
-    prefix = [e for e in history.entries if _seq(e) <= seq]
-    records = [e for e in prefix if not isinstance(e, BadLine)]
-    path = fold(prefix).effective if any(r.get("kind") == Kind.ROLLBACK for r in records) else records
-    doc: Any = {}
-    start = 0
-    for i in range(len(path) - 1, -1, -1):
-        r = path[i]
-        if r.get("kind") == Kind.CHECKPOINT and r.get("file"):
-            try:
-                doc = checkpoints.load_checkpoint(run_dir, r["file"])["state"]
-                start = i + 1
-                break
-            except CheckpointError:
-                continue
-    for r in path[start:]:
-        patch = r.get("state_patch")
-        if patch:
-            doc = state.apply_patch(doc, patch)
-    return doc
-
-
-def _seq(e: Entry) -> int:
-    return e.seq if isinstance(e, BadLine) else int(e["seq"])
+    cached = history._shape
+    if cached is None or cached[0] != len(history.entries):
+        cached = history._shape = (len(history.entries), shape_of(history.entries))
+    return StateCursor(run_dir, records=history.entries).state_at(seq, cached[1])
 
 
 def describe(rec: Record) -> str:

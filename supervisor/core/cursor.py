@@ -1,0 +1,263 @@
+"""The one "state at": a checkpoint snapshot on the effective path, then the ``state_patch`` es after it.
+
+The state at ``seq`` is the state right after the record at ``seq`` on the
+*effective path to it*: the journal up to ``seq`` with the rollbacks before it
+folded in (abandoned branches included: a point inside one has its own path).
+That path is ``0..seq`` minus the records each rollback cut, so a :class:`Shape`
+(every checkpoint with a snapshot file, and every rollback's cut) is all a
+cursor needs besides the records. It starts from the latest loadable snapshot
+on the path and streams the patches after it in bounded batches (memory stays
+flat however far the checkpoint is); moving forward from its last answer it
+applies only the patches in between.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import CheckpointError
+from . import checkpoints
+from . import state as state_mod
+from .journal import JournalReader
+from .records import BadLine, LazyRecord, Record
+
+STATE_BATCH = 5_000
+"""Records read at a time when patches are streamed from the files."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """What finding the effective path to a point takes: the journal's snapshots and rollback cuts.
+
+    Immutable, so a worker thread can use one while another thread builds the next.
+    """
+
+    checkpoints: tuple[tuple[int, str], ...] = ()
+    """``(seq, file)`` of every checkpoint with a snapshot file, abandoned ones too, in seq order."""
+    cuts: tuple[tuple[int, int], ...] = ()
+    """``(target seq, rollback seq)`` of every rollback that cut (target -1: the start), in rollback order."""
+
+
+NO_SHAPE = Shape()
+
+
+def path_ranges(shape: Shape, seq: int) -> list[tuple[int, int]]:
+    """Half-open seq ranges of the effective path up to and including ``seq``."""
+    removed = sorted((t + 1, r) for t, r in shape.cuts if r <= seq and r > t + 1)
+    out: list[tuple[int, int]] = []
+    at = 0
+    for a, b in removed:
+        if a > at:
+            out.append((at, a))
+        at = max(at, b)
+    if at <= seq:
+        out.append((at, seq + 1))
+    return out
+
+
+def _on_path(ranges: list[tuple[int, int]], seq: int) -> bool:
+    i = bisect.bisect_right(ranges, (seq, 1 << 62)) - 1
+    return i >= 0 and ranges[i][0] <= seq < ranges[i][1]
+
+
+def _seq_of(e: Any) -> int:
+    if type(e) is dict:
+        return int(e["seq"])
+    return int(e.seq) if isinstance(e, (BadLine, LazyRecord)) else int(e["seq"])
+
+
+class StateCursor:
+    """The state at any point of one journal; forward moves apply only the patches in between.
+
+    Records come from ``records`` (an in-memory journal in seq order: a History's
+    entries, or the SDK's effective list) or else from the cursor's own
+    :class:`JournalReader` of ``source``, so a worker thread never shares a reader
+    with the UI thread. Not thread-safe itself: one caller at a time.
+
+    The document :meth:`state_at` returns is the caller's to read, not to change;
+    the cursor copies it before moving on from it.
+    """
+
+    def __init__(
+        self,
+        run_dir: Path,
+        source: Path | None = None,
+        *,
+        records: Sequence[Any] | None = None,
+        batch: int = STATE_BATCH,
+    ) -> None:
+        self.run_dir = run_dir
+        self.records = records
+        self.reader: JournalReader | None = None if records is not None else JournalReader(source or run_dir)
+        self.batch = batch
+        self.seq = -1
+        """The point of the last answer (-1: before the first record)."""
+        self.doc: Any = {}
+        self.patches = 0
+        """Patches applied so far (the SDK asks whether the state changed)."""
+        self._cuts: tuple[tuple[int, int], ...] = ()  # the cuts on the path of the last answer
+        self._i = 0  # records: the index of the first record after ``seq``
+        self._shared = False  # ``doc`` was handed out: copy it before patching
+        self._indexed = 0
+
+    def state_at(self, seq: int, shape: Shape | None = None, *, current: Record | None = None) -> Any:
+        """The state right after the record at ``seq``.
+
+        ``shape`` ``None``: the records are the effective path already and no
+        snapshot is used (the SDK's own state must be exactly its patches).
+        ``current`` is the parsed record at ``seq`` if the caller has it (a lazy one is not parsed again).
+        """
+        self._move(seq, shape, current)
+        self._shared = True
+        return self.doc
+
+    def advance(self, seq: int, current: Record | None = None) -> bool:
+        """Move forward to ``seq`` along ``records`` that are the effective path, patching ``doc`` in place.
+
+        The SDK's replay, one step at a time (the loop is inlined: a million steps
+        replay through it); return whether any patch was applied.
+        """
+        recs = self.records
+        if recs is None or seq < self.seq or self._i < 0 or self._cuts:
+            before = self.patches
+            self._move(seq, None, current)
+            return self.patches != before
+        if self._shared:
+            self.doc = state_mod.json_copy(self.doc)
+            self._shared = False
+        doc = self.doc
+        n = 0
+        i = self._i
+        end = len(recs)
+        while i < end:
+            e = recs[i]
+            if type(e) is LazyRecord:
+                if e.seq > seq:
+                    break
+                patch = (current if current is not None and e.seq == seq else e.record()).get("state_patch")
+            elif type(e) is dict:
+                if e["seq"] > seq:
+                    break
+                patch = e.get("state_patch")
+            else:
+                if _seq_of(e) > seq:
+                    break
+                patch = None
+            if patch:
+                doc = state_mod.apply_patch(doc, patch)
+                n += 1
+            i += 1
+        self._i = i
+        self.doc = doc
+        self.seq = seq
+        self.patches += n
+        return n > 0
+
+    def applied(self, seq: int) -> None:
+        """The caller has applied the patch of ``seq``, the last of ``records``, itself (a live record)."""
+        self.seq = seq
+        self._i = len(self.records) if self.records is not None else 0
+
+    def reset(self) -> None:
+        """Forget the last answer (the next one starts from a snapshot)."""
+        self.seq = -1
+        self.doc = {}
+        self._cuts = ()
+        self._i = 0
+        self._shared = False
+
+    # ------------------------------------------------------------------ moving
+    def _move(self, seq: int, shape: Shape | None, current: Record | None) -> None:
+        sh = NO_SHAPE if shape is None else shape
+        if seq == self.seq and self._cuts_before(sh, seq) == self._cuts:
+            return
+        if self._can_step(seq, sh):
+            if self._shared:
+                self.doc = state_mod.json_copy(self.doc)
+                self._shared = False
+            lo = self.seq + 1
+        else:
+            origin, doc = self._origin(seq, sh) if shape is not None else (-1, {})
+            self.doc, self.seq, self._shared = doc, origin, False
+            self._i = 0 if origin < 0 else -1
+            lo = origin + 1
+        for a, b in path_ranges(sh, seq):
+            a = max(a, lo)
+            if a < b:
+                self._apply(a, b, current)
+        self.seq = seq
+        self._cuts = self._cuts_before(sh, seq)
+
+    @staticmethod
+    def _cuts_before(shape: Shape, seq: int) -> tuple[tuple[int, int], ...]:
+        return tuple(c for c in shape.cuts if c[1] <= seq) if shape.cuts else ()
+
+    def _can_step(self, seq: int, shape: Shape) -> bool:
+        """Whether the answer at ``seq`` is the last one plus the patches in between."""
+        if seq < self.seq or self._cuts_before(shape, self.seq) != self._cuts:
+            return False
+        if any(self.seq < r <= seq for _, r in shape.cuts):
+            return False
+        # a snapshot in between is nearer than the last answer
+        return not any(self.seq < c <= seq for c, _ in shape.checkpoints)
+
+    def _origin(self, seq: int, shape: Shape) -> tuple[int, Any]:
+        """The latest loadable snapshot on the path to ``seq``: its seq and state (-1 and ``{}``: none)."""
+        ranges = path_ranges(shape, seq)
+        for c, fname in reversed(shape.checkpoints):
+            if c > seq or not _on_path(ranges, c):
+                continue
+            try:
+                return c, checkpoints.load_checkpoint(self.run_dir, fname)["state"]
+            except CheckpointError:
+                continue  # a missing or damaged snapshot: an earlier one, or the patches from the start
+        return -1, {}
+
+    def _apply(self, a: int, b: int, current: Record | None) -> None:
+        """Apply the patches of the records with ``a <= seq < b``."""
+        doc = self.doc
+        n = 0
+        cur_seq = -1 if current is None else current.get("seq")
+        for e in self._entries(a, b):
+            t = type(e)
+            if t is dict:
+                patch = e.get("state_patch")
+            elif t is LazyRecord:
+                patch = (current if e.seq == cur_seq else e.record()).get("state_patch")  # type: ignore[union-attr]
+            else:
+                continue  # a bad line carries no state
+            if patch:
+                doc = state_mod.apply_patch(doc, patch)
+                n += 1
+        self.doc = doc
+        self.patches += n
+
+    def _entries(self, a: int, b: int) -> Iterator[Any]:
+        recs = self.records
+        if recs is None:
+            yield from self._read(a, b)
+            return
+        i = self._i
+        if not (0 <= i <= len(recs) and (i == 0 or _seq_of(recs[i - 1]) < a) and (i == len(recs) or _seq_of(recs[i]) >= a)):
+            i = bisect.bisect_left(recs, a, key=_seq_of)
+        n = len(recs)
+        while i < n:
+            e = recs[i]
+            if _seq_of(e) >= b:
+                break
+            yield e
+            i += 1
+        self._i = i
+
+    def _read(self, a: int, b: int) -> Iterator[Any]:
+        reader = self.reader
+        assert reader is not None
+        if b > self._indexed:
+            self._indexed = reader.index()
+        b = min(b, self._indexed)
+        for lo in range(a, b, self.batch):
+            yield from reader.get_range(lo, min(b, lo + self.batch))
