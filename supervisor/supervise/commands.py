@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..core import history as history_mod
 from ..errors import SupervisorError
 from .control import Reply
 from .policy import Pending
@@ -132,8 +131,9 @@ class ControlCommands:
         ref = str(ref)
         reason = str(req.get("reason") or "manual rollback")
         by = str(req.get("by") or "user")
+        sup.poll_journal()
         try:
-            resolve_checkpoint(history_mod.load(sup.run_dir), ref)
+            resolve_checkpoint(sup.fold, ref)
         except SupervisorError as e:
             reply({"ok": False, "error": str(e)})
             return

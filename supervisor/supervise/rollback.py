@@ -17,9 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..core import history as history_mod
 from ..core.events import EventLog
-from ..core.journal import JournalWriter
+from ..core.history import Fold, rollback_record
+from ..core.journal import JournalReader, JournalWriter
 from ..core.records import Record
 from ..core.redact import Redactor
 from ..core.rundir import check_readable_run_dir, read_run_json
@@ -30,25 +30,34 @@ from .lock import SupervisorLock, find_leftovers, stop_processes
 START = "start"
 
 
-def resolve_checkpoint(h: history_mod.History, ref: str) -> Record | None:
+def resolve_checkpoint(fold: Fold, ref: str) -> Record | None:
     """The checkpoint record ``ref`` names (name, file or seq); ``None`` for the start of the run."""
-    cp = h.find_checkpoint(str(ref))
+    cp = fold.find_checkpoint(str(ref))
     if cp is not None:
         return cp
     if str(ref) == START:
         return None
-    names = ", ".join(f"{c.get('name')} (seq {c.get('seq')})" for c in h.checkpoints) or "none yet"
+    names = ", ".join(f"{c.get('name')} (seq {c.get('seq')})" for c in fold.checkpoints) or "none yet"
     raise SupervisorError(
         f"no checkpoint {ref!r} in the effective history (checkpoints: {names}); "
         f"pass one of them, or '{START}' for the start of the run"
     )
 
 
-def append_rollback(run_dir: Path, ref: str, reason: str, *, by: str) -> Record:
+def fold_journal(run_dir: Path) -> Fold:
+    """The journal folded in one pass with flat memory (the CLI side: no supervisor keeps a fold for it)."""
+    fold = Fold(keep=False)
+    fold.extend(JournalReader(run_dir).iter_entries(lazy=True))
+    return fold
+
+
+def append_rollback(run_dir: Path, ref: str, reason: str, *, by: str, fold: Fold | None = None) -> Record:
     """Append a rollback record to ``run_dir``'s journal; the agent must not be running.
 
-    Takes the journal lock through ``JournalWriter``: refused with a clear error
-    if a process (an agent running unsupervised) holds it.
+    ``fold`` is the supervisor's own, up to date (no re-read); without it the
+    journal is folded once, under the lock. Takes the journal lock through
+    ``JournalWriter``: refused with a clear error if a process (an agent running
+    unsupervised) holds it.
     """
     try:
         writer = JournalWriter(run_dir, redact=Redactor())
@@ -58,9 +67,8 @@ def append_rollback(run_dir: Path, ref: str, reason: str, *, by: str) -> Record:
             "stop it first (or supervise it: 'agent-supervisor supervise --run-dir ... -- CMD'), then roll back"
         ) from None
     try:
-        h = history_mod.load(run_dir)
-        target = resolve_checkpoint(h, ref)
-        return writer.append(history_mod.rollback_record(target, reason, by=by))
+        target = resolve_checkpoint(fold if fold is not None else fold_journal(run_dir), ref)
+        return writer.append(rollback_record(target, reason, by=by))
     finally:
         writer.close()
 

@@ -32,11 +32,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..core import history as history_mod
 from ..core import rundir
 from ..core.events import EventLog, read_events
-from ..core.journal import JournalReader, count_lines, journal_locked
-from ..core.records import step_name
+from ..core.history import Fold
+from ..core.journal import JournalReader, journal_locked
+from ..core.records import Kind, step_name
 from ..core.redact import Redactor
 from ..errors import JournalLockedError, SupervisorError
 from .agentlog import AgentLog
@@ -118,7 +118,9 @@ class Supervisor:
         self.run_id = run_dir.name
         self.persist = Persister()
         self._high_water: int | None = None  # effective steps before a crash-loop rollback
-        self._eff_steps = 0  # effective successful steps, tracked only while _high_water is set
+        # the effective history, folded incrementally from what poll_journal reads (flat memory):
+        # the effective step count and the checkpoint a rollback names, without re-reading the journal
+        self.fold = Fold(keep=False)
 
     # ------------------------------------------------------------------ output
     def say(self, text: str) -> None:
@@ -169,8 +171,9 @@ class Supervisor:
             self.log = AgentLog(
                 self.run_dir, redact=Redactor(), max_bytes=self.opts.log_max_bytes, tee=self.opts.tee
             )
-            self.reader.seek_end()
-            self.records = count_lines(self.run_dir)
+            # one read of the journal at the start (the resume view: steps stay unparsed), then read_new
+            self.fold.extend(self.reader.load(lazy=True))
+            self.records = self.reader.end_seq
             self.server = ControlServer(self.run_dir, self.sel, ControlCommands(self).handle)
         except BaseException:
             self._close_files()
@@ -344,6 +347,7 @@ class Supervisor:
         new = self.reader.read_new()
         if not new:
             return
+        self.fold.extend(new)
         cur = self.cur
         for ent in new:
             if not isinstance(ent, dict):  # a bad line (read_new never returns lazy records)
@@ -352,18 +356,13 @@ class Supervisor:
             self.records = max(self.records, int(ent.get("seq", 0)) + 1)
             if cur is None:
                 continue
-            kind = ent.get("kind", "step")
-            if kind == "begin":
+            kind = ent.get("kind", Kind.STEP)
+            if kind == Kind.BEGIN:
                 cur.in_flight = step_name(ent)
-            elif kind in ("step", "start", "rollback"):
+            elif kind in (Kind.STEP, Kind.START, Kind.ROLLBACK):
                 cur.in_flight = None
             if is_progress(ent):
                 cur.progress += 1
-            if self._high_water is not None:
-                if kind == "rollback":
-                    self._eff_steps = -1  # recount from the files when needed
-                elif self._eff_steps >= 0 and kind == "step" and ent.get("error") is None:
-                    self._eff_steps += 1
         if cur is not None:
             cur.last_activity = time.monotonic()
 
@@ -456,13 +455,10 @@ class Supervisor:
         status = cur.status
         assert status is not None
         action = Pending(pending.action) if pending else None
-        progressing = cur.progress > 0 or status.code == rundir.EXIT_ROLLBACK
-        if progressing and self._high_water is not None and self._eff_steps < 0:
-            self._eff_steps = len(history_mod.load(self.run_dir).steps)
         d = decide(Facts(
             code=status.code, signal=status.signal, progress=cur.progress, no_progress=self.no_progress,
             crash_loop_rolled_back=self.crash_loop_rolled_back, paused=self.sm.paused, pending=action,
-            high_water=self._high_water, effective_steps=self._eff_steps,
+            high_water=self._high_water, effective_steps=self.fold.step_count,
         ), self.opts)
         self.no_progress = d.no_progress
         self.crash_loop_rolled_back = d.crash_loop_rolled_back
@@ -504,24 +500,25 @@ class Supervisor:
         Without the mark, re-running the abandoned steps would look like progress
         and a deterministic crash would loop forever between rollback and crash.
         """
-        h = history_mod.load(self.run_dir)
-        target = h.checkpoints[-1] if h.checkpoints else None
-        after = [r for r in h.effective if target is None or r["seq"] > target["seq"]]
-        if not any(is_progress(r) for r in after):
+        fold = self.fold
+        if not fold.steps_after_checkpoint:
             self.say("crash loop: nothing after the latest checkpoint to roll back")
             return
+        target = fold.checkpoints[-1] if fold.checkpoints else None
         ref = str(target["seq"]) if target else "start"
+        high_water = fold.step_count
         try:
             self.do_rollback(ref, f"crash-loop: {self.no_progress} attempts in a row without progress", "supervisor")
         except SupervisorError as e:
             self.say(f"automatic rollback failed: {e}")
             return
-        self._high_water = len(h.steps)
-        self._eff_steps = len(history_mod.load(self.run_dir).steps)
+        self._high_water = high_water
 
     def do_rollback(self, checkpoint: str, reason: str, by: str, reply: Reply | None = None) -> None:
         try:
-            rec = append_rollback(self.run_dir, checkpoint, reason, by=by)
+            self._journal_stat = (-1, -1)
+            self.poll_journal()  # the fold is up to date (the agent is gone: nothing more comes)
+            rec = append_rollback(self.run_dir, checkpoint, reason, by=by, fold=self.fold)
         except SupervisorError as e:
             if reply is None:
                 raise
