@@ -27,9 +27,10 @@ import orjson
 
 from .core import checkpoints, rundir
 from .core import state as state_mod
-from .core.history import History, fold, rollback_record
+from .core.cursor import StateCursor
+from .core.history import Fold, History, rollback_record
 from .core.journal import JournalReader, JournalWriter, open_journal
-from .core.records import LazyRecord, Record, step_name
+from .core.records import Kind, LazyRecord, Record, step_name
 from .core.redact import Redactor
 from .errors import DivergenceError, ReplayError
 from .replay.session import (
@@ -101,12 +102,14 @@ class Run:
             entries = JournalReader(self.run_dir).load(lazy=True)
         else:
             self._writer, entries = open_journal(self.run_dir, redact=self.redactor, **kw)
-        self.history: History = fold(entries)
+        self._fold = Fold()
+        self._fold.extend(entries)
+        self.history: History = self._fold.history
         self._steps = self.history.steps
         self._pending_checkpoints = [c for c in self.history.checkpoints]
         self._pos = 0
-        self._applied = 0  # effective records whose state_patch is in the shadow
-        self._shadow: dict[str, Any] = {}
+        # the state as the journal has it (the shadow), replayed along the effective history
+        self._cursor = StateCursor(self.run_dir, records=self.history.effective)
         self._state: dict[str, Any] = {}
         self.replayed: list[str] = []
         """Names of the steps served from the journal in this process."""
@@ -115,7 +118,7 @@ class Run:
         self._current_key: str | None = None
         self._closed = False
         self._live = False
-        starts = sum(1 for r in self.history.entries if isinstance(r, dict) and r.get("kind") == "start")
+        starts = sum(1 for r in self.history.entries if isinstance(r, dict) and r.get("kind") == Kind.START)
         self.attempt = int(os.environ.get(rundir.ENV_ATTEMPT) or starts + 1)
         self.resuming = bool(self._steps) or os.environ.get(rundir.ENV_RESUME) == "1"
         self._session: ReplaySession | None = None
@@ -123,7 +126,7 @@ class Run:
             self._session = ReplaySession.from_env(self.replay_mode, self.run_dir, self.run_id, self._steps, self.redactor)
         self._append(
             {
-                "kind": "start",
+                "kind": Kind.START,
                 "attempt": self.attempt,
                 "pid": os.getpid(),
                 "resume": self.resuming,
@@ -176,7 +179,7 @@ class Run:
             self._live = True
         if self._live and not self.replay_mode and self._state != self._shadow:
             # changes made after the last step would be lost on resume: record them
-            rec: Record = {"kind": "note", "message": "state at exit"}
+            rec: Record = {"kind": Kind.NOTE, "message": "state at exit"}
             self._with_state_patch(rec)
             self._append(rec)
         if status and not self.supervised and not self.replay_mode:
@@ -187,6 +190,15 @@ class Run:
             self._writer.close()
 
     # ------------------------------------------------------------------ state
+    @property
+    def _shadow(self) -> Any:
+        """The state as the journal records it (the patches so far): the next patch is made against it."""
+        return self._cursor.doc
+
+    @_shadow.setter
+    def _shadow(self, doc: Any) -> None:
+        self._cursor.doc = doc
+
     @property
     def state(self) -> dict[str, Any]:
         """The agent's state: a JSON-compatible dict saved with every step (as a patch)."""
@@ -226,7 +238,8 @@ class Run:
             return self._replay_step(self._session, pos, name, fn, args, kwargs)  # type: ignore[no-any-return]
         if pos < len(self._steps):
             return self._replay(pos, name)  # type: ignore[no-any-return]
-        if self._applied < len(self.history.effective) and not self._live:
+        eff = self.history.effective
+        if eff and not self._live and self._cursor.seq < eff[-1]["seq"]:
             # the replay->live boundary: state saved after the last replayed step counts too
             self._replay_state(self.history.effective[-1]["seq"])
         self._live = True
@@ -311,27 +324,7 @@ class Run:
         state, and what the agent did between steps, are both in them.
         ``current`` is the already parsed record at ``upto_seq``, if the caller has it.
         """
-        eff = self.history.effective
-        changed = False
-        i = self._applied
-        while i < len(eff):
-            e = eff[i]
-            if isinstance(e, LazyRecord):
-                if e.seq > upto_seq:
-                    break
-                if e.kind != "step":
-                    i += 1
-                    continue  # a begin record carries no state
-                patch = (current if current is not None and e.seq == upto_seq else e.record()).get("state_patch")
-            else:
-                if e["seq"] > upto_seq:
-                    break
-                patch = e.get("state_patch")
-            if patch:
-                self._shadow = state_mod.apply_patch(self._shadow, patch)
-                changed = True
-            i += 1
-        self._applied = i
+        changed = self._cursor.advance(upto_seq, current)
         if changed and self._state != self._shadow:
             self._state.clear()
             self._state.update(state_mod.json_copy(self._shadow))
@@ -342,7 +335,7 @@ class Run:
             inputs["args"] = list(args)
         if kwargs:
             inputs["kwargs"] = kwargs
-        base: Record = {"kind": "begin", "step": name, "pos": pos, "attempt": self.attempt}
+        base: Record = {"kind": Kind.BEGIN, "step": name, "pos": pos, "attempt": self.attempt}
         if inputs:
             base["inputs"] = inputs
         self._append(base, sync=False)
@@ -368,7 +361,7 @@ class Run:
             finally:
                 self._current_key = None
             break
-        rec: Record = {"kind": "step", "step": name, "pos": pos, "attempt": self.attempt}
+        rec: Record = {"kind": Kind.STEP, "step": name, "pos": pos, "attempt": self.attempt}
         if inputs:
             rec["inputs"] = inputs
         rec["inputs_hash"] = inputs_hash(inputs)  # compared by 'replay --verify'
@@ -377,11 +370,15 @@ class Run:
         rec["key"] = key
         self._with_state_patch(rec)
         self._append(rec)
-        self._steps.append(rec)
-        self.history.effective.append(rec)
+        self._took(rec)
         self._pos = pos + 1
         self.executed.append(name)
         return out
+
+    def _took(self, rec: Record) -> None:
+        """Fold a record this process just wrote; its state patch is already in the shadow."""
+        self._fold.add(rec)
+        self._cursor.applied(rec["seq"])
 
     def _with_state_patch(self, rec: Record) -> None:
         patch = state_mod.make_patch(self._shadow, self._state)
@@ -398,7 +395,7 @@ class Run:
             # the record has a value JSON cannot hold: inputs are shown as repr, an output must be JSON
             if "inputs" in rec:
                 rec["inputs"] = orjson.Fragment(orjson.dumps(rec["inputs"], default=repr, option=_DUMPS_OPTS))
-            if rec.get("kind") == "step" and "output" in rec:
+            if rec.get("kind") == Kind.STEP and "output" in rec:
                 try:
                     orjson.dumps(rec["output"], option=_DUMPS_OPTS)
                 except TypeError as e:
@@ -411,7 +408,7 @@ class Run:
     def _record_error(
         self, pos: int, name: str, inputs: dict[str, Any], e: BaseException, t0: float, *, transient: bool = False
     ) -> None:
-        rec: Record = {"kind": "step", "step": name, "pos": pos, "attempt": self.attempt}
+        rec: Record = {"kind": Kind.STEP, "step": name, "pos": pos, "attempt": self.attempt}
         if inputs:
             rec["inputs"] = inputs
         rec["error"] = {
@@ -423,7 +420,7 @@ class Run:
         if transient:
             rec["transient"] = True
         self._append(rec)
-        self.history.effective.append(rec)
+        self._took(rec)
 
     def _fail(self, pos: int, name: str, inputs: dict[str, Any], e: BaseException, t0: float) -> None:
         """Record a failed step; past ``max_failures`` in a row, roll back (or give up) and exit."""
@@ -460,7 +457,7 @@ class Run:
             return str(done.get("file", ""))
         if self.replay_mode or self._writer is None:
             return ""
-        rec: Record = {"kind": "checkpoint", "name": name, "pos": self._pos}
+        rec: Record = {"kind": Kind.CHECKPOINT, "name": name, "pos": self._pos}
         self._with_state_patch(rec)
         ts = rundir.utc_now()
         snapshot = orjson.loads(self.redactor(orjson.dumps(self._shadow, option=_DUMPS_OPTS)))
@@ -469,9 +466,9 @@ class Run:
         )
         rec["ts"] = ts
         self._append(rec)
-        self.history.effective.append(rec)
+        self._took(rec)
         return str(rec["file"])
 
     def note(self, message: str, **fields: Any) -> None:
         """Append a free-form ``note`` record (shown in the log and the TUI)."""
-        self._append({"kind": "note", "message": message, **fields})
+        self._append({"kind": Kind.NOTE, "message": message, **fields})
