@@ -8,25 +8,27 @@ under a reader; only complete (newline-terminated) lines count.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import gc
 import mmap
 import os
 import re
 import secrets
+import stat
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import accumulate
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Self, cast
 
 import orjson
 
 from ..errors import JournalError, JournalLockedError
 from . import rundir
-from .records import BadLine, LazyRecord, Record, normalize, parse_line
+from .records import BadLine, Kind, LazyRecord, Record, normalize, parse_line
 
 DEFAULT_ROTATE_BYTES = 64 * 1024 * 1024
 TORN_SUFFIX = ".torn"
@@ -64,20 +66,291 @@ def segment_paths(source: Path) -> list[Path]:
     return paths
 
 
-def _committed_size(fd: int, size: int) -> int:
-    """Bytes of the file up to and including its last newline (a torn tail is not committed)."""
-    if size == 0:
-        return 0
-    pos = size
-    block = 64 * 1024
-    while pos > 0:
-        start = max(0, pos - block)
-        chunk = os.pread(fd, pos - start, start)
-        i = chunk.rfind(b"\n")
+_PROBE = 64 * 1024
+
+
+def _last_line_end(fd: int, lo: int, hi: int) -> int:
+    """The offset just after the last newline in bytes ``lo``..``hi`` of ``fd``, or -1 if there is none.
+
+    Reads backward in small blocks: a line end is usually within the last few hundred bytes.
+    """
+    pos = hi
+    while pos > lo:
+        start = max(lo, pos - _PROBE)
+        i = os.pread(fd, pos - start, start).rfind(b"\n")
         if i >= 0:
             return start + i + 1
         pos = start
-    return 0
+    return -1
+
+
+def _next_line_end(fd: int, lo: int, hi: int) -> int:
+    """The offset just after the first newline in bytes ``lo``..``hi`` of ``fd``, or -1 if there is none."""
+    pos = lo
+    while pos < hi:
+        block = os.pread(fd, min(_CHUNK, hi - pos), pos)
+        if not block:
+            break
+        i = block.find(b"\n")
+        if i >= 0:
+            return pos + i + 1
+        pos += len(block)
+    return -1
+
+
+def _committed_size(fd: int, size: int) -> int:
+    """Bytes of the file up to and including its last newline (a torn tail is not committed)."""
+    return max(_last_line_end(fd, 0, size), 0)
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """The lines of whole-line bytes, without their newlines (what every reader parses)."""
+    lines = data.split(b"\n")
+    lines.pop()  # after the last newline: empty in a region
+    return lines
+
+
+# --------------------------------------------------------------------------- regions
+
+
+@dataclass(frozen=True, slots=True)
+class Region:
+    """Bytes ``start``..``end`` of ``path``: whole committed lines, the first of them at ``first_seq``
+    in the journal and at line ``first_line`` of its file."""
+
+    path: Path
+    start: int
+    end: int
+    first_seq: int
+    first_line: int = 1
+    ino: int = 0
+    """The file's inode: a rotation renames ``journal.jsonl``, the inode finds it again."""
+
+
+class Chunk:
+    """A region as read: its bytes, split into lines once on demand, and in mapped mode the file's map."""
+
+    __slots__ = ("_lines", "data", "map", "n_lines", "region")
+
+    def __init__(self, region: Region, data: bytes, mapped: mmap.mmap | None) -> None:
+        self.region = region
+        self.data = data
+        self.map = mapped
+        """A read-only map of the whole file (mapped mode): it stays valid after the file is closed."""
+        self._lines: list[bytes] | None = None
+        self.n_lines = -1
+        """The number of lines, once known (a caller that counted them may set it, to spare a count)."""
+
+    def lines(self) -> list[bytes]:
+        if self._lines is None:
+            self._lines = split_lines(self.data)
+            self.n_lines = len(self._lines)
+        return self._lines
+
+    def count(self) -> int:
+        if self.n_lines < 0:
+            self.n_lines = self.data.count(b"\n")
+        return self.n_lines
+
+
+class JournalFile:
+    """One journal file open for reading. Its committed end (its last newline) is fixed at open:
+    a line appended later belongs to the next open, so a reader never sees half a line."""
+
+    def __init__(self, path: Path, fd: int) -> None:
+        self.path = path
+        self.fd = fd
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):  # os.open takes a directory; say so with its name, as open() does
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        self.ino = st.st_ino
+        self.size = st.st_size
+        self._end = -1
+        self._map: mmap.mmap | None = None
+
+    @classmethod
+    def open(cls, path: Path) -> JournalFile | None:
+        """Open ``path``; ``None`` if it is gone (a rotation renamed it: the next listing has it)."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return None
+        try:
+            return cls(path, fd)
+        except BaseException:
+            os.close(fd)
+            raise
+
+    @property
+    def end(self) -> int:
+        if self._end < 0:
+            self._end = _committed_size(self.fd, self.size)
+        return self._end
+
+    @property
+    def torn(self) -> bool:
+        """Whether bytes after the last newline are a line in progress (or an interrupted write)."""
+        return self.end < self.size
+
+    def is_line_start(self, offset: int) -> bool:
+        """Whether ``offset`` is 0 or just after a newline within the file."""
+        return offset == 0 or (0 < offset <= self.size and os.pread(self.fd, 1, offset - 1) == b"\n")
+
+    def mapped(self) -> mmap.mmap | None:
+        """The read-only map of the file (``None`` for an empty file), made once."""
+        if self._map is None and self.size:
+            self._map = mmap.mmap(self.fd, 0, access=mmap.ACCESS_READ)
+        return self._map
+
+    def chunks(
+        self,
+        start: int = 0,
+        first_seq: int = 0,
+        first_line: int = 1,
+        *,
+        stop: int | None = None,
+        chunk: int = _CHUNK,
+        mapped: bool = False,
+    ) -> Iterator[Chunk]:
+        """Committed whole-line regions from ``start`` (a line start: the line at ``first_seq`` and
+        ``first_line``) to ``stop`` (a line end; default the committed end), about ``chunk`` bytes each.
+
+        Each region is cut at the last newline before its chunk's end, found by a small probe, and
+        read once with exactly its bytes: nothing is carried or copied across chunks. A line longer
+        than ``chunk`` becomes one region of its own, read once (no quadratic re-joining).
+        """
+        # a stop inside the file is a line end the caller knows (from an index): no probe of the end
+        end = stop if stop is not None and stop <= self.size else self.end
+        if not self.is_line_start(start) or start > end or not self.is_line_start(end):
+            raise ValueError(f"{self.path}: bytes {start}..{end} are not whole committed lines")
+        src = self.mapped() if mapped else None
+        pos, seq, line = start, first_seq, first_line
+        while pos < end:
+            hi = pos + chunk
+            if hi >= end:
+                cut = end
+            else:
+                cut = _last_line_end(self.fd, pos, hi)
+                if cut < 0:  # a line longer than a chunk: it ends at the next newline
+                    cut = _next_line_end(self.fd, hi, end)
+            data = os.pread(self.fd, cut - pos, pos)
+            if len(data) < cut - pos:
+                raise JournalError(f"{self.path} shrank while being read (committed lines are never removed)")
+            c = Chunk(Region(self.path, pos, cut, seq, line, self.ino), data, src)
+            yield c
+            n = c.count()
+            seq += n
+            line += n
+            pos = cut
+
+    def last_lines(self, want: int, *, block: int = 256 * 1024) -> tuple[list[bytes], bool]:
+        """Up to ``want`` last committed lines (fewer if the file has fewer), and whether they start the file.
+
+        The backward read of ``tail``. It stays beside :meth:`chunks`, not inside it, because a region
+        read from the end cannot know its first seq or line until the lines before it are counted;
+        ``tail`` gives them from the records' own ``seq`` fields. It shares the committed end and the
+        line split.
+        """
+        pos = self.end
+        got: list[bytes] = []
+        carry: list[bytes] = []  # blocks of a line whose start lies before pos, last block first
+        first = True
+        while pos > 0 and len(got) < want:
+            start = max(0, pos - block)
+            data = os.pread(self.fd, pos - start, start)
+            if first:
+                data, first = data[:-1], False  # the final newline ends the last line
+            pos = start
+            carry.append(data)
+            if pos > 0 and b"\n" not in data:
+                continue  # inside a long line: read on, split once (no quadratic re-splitting)
+            parts = b"".join(reversed(carry)).split(b"\n")
+            carry = []
+            if pos > 0:
+                carry = [parts[0]]  # maybe partial: completed by the next block
+                parts = parts[1:]
+            got = parts + got
+        if len(got) > want:
+            return got[-want:], False
+        return got, pos == 0 and not carry
+
+    def close(self) -> None:
+        """Close the file; a map handed out stays valid (lazy records read from it later)."""
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+@dataclass
+class Cursor:
+    """Where a forward read of the journal stream stands: the next unread byte of the stream (the
+    files one after another), the seq of the line there and its line number in its file."""
+
+    offset: int = 0
+    seq: int = 0
+    line: int = 1
+
+
+def stream_files(source: Path) -> Iterator[JournalFile]:
+    """The journal's files opened in stream order, each closed when the next is asked for.
+
+    A rotation between the listing and an open renames ``journal.jsonl``: the file opened under that
+    name may then be the new active one. The listing is taken again after it is opened, and if a new
+    sealed segment appeared, that segment is read first, so no byte is skipped or read twice.
+    """
+    paths = segment_paths(source)
+    done: set[Path] = set()
+    i = 0
+    while i < len(paths):
+        p = paths[i]
+        jf = JournalFile.open(p)
+        if jf is None or p.name == rundir.JOURNAL:
+            again = [q for q in segment_paths(source) if q not in done]
+            if again != paths[i:]:
+                if jf is not None:
+                    jf.close()
+                paths = paths[:i] + again
+                continue
+        if jf is None:
+            i += 1
+            continue
+        with jf:
+            yield jf
+        done.add(p)
+        i += 1
+
+
+def read_stream(
+    source: Path, cursor: Cursor | None = None, *, chunk: int = _CHUNK, mapped: bool = False
+) -> Iterator[Chunk]:
+    """Committed whole-line regions of the journal stream after ``cursor`` (default: from the start),
+    advancing ``cursor`` past each region once the caller has taken it.
+
+    The one forward reader: load, count, follow and the TUI's scan read through it (index, ranges
+    and single files through :meth:`JournalFile.chunks`). A line in progress is left for a later
+    call: the cursor stops before it.
+    """
+    cur = cursor if cursor is not None else Cursor()
+    base = 0
+    for jf in stream_files(source):
+        if base + jf.size <= cur.offset:
+            base += jf.size  # read by an earlier call (sealed segments never change)
+            continue
+        local = cur.offset - base
+        for c in jf.chunks(local, cur.seq, 1 if local == 0 else cur.line, chunk=chunk, mapped=mapped):
+            yield c
+            n = c.count()
+            cur.offset = base + c.region.end
+            cur.seq += n
+            cur.line = c.region.first_line + n
+        # the bytes after a torn tail are never read; counting them keeps later offsets in place
+        base += jf.size
 
 
 def repair_torn_tail(path: Path) -> int:
@@ -110,21 +383,12 @@ def repair_torn_tail(path: Path) -> int:
         os.close(fd)
 
 
-def count_lines(source: Path) -> int:
+def count_lines(source: Path, *, chunk: int = _CHUNK) -> int:
     """Committed lines across all segments (the next seq a writer gives)."""
-    total = 0
-    for p in segment_paths(source):
-        with open(p, "rb") as f:
-            fd = f.fileno()
-            end = _committed_size(fd, os.fstat(fd).st_size)
-            left = end
-            while left > 0:
-                chunk = f.read(min(_CHUNK, left))
-                if not chunk:
-                    break
-                total += chunk.count(b"\n")
-                left -= len(chunk)
-    return total
+    cursor = Cursor()
+    for _ in read_stream(source, cursor, chunk=chunk):
+        pass
+    return cursor.seq
 
 
 def journal_locked(run_dir: Path) -> bool:
@@ -249,7 +513,7 @@ class JournalWriter:
             os.close(self._lock_fd)
             self._lock_fd = -1
 
-    def __enter__(self) -> JournalWriter:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -297,9 +561,14 @@ def _parse(raw: bytes, seq: int, path: Path, line_no: int) -> Entry | None:
 @dataclass
 class _Seg:
     path: Path
+    ino: int
     first_seq: int = -1
     starts: array[int] = field(default_factory=lambda: array("q"))  # line start offsets, plus end
     indexed: bool = False
+    sealed: bool = False  # indexed to its end after it stopped being the last segment
+
+
+_TAIL_BLOCK = 256 * 1024
 
 
 class JournalReader:
@@ -309,30 +578,63 @@ class JournalReader:
     without parsing (in chunks, so memory stays small); ``get(seq)`` parses one
     record; ``load()`` parses everything as fast as orjson allows; ``read_new()``
     returns records committed since the last read. Bad lines are returned as
-    ``BadLine`` entries and collected in ``problems``, never raised.
+    ``BadLine`` entries (with their file and line number) and collected in
+    ``problems``, never raised. Every read goes through :func:`read_stream` or
+    :meth:`JournalFile.chunks`; ``chunk`` is their read size (tests make it tiny).
     """
 
-    def __init__(self, source: Path) -> None:
+    def __init__(self, source: Path, *, chunk: int = _CHUNK) -> None:
         self.source = source
+        self.chunk = chunk
         self.problems: list[BadLine] = []
         self._segs: list[_Seg] = []
-        self._consumed = 0  # logical stream offset read by load()/read_new()
-        self._consumed_seq = 0
-        self._end_seq = 0
-        self._end_bytes = 0
+        self._cursor = Cursor()  # where read_new() goes on; load() and seek_end() move it to the end
 
     # -- discovery
     def _refresh_segments(self) -> list[_Seg]:
-        paths = segment_paths(self.source)
-        known = {s.path: s for s in self._segs}
+        """The segments now, keeping what is known of each file by its inode: a rotation renames the
+        active file, so its index stays valid under the sealed name."""
+        known = {s.ino: s for s in self._segs}
         segs = []
-        for p in paths:
-            segs.append(known.get(p) or _Seg(p))
-        # a rotation renamed the active file: its index is no longer valid for the new one
-        if self._segs and segs and self._segs[-1].path == segs[-1].path and len(segs) != len(self._segs):
-            segs[-1] = _Seg(segs[-1].path)
+        for p in segment_paths(self.source):
+            try:
+                ino = os.stat(p).st_ino
+            except FileNotFoundError:
+                continue  # renamed by a rotation after the listing: the next call sees it
+            seg = known.get(ino)
+            if seg is None:
+                seg = _Seg(p, ino)
+            seg.path = p
+            segs.append(seg)
         self._segs = segs
         return segs
+
+    def _open(self, seg: _Seg) -> JournalFile:
+        """The file of an indexed segment, found by its inode if a rotation renamed it."""
+        jf = JournalFile.open(seg.path)
+        if jf is not None and jf.ino == seg.ino:
+            return jf
+        if jf is not None:
+            jf.close()
+        for p in segment_paths(self.source):
+            jf = JournalFile.open(p)
+            if jf is not None:
+                if jf.ino == seg.ino:
+                    seg.path = p
+                    return jf
+                jf.close()
+        raise FileNotFoundError(f"{seg.path}: the journal file is gone")
+
+    def _parse_lines(self, c: Chunk, out: list[Entry]) -> None:
+        """Parse a region's lines into ``out``; bad lines also go to ``problems``."""
+        seq, line, path = c.region.first_seq, c.region.first_line, c.region.path
+        for k, raw in enumerate(c.lines()):
+            ent = _parse(raw, seq + k, path, line + k)
+            if ent is None:
+                continue
+            if type(ent) is BadLine:
+                self.problems.append(ent)
+            out.append(ent)
 
     # -- bulk
     def iter_entries(self, *, lazy: bool = False) -> Iterator[Entry]:
@@ -340,82 +642,53 @@ class JournalReader:
 
         ``lazy`` is the SDK's resume view: successful ``step`` lines written by this
         package come back unparsed, as :class:`LazyRecord`, and ``begin`` lines
-        (which only say that a step started) are left out.
+        (which only say that a step started) are left out. After the last entry,
+        ``read_new`` goes on from exactly where this read ended.
         """
-        seq = 0
-        total_bytes = 0
-        for seg in self._refresh_segments():
-            line_no = 0
-            try:
-                f = open(seg.path, "rb")
-            except FileNotFoundError:
-                continue
-            with f:
-                end = _committed_size(f.fileno(), os.fstat(f.fileno()).st_size)
-                total_bytes += end
-                # the resume view keeps step lines as places in a read-only map of the file
-                mapped = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if lazy and end else None
-                left = end
-                carry = b""
-                at = 0  # file offset of data[0]
-                while left > 0:
-                    chunk = f.read(min(_CHUNK, left))
-                    if not chunk:
-                        break
-                    left -= len(chunk)
-                    data = carry + chunk
-                    cut = data.rfind(b"\n") + 1
-                    carry = data[cut:]
-                    lines = data[:cut].split(b"\n")
-                    lines.pop()
-                    if mapped is not None:
-                        yield from self._lazy_entries(lines, seq, line_no, seg.path, mapped, at)
-                    else:
-                        for k, raw in enumerate(lines):
-                            ent = _parse(raw, seq + k, seg.path, line_no + k + 1)
-                            if ent is None:
-                                continue
-                            if type(ent) is BadLine:
-                                self.problems.append(ent)
-                            yield ent
-                    seq += len(lines)
-                    line_no += len(lines)
-                    at += cut
-        self._end_seq = seq
-        self._end_bytes = total_bytes
+        cursor = Cursor()
+        # the resume view keeps step lines as places in a read-only map of the file
+        for c in read_stream(self.source, cursor, chunk=self.chunk, mapped=lazy):
+            out: list[Entry] = []
+            if lazy:
+                self._lazy_entries(c, out)
+            else:
+                self._parse_lines(c, out)
+            yield from out
+        self._cursor = cursor
 
-    def _lazy_entries(
-        self, lines: list[bytes], seq0: int, line0: int, path: Path, mapped: mmap.mmap, at: int
-    ) -> list[Entry]:
-        """One chunk for the resume view, with two C-speed passes instead of a Python step per line."""
+    def _lazy_entries(self, c: Chunk, out: list[Entry]) -> None:
+        """One region for the resume view, with two C-speed passes instead of a Python step per line."""
+        lines = c.lines()
+        mapped = c.map
+        assert mapped is not None  # a region has bytes, so its file is mapped
+        seq0, line0, path, at = c.region.first_seq, c.region.first_line, c.region.path, c.region.start
         spath = str(path)
         lazy_idx = [k for k, raw in enumerate(lines) if raw.startswith(_STEP_PREFIX) and b'"error"' not in raw]
         other_idx = [k for k, raw in enumerate(lines) if not raw.startswith(_LAZY_PREFIXES) or b'"error"' in raw]
         starts = list(accumulate(map((1).__add__, map(len, lines)), initial=at))  # line k is starts[k]:starts[k+1]-1
         steps: list[Entry] = [
-            cast(Record, LazyRecord("step", mapped, starts[k], starts[k + 1] - 1, seq0 + k, spath)) for k in lazy_idx
+            cast(Record, LazyRecord(Kind.STEP, mapped, starts[k], starts[k + 1] - 1, seq0 + k, spath)) for k in lazy_idx
         ]
         if not other_idx:
-            return steps
-        out: list[Entry] = []
+            out.extend(steps)
+            return
         j = 0
         for k in other_idx:  # few: start, checkpoint, rollback, note, failed steps, foreign lines
             i = bisect_left(lazy_idx, k, lo=j)
             out.extend(steps[j:i])
             j = i
-            ent = _parse(lines[k], seq0 + k, path, line0 + k + 1)
+            ent = _parse(lines[k], seq0 + k, path, line0 + k)
             if ent is None:
                 continue
             if type(ent) is BadLine:
                 self.problems.append(ent)
             out.append(ent)
         out.extend(steps[j:])
-        return out
 
     @property
     def end_seq(self) -> int:
-        """The seq after the last line read by ``load()`` (the next seq a writer gives)."""
-        return self._end_seq
+        """The seq after the last line read by ``load()``/``read_new()`` (the next seq a writer gives)."""
+        return self._cursor.seq
 
     def load(self, *, lazy: bool = False) -> list[Entry]:
         """Parse the whole journal into memory and remember the end for ``read_new``."""
@@ -423,116 +696,98 @@ class JournalReader:
         enabled = gc.isenabled()
         gc.disable()  # a million small dicts: the cyclic GC would rescan them again and again
         try:
-            out = list(self.iter_entries(lazy=lazy))
+            return list(self.iter_entries(lazy=lazy))
         finally:
             if enabled:
                 gc.enable()
-        # exactly what was read: a record committed meanwhile is read_new's first
-        self._consumed = self._end_bytes
-        self._consumed_seq = self._end_seq
-        return out
-
-    def _committed_sizes(self) -> list[int]:
-        sizes = []
-        for seg in self._segs:
-            try:
-                with open(seg.path, "rb") as f:
-                    sizes.append(_committed_size(f.fileno(), os.fstat(f.fileno()).st_size))
-            except FileNotFoundError:
-                sizes.append(0)
-        return sizes
 
     # -- tail
     def tail(self, n: int) -> list[Entry]:
-        """The last ``n`` entries, reading only the end of the journal.
+        """The entries among the last ``n`` lines, reading only the end of the journal.
 
-        The position of the last line is taken from its ``seq`` field when it has
-        one (this package's writer always writes it), else by counting lines.
+        The seq of the last line is taken from its ``seq`` field when it has one (this
+        package's writer always writes it), else by counting lines; a line's number in
+        its file from the file's first ``seq`` the same way.
         """
-        segs = self._refresh_segments()
-        raws: list[tuple[bytes, Path]] = []
-        for seg in reversed(segs):
-            if len(raws) > n:
+        if n <= 0:
+            return []
+        paths = segment_paths(self.source)
+        parts: list[_TailPart] = []  # the files the lines come from, first file first
+        got = 0
+        for i in range(len(paths) - 1, -1, -1):
+            if got >= n:
                 break
-            try:
-                fd = os.open(seg.path, os.O_RDONLY | os.O_CLOEXEC)
-            except FileNotFoundError:
+            jf = JournalFile.open(paths[i])
+            if jf is None:
                 continue
-            try:
-                pos = _committed_size(fd, os.fstat(fd).st_size)
-                carry: list[bytes] = []  # blocks of a line whose start lies before pos, last block first
-                got: list[bytes] = []
-                first = True
-                while pos > 0 and len(raws) + len(got) <= n:
-                    start = max(0, pos - 256 * 1024)
-                    block = os.pread(fd, pos - start, start)
-                    if first:
-                        block, first = block[:-1], False  # the final newline ends the last line
-                    pos = start
-                    carry.append(block)
-                    if pos > 0 and b"\n" not in block:
-                        continue  # inside a long line: read on, split once (no quadratic re-splitting)
-                    parts = b"".join(reversed(carry)).split(b"\n")
-                    carry = []
-                    if pos > 0:
-                        carry = [parts[0]]  # maybe partial: completed by the next block
-                        parts = parts[1:]
-                    got = parts + got
-                raws = [(r, seg.path) for r in got] + raws
-            finally:
-                os.close(fd)
-        raws = raws[-n:] if n else []
+            with jf:
+                lines, whole = jf.last_lines(n - got, block=min(self.chunk, _TAIL_BLOCK))
+                part = _TailPart(paths[i], lines)
+                if whole:
+                    part.first_line = 1
+                elif i == 0:
+                    part.file_seq = 0  # the stream's first line is seq 0
+                else:
+                    part.file_seq = _first_seq_field(jf)
+            parts.insert(0, part)
+            got += len(lines)
+        raws = [raw for part in parts for raw in part.lines]
         last_seq: int | None = None
         for k in range(len(raws) - 1, -1, -1):
             try:
-                rec = orjson.loads(raws[k][0])
+                rec = orjson.loads(raws[k])
             except orjson.JSONDecodeError:
                 continue
             if isinstance(rec, dict) and type(rec.get("seq")) is int:
                 last_seq = int(rec["seq"]) + (len(raws) - 1 - k)
             break
         if last_seq is None:
-            last_seq = count_lines(self.source) - 1
-        first_seq = last_seq - len(raws) + 1
+            last_seq = count_lines(self.source, chunk=self.chunk) - 1
         out: list[Entry] = []
-        for k, (raw, path) in enumerate(raws):
-            ent = _parse(raw, first_seq + k, path, 0)
-            if ent is not None:
-                out.append(ent)
+        seq = last_seq - len(raws) + 1
+        for part in parts:
+            if part.first_line < 0:
+                if part.file_seq is not None:
+                    part.first_line = seq - part.file_seq + 1
+                else:  # a file whose first line has no seq: count its lines
+                    part.first_line = _count_file(part.path, self.chunk) - len(part.lines) + 1
+            for k, raw in enumerate(part.lines):
+                ent = _parse(raw, seq + k, part.path, part.first_line + k)
+                if ent is not None:
+                    if type(ent) is BadLine:
+                        self.problems.append(ent)
+                    out.append(ent)
+            seq += len(part.lines)
         return out
 
     # -- random access
     def index(self) -> int:
         """Record the offset of every line (no parsing); return the number of lines."""
         seq = 0
-        for seg in self._refresh_segments():
+        segs = self._refresh_segments()
+        for seg in segs:
             seg.first_seq = seq
-            if not seg.indexed or seg.path.name == rundir.JOURNAL:
+            # sealed segments never change; the last one grows, up to its rotation
+            if not seg.sealed:
                 self._index_segment(seg)
+                seg.sealed = seg is not segs[-1]
             seq += len(seg.starts) - 1
         return seq
 
     def _index_segment(self, seg: _Seg) -> None:
-        starts = seg.starts if seg.starts else array("q", [0])
-        read_at = starts[-1]  # the start of the first line not yet indexed
-        try:
-            f = open(seg.path, "rb")
-        except FileNotFoundError:
+        jf = JournalFile.open(seg.path)
+        if jf is None:
             return
-        with f:
-            end = _committed_size(f.fileno(), os.fstat(f.fileno()).st_size)
-            f.seek(read_at)
-            while read_at < end:
-                chunk = f.read(min(_CHUNK, end - read_at))
-                if not chunk:
-                    break
-                parts = chunk.split(b"\n")
-                parts.pop()  # the bytes after the chunk's last newline
-                # line ends, all in C: read_at + running sum of (len + 1)
-                ends = accumulate(map((1).__add__, map(len, parts)), initial=read_at)
+        with jf:
+            starts = seg.starts
+            if jf.ino != seg.ino or not starts or not jf.is_line_start(starts[-1]):
+                starts = array("q", [0])  # new, or rewritten in place: index it again
+                seg.ino = jf.ino
+            for c in jf.chunks(starts[-1], seg.first_seq + len(starts) - 1, len(starts), chunk=self.chunk):
+                # line ends, all in C: region start + running sum of (len + 1)
+                ends = accumulate(map((1).__add__, map(len, c.lines())), initial=c.region.start)
                 next(ends)
                 starts.extend(ends)
-                read_at += len(chunk)
         seg.starts = starts
         seg.indexed = True
 
@@ -545,14 +800,13 @@ class JournalReader:
             n = len(seg.starts) - 1
             if seg.first_seq <= seq < seg.first_seq + n:
                 i = seq - seg.first_seq
-                with open(seg.path, "rb") as f:
-                    f.seek(seg.starts[i])
-                    raw = f.read(seg.starts[i + 1] - seg.starts[i] - 1)
-                return _parse(raw, seq, seg.path, i + 1)
+                with self._open(seg) as jf:
+                    for c in jf.chunks(seg.starts[i], seq, i + 1, stop=seg.starts[i + 1], chunk=self.chunk):
+                        return _parse(c.lines()[0], seq, seg.path, i + 1)
         raise IndexError(seq)
 
     def get_range(self, start: int, stop: int) -> list[Entry]:
-        """Parse lines ``start`` to ``stop`` (exclusive) after ``index()``, in one read per segment."""
+        """Parse lines ``start`` to ``stop`` (exclusive) after ``index()``, region by region."""
         out: list[Entry] = []
         for seg in self._segs:
             n = len(seg.starts) - 1
@@ -561,72 +815,74 @@ class JournalReader:
             if lo >= hi:
                 continue
             a, b = lo - seg.first_seq, hi - seg.first_seq
-            with open(seg.path, "rb") as f:
-                f.seek(seg.starts[a])
-                data = f.read(seg.starts[b] - seg.starts[a])
-            for k, raw in enumerate(data.split(b"\n")[: b - a]):
-                ent = _parse(raw, lo + k, seg.path, a + k + 1)
-                if ent is not None:
-                    if type(ent) is BadLine:
-                        self.problems.append(ent)
-                    out.append(ent)
+            with self._open(seg) as jf:
+                for c in jf.chunks(seg.starts[a], lo, a + 1, stop=seg.starts[b], chunk=self.chunk):
+                    self._parse_lines(c, out)
         return out
 
     # -- following
     def read_new(self) -> list[Entry]:
-        """Entries committed since the last ``load()``/``read_new()`` (the first call reads all)."""
+        """Entries committed since the last ``load()``/``read_new()``/``seek_end()`` (the first call reads all)."""
         out: list[Entry] = []
-        offset = 0
-        for seg in self._refresh_segments():
-            try:
-                f = open(seg.path, "rb")
-            except FileNotFoundError:
-                continue  # renamed by a rotation between listing and opening: next call sees it
-            with f:
-                size = os.fstat(f.fileno()).st_size
-                seg_end = offset + size
-                if seg_end <= self._consumed:
-                    offset = seg_end
-                    continue
-                local = self._consumed - offset
-                f.seek(local)
-                data = f.read(size - local)
-                cut = data.rfind(b"\n") + 1
-                if cut == 0:
-                    break
-                line_no = 0
-                for raw in data[:cut].split(b"\n")[:-1]:
-                    ent = _parse(raw, self._consumed_seq, seg.path, line_no)
-                    self._consumed_seq += 1
-                    if ent is not None:
-                        if type(ent) is BadLine:
-                            self.problems.append(ent)
-                        out.append(ent)
-                self._consumed += cut
-                if cut < len(data):
-                    break  # a line in progress: wait for its newline
-                offset = seg_end
+        for c in read_stream(self.source, self._cursor, chunk=self.chunk):
+            self._parse_lines(c, out)
         return out
 
-    def seek_end(self) -> None:
-        """Start ``read_new`` from the current end (after a ``tail``)."""
-        self._refresh_segments()
-        self._consumed = sum(self._committed_sizes())
-        self._consumed_seq = count_lines(self.source)
+    def seek_end(self) -> int:
+        """Start ``read_new`` from the current end (after a ``tail``); return the number of committed lines."""
+        cursor = Cursor()
+        for _ in read_stream(self.source, cursor, chunk=self.chunk):
+            pass
+        self._cursor = cursor
+        return cursor.seq
 
 
-def read_json_lines(path: Path) -> list[dict[str, Any]]:
-    """A small JSONL file (e.g. ``supervisor.jsonl``) as a list; bad and torn lines are skipped."""
+@dataclass
+class _TailPart:
+    """The last lines of one file, for ``tail``, and what places them: their first line number, or
+    the seq of the file's first line."""
+
+    path: Path
+    lines: list[bytes]
+    first_line: int = -1
+    file_seq: int | None = None
+
+
+def _first_seq_field(jf: JournalFile) -> int | None:
+    """The ``seq`` field of the file's first line, if it has one (this package's writer writes it)."""
+    end = _next_line_end(jf.fd, 0, jf.end)
+    if end <= 0:
+        return None
     try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+        rec = orjson.loads(os.pread(jf.fd, end - 1, 0))
+    except orjson.JSONDecodeError:
+        return None
+    seq = rec.get("seq") if isinstance(rec, dict) else None
+    return seq if type(seq) is int else None
+
+
+def _count_file(path: Path, chunk: int) -> int:
+    """Committed lines of one file."""
+    jf = JournalFile.open(path)
+    if jf is None:
+        return 0
+    with jf:
+        return sum(c.count() for c in jf.chunks(chunk=chunk))
+
+
+def read_json_lines(path: Path, *, chunk: int = _CHUNK) -> list[dict[str, Any]]:
+    """A small JSONL file (e.g. ``supervisor.jsonl``) as a list; bad and torn lines are skipped."""
+    jf = JournalFile.open(path)
+    if jf is None:
         return []
     out = []
-    for raw in data[: data.rfind(b"\n") + 1].split(b"\n"):
-        if raw.strip():
-            try:
-                obj = parse_line(raw)
-            except ValueError:
-                continue
-            out.append(obj)
+    with jf:
+        for c in jf.chunks(chunk=chunk):
+            for raw in c.lines():
+                if raw.strip():
+                    try:
+                        obj = parse_line(raw)
+                    except ValueError:
+                        continue  # an event file's reader wants the events; the damaged line stays in the file
+                    out.append(obj)
     return out
