@@ -127,7 +127,7 @@ def test_supervisor_killed_with_9_then_supervise_again_runs_no_duplicate(tmp_pat
         assert all(alive(p) for p in pids)  # grandchildren survive a -9 of the whole chain ...
         assert (run_dir / rundir.SUPERVISOR_LOCK).exists() and (run_dir / rundir.CONTROL_SOCK).exists()
         r = run_cli("status", str(run_dir), "--json")
-        assert orjson.loads(r.stdout)["state"] == "stopped"
+        assert orjson.loads(r.stdout)["state"] == "crashed"  # died without recording an end: not a stop on request
         # ... and the next supervisor stops them before it starts its own attempt (command reused from run.json)
         with Supervised(run_dir, None, *FAST) as second:
             assert second.wait(30) == 0, second.stderr()

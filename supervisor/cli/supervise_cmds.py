@@ -12,11 +12,9 @@ from typing import Any
 import orjson
 
 from ..core import rundir
-from ..core.events import read_events
-from ..core.journal import count_lines, journal_locked
-from ..errors import ControlTimeout, ControlUnavailable, RunDirError, SupervisorError
-from ..supervise.control import ControlClient
-from ..supervise.lock import read_holder
+from ..core.status import RunStatus
+from ..errors import RunDirError, SupervisorError
+from ..supervise.control import run_status
 from ..supervise.metrics import format_size, parse_size
 from ..supervise.rollback import rollback
 from ..supervise.supervisor import Options, Supervisor
@@ -215,62 +213,16 @@ def _remove_if_empty(run_dir: Path) -> None:
 # --------------------------------------------------------------------------- status
 
 
-def offline_status(run_dir: Path) -> dict[str, Any]:
-    """The status of a run without a live supervisor, from its files."""
-    meta = rundir.read_run_json(run_dir)
-    events = read_events(run_dir)
-    status = str(meta.get("status") or "unknown")
-    note = None
-    if status == "running":
-        if journal_locked(run_dir):
-            note = "an agent writes the journal without a supervisor"
-        else:
-            status = "stopped"
-            note = "the supervisor is gone without recording an end (killed?); resume with 'supervise --run-dir'"
-    last_exit = next((e for e in reversed(events) if e.get("event") == "exit"), None)
-    return {
-        "ok": True,
-        "state": status,
-        "pid": None,
-        "attempt": int(meta.get("attempts") or 0),
-        "uptime_s": None,
-        "restarts": sum(1 for e in events if e.get("event") == "restart"),
-        "cpu_percent": 0.0,
-        "rss_bytes": 0,
-        "threads": 0,
-        "open_files": 0,
-        "records": count_lines(run_dir),
-        "run_dir": str(run_dir.resolve()),
-        "supervisor_pid": None,
-        "live": False,
-        "id": meta.get("id"),
-        "created": meta.get("created"),
-        "ended": meta.get("ended"),
-        "command": meta.get("command"),
-        "last_exit": last_exit,
-        "note": note,
-    }
-
-
-def get_status(run_dir: Path) -> dict[str, Any]:
-    """Live status through the control socket, else from the files."""
+def get_status(run_dir: Path) -> RunStatus:
+    """Live status through the control socket, else from the files (the TUI shows the same)."""
     rundir.check_readable_run_dir(run_dir)
     if run_dir.is_file():
         raise RunDirError(f"{run_dir} is a journal file; pass its run directory")
-    try:
-        return ControlClient(run_dir).request({"cmd": "status"})
-    except ControlUnavailable:
-        holder = read_holder(run_dir)
-        st = offline_status(run_dir)
-        if holder and holder.get("purpose") == "supervise":
-            st["note"] = f"supervisor pid {holder.get('pid')} holds the lock but its control socket is gone"
-        return st
-    except ControlTimeout as e:
-        raise SupervisorError(str(e)) from None
+    return run_status(run_dir, details=True)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    st = get_status(args.run_dir)
+    st = get_status(args.run_dir).fields
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(st, option=orjson.OPT_NON_STR_KEYS) + b"\n")
         sys.stdout.flush()

@@ -23,6 +23,7 @@ from typing import Any
 import orjson
 
 from ..core import rundir
+from ..core.status import RunStatus, offline_status
 from ..errors import ControlTimeout, ControlUnavailable, SupervisorError
 
 MAX_REQUEST = 64 * 1024
@@ -193,3 +194,24 @@ class ControlClient:
         if not isinstance(resp, dict):
             raise SupervisorError(f"the supervisor of {self.run_dir} sent a bad response: {resp!r}")
         return resp
+
+
+def run_status(run_dir: Path, *, timeout: float = 2.0, details: bool = False) -> RunStatus:
+    """A run's status: the live supervisor's answer on ``control.sock``, else from the files.
+
+    The one status the CLI's ``status``, the TUI's status bar and its runs list
+    show (the offline words are explained in ``core.status``). A supervisor that
+    does not answer within ``timeout`` is described from the files (with a note
+    that it lives). ``details`` adds the offline figures ``status`` prints.
+    """
+    run_dir = Path(run_dir)
+    if run_dir.is_dir() and (run_dir / rundir.CONTROL_SOCK).exists():
+        try:
+            resp: dict[str, Any] | None = ControlClient(run_dir, timeout=timeout).request({"cmd": "status"})
+        except (ControlUnavailable, ControlTimeout):
+            resp = None  # gone meanwhile, or busy: the files say which
+        except (OSError, ValueError, SupervisorError):
+            resp = None  # a broken answer: the files are the truth then
+        if resp is not None and resp.get("ok", True):
+            return RunStatus(str(resp.get("state", "unknown")), True, resp)
+    return offline_status(run_dir, details=details)

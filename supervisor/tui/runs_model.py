@@ -16,7 +16,7 @@ from ..core import history as history_mod
 from ..core import rundir
 from ..core.journal import segment_paths
 from ..errors import SupervisorError
-from .status import control_status, offline_state
+from .status import offline_status, run_status
 
 _STEP = b'"kind":"step"'
 _COUNT_LIMIT = 64 * 1024 * 1024
@@ -78,9 +78,8 @@ def run_info(path: Path, *, ask_supervisor: bool = True) -> RunInfo:
     """The row for one run directory; never raises for a damaged run (it says so instead)."""
     try:
         meta = rundir.read_run_json(path)
-        bad = ""
-    except SupervisorError as e:
-        meta, bad = {"format": 0}, str(e)
+    except SupervisorError:
+        meta = {"format": 0}  # the status says "damaged run.json"
     segs = segment_paths(path)
     try:
         mtimes = [p.stat().st_mtime for p in segs] + [path.stat().st_mtime]
@@ -88,12 +87,8 @@ def run_info(path: Path, *, ask_supervisor: bool = True) -> RunInfo:
         mtimes = [0.0]
     cmd = meta.get("command")
     command = " ".join(map(str, cmd)) if isinstance(cmd, list) else str(cmd or "")
-    status_resp = control_status(path, timeout=0.5) if ask_supervisor else None
-    live = status_resp is not None
-    if live:
-        state = str(status_resp.get("state", "running"))  # type: ignore[union-attr]
-    else:
-        state = "damaged run.json" if bad else offline_state(meta, None, None)
+    status = run_status(path, timeout=0.5) if ask_supervisor else offline_status(path)
+    state, live = status.state, status.live
     attempts = meta.get("attempts")
     return RunInfo(
         path=path,

@@ -1,51 +1,24 @@
-"""The run's status for the status bar and the runs list, from the control socket or the files (no Textual).
+"""The run's status for the status bar and the runs list (no Textual), and the control requests the TUI sends.
 
-With a live supervisor the socket is the truth (state, pid, CPU, RSS). Without
-one the files tell what happened: ``run.json``'s final status, the last
-supervisor event (a crash), the last journal record (a rollback).
+The status itself is the one ``RunStatus`` of the CLI too: ``run_status`` asks
+the live supervisor on its socket, else reads the files (``core.status`` says
+what each offline word means).
 """
 
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core import rundir
-from ..errors import SupervisorError
+from ..core.status import RunStatus, offline_status
+from ..errors import ControlUnavailable, SupervisorError
+from ..supervise.control import ControlClient, run_status
 
-
-@dataclass
-class RunStatus:
-    """What the status bar shows."""
-
-    state: str = "unknown"
-    live: bool = False
-    fields: dict[str, Any] = field(default_factory=dict)
-
-
-def control_status(run_dir: Path, timeout: float = 1.0) -> dict[str, Any] | None:
-    """The supervisor's ``status`` answer, or ``None`` when no supervisor lives."""
-    if not (run_dir / rundir.CONTROL_SOCK).exists():
-        return None
-    from ..errors import ControlUnavailable
-    from ..supervise.control import ControlClient
-
-    try:
-        resp = ControlClient(run_dir, timeout=timeout).request({"cmd": "status"})
-    except ControlUnavailable:
-        return None
-    except (OSError, SupervisorError, ValueError):
-        return None
-    return resp if isinstance(resp, dict) and resp.get("ok", True) else None
+__all__ = ["RunStatus", "control_request", "fmt_bytes", "fmt_duration", "offline_status", "run_status"]
 
 
 def control_request(run_dir: Path, request: dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
     """Send one request to the live supervisor; raise ``SupervisorError`` with a readable message."""
-    from ..errors import ControlUnavailable
-    from ..supervise.control import ControlClient
-
     try:
         resp = ControlClient(run_dir, timeout=timeout).request(request)
     except ControlUnavailable as e:
@@ -54,39 +27,6 @@ def control_request(run_dir: Path, request: dict[str, Any], timeout: float = 5.0
         err = resp.get("error") if isinstance(resp, dict) else resp
         raise SupervisorError(f"the supervisor refused {request.get('cmd')!r}: {err}")
     return resp
-
-
-def offline_state(meta: dict[str, Any], last_event: dict[str, Any] | None, last_kind: str | None) -> str:
-    """The state word when no supervisor answers."""
-    status = str(meta.get("status") or "")
-    if status in ("succeeded", "failed", "stopped"):
-        return status
-    if last_kind == "rollback":
-        return "rolled back"
-    if last_event is not None:
-        ev = last_event.get("event")
-        if ev == "exit" and (last_event.get("code") not in (0, None) or last_event.get("signal")):
-            return "crashed"
-        if ev in ("give-up",):
-            return "failed"
-        if ev in ("stop",):
-            return "stopped"
-        if ev == "succeeded":
-            return "succeeded"
-    pid = meta.get("supervisor_pid")
-    if status == "running" and isinstance(pid, int) and not _pid_alive(pid):
-        return "crashed"
-    return status or "unknown"
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def fmt_bytes(n: Any) -> str:

@@ -1,0 +1,225 @@
+"""A run's status from its files alone: the part of ``RunStatus`` every front end shares.
+
+With a live supervisor its control socket is the truth (``supervise.control.run_status``
+asks it first). Without one the files tell what happened: ``run.json``'s status,
+the last supervisor event, the last journal record's kind, whether the recorded
+supervisor pid lives and whether an agent holds the journal lock.
+
+The state words offline (live ones are the supervisor's ``ProcessState`` values):
+
+- ``succeeded`` / ``failed`` / ``stopped``: the end ``run.json`` recorded
+  (``stopped`` is a stop on request; the run resumes with ``supervise --run-dir``).
+- ``crashed``: ``run.json`` says running, but the supervisor that wrote it is
+  gone and no agent writes the journal: it died without recording an end (killed
+  with -9, out of memory, the machine went down), whatever the agent did before.
+  As systemd shows a unit whose process died unexpectedly as failed
+  (``Result: signal``) and supervisord as ``EXITED`` "unexpectedly", not as
+  ``STOPPED`` (which both keep for a stop that was asked for). We do not say
+  ``failed``: here that word means over for good, and a crashed run resumes.
+- ``running``: the recorded supervisor still lives (pid and lock) but did not
+  answer, or an agent holds the journal lock (it runs without a supervisor).
+- ``rolled back``: the journal ends with a rollback record no attempt has taken
+  up yet (an offline rollback): the next start resumes from its checkpoint.
+- the other statuses ``run.json`` may hold as they are (``forked``); ``unknown``
+  for a bare journal without ``run.json``; ``damaged run.json`` when it cannot be read.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..errors import SupervisorError
+from . import rundir
+from .events import read_events
+from .journal import JournalReader, count_lines, journal_locked
+from .records import Kind
+
+CRASHED = "crashed"
+ROLLED_BACK = "rolled back"
+DAMAGED = "damaged run.json"
+_FINAL = ("succeeded", "failed", "stopped")
+_TAIL_BLOCK = 16 * 1024
+
+
+@dataclass
+class RunStatus:
+    """A run's status, live (the supervisor's ``status`` answer) or from the files.
+
+    ``fields`` is what ``status --json`` prints (``state`` and ``live`` included);
+    ``note`` says why, for the states the files had to be interpreted for.
+    """
+
+    state: str = "unknown"
+    live: bool = False
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def note(self) -> str | None:
+        note = self.fields.get("note")
+        return str(note) if note else None
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """The facts about a run that its files hold (no supervisor asked)."""
+
+    meta: dict[str, Any]
+    last_event: dict[str, Any] | None
+    last_kind: str | None
+    supervisor_alive: bool
+    journal_locked: bool
+    damaged: str | None = None
+    """Why ``run.json`` could not be read."""
+    last_exit: dict[str, Any] | None = None
+    """The ``exit`` event of the last attempt, if no attempt was spawned after it."""
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (signal 0)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process: it exists
+    return True
+
+
+def _flock_held(path: Path) -> bool:
+    """Whether a process holds the ``flock`` on ``path`` (a shared non-blocking probe, released at once)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def last_json_lines(path: Path, n: int) -> list[dict[str, Any]]:
+    """The last ``n`` complete JSON object lines of an append-only file, reading only its end."""
+    try:
+        f = open(path, "rb")  # noqa: SIM115  (closed by the with below, after the size is known)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    with f:
+        size = os.fstat(f.fileno()).st_size
+        block = _TAIL_BLOCK
+        while True:
+            start = max(0, size - block)
+            f.seek(start)
+            data = f.read(size - start)
+            data = data[: data.rfind(b"\n") + 1]  # a torn last line is not an event
+            lines = data.split(b"\n")[:-1]
+            # the first line of a partial block may be cut: only a line that starts after a newline counts
+            usable = lines if start == 0 else lines[1:]
+            out: list[dict[str, Any]] = []
+            for raw in reversed(usable):
+                try:
+                    obj = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(obj, dict):
+                    out.append(obj)
+                    if len(out) == n:
+                        break
+            if len(out) == n or start == 0:
+                return out[::-1]
+            block *= 4
+
+
+def read_files(run_dir: Path) -> RunFiles:
+    """Collect the file facts; cheap (the ends of the files, one lock probe), so the TUI can poll it."""
+    is_dir = run_dir.is_dir()
+    damaged = None
+    try:
+        meta = rundir.read_run_json(run_dir) if is_dir else {"format": 0}
+    except SupervisorError as e:  # a newer format too: the CLI refused it before asking
+        meta, damaged = {"format": 0}, str(e)
+    events = last_json_lines(run_dir / rundir.SUPERVISOR_EVENTS, 4) if is_dir else []
+    last_event = events[-1] if events else None
+    last_exit = None
+    for ev in reversed(events):  # the exit that ended the last attempt (a backoff or rollback may follow it)
+        if ev.get("event") == "spawn":
+            break
+        if ev.get("event") == "exit":
+            last_exit = ev
+            break
+    tail = JournalReader(run_dir).tail(1)
+    last = tail[-1] if tail else None
+    last_kind = last.get("kind") if isinstance(last, dict) else None
+    pid = meta.get("supervisor_pid")
+    # the pid alone could be reused by another process: the supervisor also holds its lock while it lives
+    alive = isinstance(pid, int) and pid_alive(pid) and is_dir and _flock_held(run_dir / rundir.SUPERVISOR_LOCK)
+    locked = journal_locked(run_dir) if is_dir else False
+    return RunFiles(meta, last_event, last_kind, alive, locked, damaged, last_exit)
+
+
+def offline_state(files: RunFiles) -> tuple[str, str | None]:
+    """The state word (see the module docstring) and a note saying why, from the file facts alone."""
+    if files.damaged:
+        return DAMAGED, files.damaged
+    status = str(files.meta.get("status") or "")
+    pid = files.meta.get("supervisor_pid")
+    if status == "running" and files.supervisor_alive:
+        return "running", f"supervisor pid {pid} lives but did not answer on its control socket"
+    if files.journal_locked:
+        return "running", "an agent writes the journal without a supervisor"
+    if files.last_kind == Kind.ROLLBACK:
+        return ROLLED_BACK, "the journal ends with a rollback; the next 'supervise --run-dir' resumes from its checkpoint"
+    if status in _FINAL:
+        return status, None
+    if status == "running":
+        ev = files.last_exit or {}
+        how = ""
+        if ev and (ev.get("code") not in (0, None) or ev.get("signal")):
+            how = f"the agent's attempt {ev.get('attempt')} exited with " + (
+                f"signal {ev['signal']}" if ev.get("signal") else f"code {ev.get('code')}") + ", then "
+        who = f"supervisor pid {pid}" if isinstance(pid, int) else "the agent (no supervisor)"
+        return CRASHED, (f"{how}{who} died without recording an end (killed?); "
+                         "resume with 'agent-supervisor supervise --run-dir'")
+    return status or "unknown", None
+
+
+def offline_status(run_dir: Path, *, details: bool = False) -> RunStatus:
+    """The status from the files; ``details`` adds what ``status`` prints (restarts, records, last exit)."""
+    files = read_files(run_dir)
+    state, note = offline_state(files)
+    meta = files.meta
+    attempts = meta.get("attempts")
+    fields: dict[str, Any] = {
+        "ok": True,
+        "state": state,
+        "pid": None,
+        "attempt": int(attempts) if isinstance(attempts, int) else None,
+        "uptime_s": None,
+        "cpu_percent": 0.0,
+        "rss_bytes": 0,
+        "threads": 0,
+        "open_files": 0,
+        "run_dir": str(run_dir.resolve()),
+        "supervisor_pid": None,
+        "live": False,
+        "id": meta.get("id"),
+        "created": meta.get("created"),
+        "ended": meta.get("ended"),
+        "command": meta.get("command"),
+        "note": note,
+    }
+    if details:
+        events = read_events(run_dir) if run_dir.is_dir() else []
+        fields["attempt"] = fields["attempt"] or 0
+        fields["restarts"] = sum(1 for e in events if e.get("event") == "restart")
+        fields["records"] = count_lines(run_dir)
+        fields["last_exit"] = next((e for e in reversed(events) if e.get("event") == "exit"), None)
+    return RunStatus(state, False, fields)

@@ -1,0 +1,126 @@
+"""One ``RunStatus``: the CLI's ``status``, the TUI's status worker and its runs list say the same, live and offline.
+
+Every case is a real supervisor process (and a real ``kill -9`` where the case says so).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from supervisor.core import rundir
+from supervisor.core.status import CRASHED, ROLLED_BACK, RunFiles, offline_state
+from supervisor.tui.runs_model import run_info
+from supervisor.tui.status import run_status
+
+from .conftest import run_cli, wait_for
+from .supervisor_util import PY, Supervised, alive, research
+
+FAST = ("--backoff-initial", "0.05", "--backoff-max", "0.2", "--stop-grace", "3", "-q")
+SLOW = [PY, "-c", "import time; print('ready', flush=True); time.sleep(600)"]
+
+
+def says(run_dir: Path) -> dict[str, object]:
+    """The state as the CLI, the dashboard's status worker and the runs list give it; they must agree."""
+    r = run_cli("status", str(run_dir), "--json")
+    assert r.returncode == 0, r.stderr
+    cli = orjson.loads(r.stdout)
+    tui = run_status(run_dir)  # what the dashboard's status bar shows
+    row = run_info(run_dir)  # the runs list
+    assert (cli["state"], cli["live"]) == (tui.state, tui.live) == (row.status, row.live)
+    return dict(cli)
+
+
+@pytest.mark.timeout(60)
+def test_running_then_stopped(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with Supervised(run, SLOW, *FAST) as sup:
+        wait_for(lambda: "ready" in sup.stdout(), timeout=20, what="the agent to start")
+        st = says(run)
+        assert st["state"] == "running" and st["live"] is True and st["pid"] == sup.events("spawn")[0]["pid"]
+        assert sup.request({"cmd": "stop"})["ok"]
+        assert sup.wait(20) == 0
+    st = says(run)
+    assert st["state"] == "stopped" and st["live"] is False and st["note"] is None
+    assert "state      stopped (no supervisor running)" in run_cli("status", str(run)).stdout
+
+
+@pytest.mark.timeout(60)
+def test_succeeded_then_rolled_back(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with Supervised(run, research(), *FAST) as sup:
+        assert sup.wait(30) == 0, sup.stderr()
+    assert says(run)["state"] == "succeeded"
+    r = run_cli("rollback", str(run), "--to", "plan-done")
+    assert r.returncode == 0, r.stderr
+    st = says(run)
+    assert st["state"] == ROLLED_BACK and "resumes from its checkpoint" in str(st["note"])
+    with Supervised(run, None, *FAST) as again:  # the next start takes the rollback up
+        assert again.wait(30) == 0, again.stderr()
+    assert says(run)["state"] == "succeeded"
+
+
+@pytest.mark.timeout(60)
+def test_failed(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    with Supervised(run, [PY, "-c", "import sys; sys.exit(78)"], *FAST) as sup:
+        assert sup.wait(30) == 1
+    st = says(run)
+    assert st["state"] == "failed" and st["attempt"] == 1
+
+
+@pytest.mark.timeout(60)
+def test_supervisor_killed_with_9_is_crashed(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    sup = Supervised(run, SLOW, *FAST)
+    try:
+        wait_for(lambda: "ready" in sup.stdout(), timeout=20, what="the agent to start")
+        agent = sup.events("spawn")[0]["pid"]
+        sup.kill()
+        wait_for(lambda: not alive(agent), timeout=10, what="the agent to die with its supervisor")
+        assert (run / rundir.CONTROL_SOCK).exists()  # left behind: nobody answers on it
+        st = says(run)
+        assert st["state"] == CRASHED and st["live"] is False
+        assert f"supervisor pid {sup.pid} died without recording an end" in str(st["note"])
+        text = run_cli("status", str(run)).stdout
+        assert "state      crashed (no supervisor running)" in text and "resume with" in text
+    finally:
+        sup.kill()
+
+
+@pytest.mark.timeout(60)
+def test_agent_crashed_then_supervisor_gone(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    crash = [PY, "-c", "import sys; print('boom', file=sys.stderr); sys.exit(3)"]
+    sup = Supervised(run, crash, "--backoff-initial", "60", "--backoff-max", "60", "-q")
+    try:
+        sup.wait_event("backoff")
+        assert says(run)["state"] == "backoff"  # live: the supervisor waits to restart
+        sup.kill()
+        st = says(run)
+        assert st["state"] == CRASHED
+        assert "attempt 1 exited with code 3, then supervisor pid" in str(st["note"])
+        assert st["last_exit"]["code"] == 3  # type: ignore[index]
+    finally:
+        sup.kill()
+
+
+def test_offline_words_from_the_file_facts() -> None:
+    """The rules behind the words, on facts alone (the cases above with real processes pin them end to end)."""
+
+    def word(meta: dict[str, object], *, ev: dict[str, object] | None = None, kind: str | None = None,
+             alive: bool = False, locked: bool = False, damaged: str | None = None) -> str:
+        return offline_state(RunFiles(meta, ev, kind, alive, locked, damaged))[0]
+
+    running = {"status": "running", "supervisor_pid": 12345}
+    assert word(running) == CRASHED
+    assert word(running, ev={"event": "backoff"}) == CRASHED
+    assert word(running, alive=True) == "running"  # lives but does not answer: not called dead
+    assert word({"status": "running"}, locked=True) == "running"  # an agent without a supervisor
+    assert word({"status": "succeeded"}) == "succeeded"
+    assert word({"status": "stopped"}, kind="rollback") == ROLLED_BACK
+    assert word({"status": "forked"}) == "forked"
+    assert word({"format": 0}) == "unknown"
+    assert word({}, damaged="run.json is not valid JSON") == "damaged run.json"
