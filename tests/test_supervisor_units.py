@@ -32,11 +32,14 @@ from supervisor.supervise.lock import (
 )
 from supervisor.supervise.metrics import TreeSampler, parse_size
 from supervisor.supervise.policy import Options, backoff_delay, is_progress
+from supervisor.supervise.process import stop_tree
 from supervisor.supervise.states import (
+    ENTRY_EVENTS,
     InvalidTransition,
     ProcessState,
     StateChange,
     StateMachine,
+    StopRequest,
 )
 
 from .supervisor_util import alive, kill_pids
@@ -62,6 +65,58 @@ def test_state_machine_guards_and_notifies() -> None:
     ]
     assert seen[0].info == {"pid": 1}
     assert {s.value for s in S} == {"starting", "running", "backoff", "stopping", "stopped", "paused", "succeeded", "failed"}
+
+
+def test_every_state_change_records_its_event() -> None:
+    from supervisor.core.events import EVENTS
+
+    assert set(ENTRY_EVENTS) == set(S) and {e for e in ENTRY_EVENTS.values() if e} <= EVENTS
+    seen: list[tuple[str | None, dict]] = []
+    sm = StateMachine(listeners=[lambda ch: seen.append((ch.event, ch.info))])
+    sm.change(S.RUNNING, pid=7, argv=["a"], resume=False)
+    first = sm.stop(StopRequest("hang"), event="hang", pid=7, idle_s=1.0)
+    assert first is None and sm.state is S.STOPPING and sm.pending == StopRequest("hang")
+    assert sm.stop(StopRequest("stop")) == StopRequest("hang")  # already stopping: the request is replaced
+    assert sm.take_pending() == StopRequest("stop") and sm.pending is None
+    sm.change(S.BACKOFF, delay_s=0.5, attempts_without_progress=1)
+    assert sm.backoff_s == 0.5 and sm.backoff_until is not None and sm.backoff_until - sm.since == 0.5
+    assert sm.set_paused(True) and not sm.set_paused(True)  # the backoff is cut short into PAUSED
+    assert sm.state is S.PAUSED and sm.backoff_until is None
+    assert sm.set_paused(False)
+    sm.change(S.STARTING, reason="resume", resume=True)
+    with pytest.raises(InvalidTransition, match="records 'spawn', not 'hang'"):
+        sm.change(S.RUNNING, event="hang")
+    sm.change(S.RUNNING, pid=8, argv=["a"], resume=True)
+    sm.change(S.SUCCEEDED, status="succeeded", restarts=1)
+    assert [e for e, _ in seen] == ["spawn", "hang", "backoff", "pause", None, "resume", "restart", "spawn", "succeeded"]
+    assert seen[1][1] == {"pid": 7, "idle_s": 1.0} and seen[-1][1] == {"status": "succeeded", "restarts": 1}
+
+
+def test_stop_tree_signals_the_group_then_kills_and_logs_each_step() -> None:
+    import signal as sig
+
+    stubborn = ("import signal, subprocess, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+                "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+                "print(p.pid, flush=True); time.sleep(60)")
+    parent = subprocess.Popen([sys.executable, "-c", stubborn], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert parent.stdout is not None
+        grandchild = int(parent.stdout.readline())
+        lines: list[str] = []
+        assert stop_tree([parent], 0.3, pgid=parent.pid, log=lines.append, what="agent") == []
+        assert parent.wait(5) == -sig.SIGKILL  # SIGTERM was ignored: SIGKILL after the grace period
+        assert not alive(grandchild)  # the group's other member went with the SIGTERM
+        assert lines[0] == f"stopping process group {parent.pid} (agent [{parent.pid}]): SIGTERM, up to 0.3 s, then SIGKILL"
+        assert "still running after 0.3 s: SIGKILL" in lines[1] and lines[2].endswith("killed")
+        quiet = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+        lines.clear()
+        assert stop_tree([quiet], 5.0, log=lines.append) == []
+        assert quiet.returncode == -sig.SIGTERM and "exited" in lines[-1] and len(lines) == 2
+        assert stop_tree([], 1.0, log=lines.append) == [] and len(lines) == 2  # nothing to stop: no log
+    finally:
+        kill_pids([parent.pid])
+        parent.wait()
+        parent.stdout.close()  # type: ignore[union-attr]
 
 
 def test_backoff_grows_is_capped_and_jittered() -> None:
