@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,16 +15,25 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_AGENT = ROOT / "sample_runs" / "research_agent.py"
 
 
+def attempts(timeout: float, what: str) -> Iterator[int]:
+    """Count the tries of a wait loop; fail the test once ``timeout`` seconds have passed (both wait helpers)."""
+    deadline = time.monotonic() + timeout
+    n = 0
+    while True:
+        yield n
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout}s waiting for {what}")
+        n += 1
+
+
 def wait_for(cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> object:
     """Poll ``cond`` until it returns something truthy; fail the test after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
+    for _ in attempts(timeout, what):
         value = cond()
         if value:
             return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+    raise AssertionError("unreachable: attempts() fails the test")
 
 
 def clean_env() -> dict[str, str]:

@@ -1,5 +1,11 @@
 """The run dashboard: status bar, timeline, record/state/agent-log panes; live or replay.
 
+No file is read on the UI thread after the first screen (the tail, before the
+first frame): a reading worker takes what the files gained whenever the watcher
+(or a 2 s safety net) wakes it and posts it (``FilesRead``); the UI thread
+applies it to the model. The state pane, search, status and control run in
+workers too and hand their results back the same way.
+
 Replay mode (``agent-supervisor replay RUN_DIR``) is the same screen with the
 cursor as "now": the state pane shows the state as of now and the rows after
 it are dimmed, like a debugger's reverse step. It is read-only except for an
@@ -9,6 +15,7 @@ offline rollback, which asks first and appends a record.
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,22 +27,28 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Input, Log, TabbedContent, TabPane
+from textual.widgets import Footer, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState, get_current_worker
 
 from ..core import rundir
+from ..core.records import Kind
 from ..errors import SupervisorError
+from .agent_log import AgentLogPane, AgentLogTail
 from .confirm import ConfirmScreen
 from .detail import JsonPane
-from .scan import ScanResult, scan_journal, search_journal, search_regions
+from .prompt import Prompt
+from .scan import Region, ScanResult, scan_journal, search_journal, search_regions
 from .status import RunStatus, control_request, control_status, offline_state
 from .status_bar import StatusBar
 from .timeline import TimelineView, describe_event
-from .timeline_model import TimelineModel
+from .timeline_model import Changes, TimelineModel
 
-AGENT_LOG_TAIL = 64 * 1024
 STATE_DELAY = 0.05
 """Seconds the cursor rests before the state pane is recomputed."""
+SAFETY_NET_S = 2.0
+"""The reading worker reads at least this often, watcher or not (a network file system, a watcher error)."""
+_WAKE_SLICE_S = 0.25
+"""The reading worker checks for cancellation at least this often (the app waits for it at exit)."""
 
 
 class DashboardScreen(Screen[None]):
@@ -68,8 +81,6 @@ class DashboardScreen(Screen[None]):
     DEFAULT_CSS = """
     DashboardScreen #timeline { height: 1fr; border-top: solid $panel-lighten-2; }
     DashboardScreen #panes { height: 45%; }
-    DashboardScreen #prompt { dock: bottom; display: none; }
-    DashboardScreen #prompt.-visible { display: block; }
     """
 
     @dataclass
@@ -77,6 +88,21 @@ class DashboardScreen(Screen[None]):
         """The full scan of the journal finished (navigation and dimming are ready)."""
 
         result: ScanResult
+
+    @dataclass
+    class FilesRead(Message):
+        """What the reading worker found: new records and events (``changes``), new agent output."""
+
+        changes: Changes | None
+        log_text: str
+
+    @dataclass
+    class StateComputed(Message):
+        """The state pane's value at a seq, computed in a worker (``error``: why there is none)."""
+
+        value: Any
+        error: str
+        heading: str
 
     def __init__(self, path: Path, *, replay: bool = False) -> None:
         super().__init__()
@@ -89,9 +115,10 @@ class DashboardScreen(Screen[None]):
         self.status = RunStatus()
         self.search_query = ""
         self.search_hits: list[int] = []
-        self._prompt_mode = ""
-        self._log_offset = -1
+        bare = path.is_file() and path.name != rundir.JOURNAL  # a bare journal file has no agent output beside it
+        self._log_tail = AgentLogTail(None if bare else self.run_dir / rundir.AGENT_LOG)
         self._stop_watch = asyncio.Event()
+        self._wake = threading.Event()
         self._state_timer: Timer | None = None
 
     # ------------------------------------------------------------------ layout
@@ -104,8 +131,8 @@ class DashboardScreen(Screen[None]):
             with TabPane("State", id="state"):
                 yield JsonPane(id="state-pane")
             with TabPane("Agent log", id="agentlog"):
-                yield Log(max_lines=5000, id="agent-log")
-        yield Input(id="prompt")
+                yield AgentLogPane(id="agent-log")
+        yield Prompt(id="prompt")
         yield Footer()
 
     @property
@@ -118,11 +145,11 @@ class DashboardScreen(Screen[None]):
         self.timeline.rows_changed()
         self.timeline.follow = not self.replay
         self.timeline.focus()
-        self.call_after_refresh(self.scan)  # the first screen is painted before the scan competes for the GIL
+        # the first screen is painted before the scan and the reads compete for the GIL
+        self.call_after_refresh(self.scan)
+        self._wake.set()  # the first read takes the agent log and what was appended since the tail
+        self.call_after_refresh(self.read_files)
         self.watch_files()
-        self.load_agent_log()
-        # a slow safety net under the watcher: a deleted directory, a network file system, a watcher error
-        self.set_interval(2.0, self.on_files_changed)
         if not self.replay:
             self.set_interval(1.0, self.poll_status)
         self.poll_status()
@@ -130,6 +157,7 @@ class DashboardScreen(Screen[None]):
 
     def on_unmount(self) -> None:
         self._stop_watch.set()
+        self._wake.set()
 
     # ------------------------------------------------------------------ workers
     @work(thread=True, exclusive=True, group="scan", exit_on_error=False)
@@ -140,15 +168,17 @@ class DashboardScreen(Screen[None]):
         if not worker.is_cancelled:
             self.post_message(self.Scanned(result))
 
-    def on_dashboard_screen_scanned(self, message: Scanned) -> None:
+    @on(Scanned)
+    def _adopt_scan(self, message: Scanned) -> None:
         self.model.adopt(message.result)
+        self.files_changed()  # what was committed during the scan
         self.timeline.rows_changed()
         self.refresh_status()
         self.update_detail()
 
     @work(exclusive=True, group="watch", exit_on_error=False)
     async def watch_files(self) -> None:
-        """New records, supervisor events and agent output as they are written (watchfiles, a few ms)."""
+        """Wake the reading worker when a file of the run changes (watchfiles, a few ms)."""
         import watchfiles
 
         if not self.run_dir.is_dir():
@@ -156,63 +186,71 @@ class DashboardScreen(Screen[None]):
         async for _changes in watchfiles.awatch(
             self.run_dir, debounce=5, step=5, stop_event=self._stop_watch, recursive=False, rust_timeout=500
         ):
-            self.on_files_changed()
+            self.files_changed()
 
-    def on_files_changed(self) -> None:
-        """Take what was appended: records, events, agent output."""
-        new, ev_changed = self.model.poll()
-        if new or ev_changed:
-            self.timeline.rows_changed()
-            if self.timeline.follow:
-                self.update_detail()
-        self.load_agent_log()
+    def files_changed(self) -> None:
+        """Ask the reading worker to read now (it takes everything appended since its last read)."""
+        self._wake.set()
+
+    @work(thread=True, exclusive=True, group="read", exit_on_error=False)
+    def read_files(self) -> None:
+        """Read what the files gained (records, events, agent output) when woken, at least every 2 s; post it."""
+        worker = get_current_worker()
+        idle = 0.0
+        while not worker.is_cancelled:
+            if not self._wake.wait(_WAKE_SLICE_S):
+                idle += _WAKE_SLICE_S
+                if idle < SAFETY_NET_S:
+                    continue
+            idle = 0.0
+            self._wake.clear()  # a change from now on wakes the next round
+            if worker.is_cancelled:
+                return
+            changes = self.model.read_changes(timeout=_WAKE_SLICE_S)
+            if changes is None:
+                self._wake.set()  # the last changes are not applied yet: read again when they are
+            text = self._log_tail.read_new()
+            if changes is not None or text:
+                self.post_message(self.FilesRead(changes, text))
+
+    @on(FilesRead)
+    def _files_read(self, message: FilesRead) -> None:
+        """Apply what the reading worker found: rows, follow, the agent log, the status bar."""
+        if message.changes is not None:
+            new, ev_changed = self.model.apply(message.changes)
+            if new or ev_changed:
+                self.timeline.rows_changed()
+                if self.timeline.follow:
+                    self.update_detail()
+        if message.log_text:
+            self.query_one(AgentLogPane).append(message.log_text)
         self.refresh_status()
 
-    def load_agent_log(self) -> None:
-        """Append new bytes of ``agent.log`` to the log pane (the last 64 kB at first)."""
-        if self.path.is_file() and self.path.name != rundir.JOURNAL:
-            return  # a bare journal file has no agent output beside it
-        path = self.run_dir / rundir.AGENT_LOG
-        try:
-            with open(path, "rb") as f:
-                size = f.seek(0, 2)
-                if size < self._log_offset:
-                    self._log_offset = 0  # rotated: the new file starts over
-                start = max(0, size - AGENT_LOG_TAIL) if self._log_offset < 0 else self._log_offset
-                if start == size:
-                    return
-                f.seek(start)
-                data = f.read(size - start)
-        except OSError:
-            return
-        cut = data.rfind(b"\n") + 1
-        if cut == 0:
-            return
-        self._log_offset = start + cut
-        self.query_one("#agent-log", Log).write(data[:cut].decode("utf-8", "replace"))
-
-    @work(thread=True, exclusive=True, group="status", exit_on_error=False)
     def poll_status(self) -> None:
-        """Ask the supervisor for its status (a thread: the socket may be slow)."""
-        resp = control_status(self.run_dir)
-        if resp is None:
-            self.status = RunStatus(self._offline_state(), False, {"attempt": self._last_attempt()})
-        else:
-            self.status = RunStatus(str(resp.get("state", "unknown")), True, resp)
-        self.app.call_from_thread(self.refresh_status)
-
-    def _offline_state(self) -> str:
-        try:
-            meta = rundir.read_run_json(self.run_dir)
-        except SupervisorError:
-            meta = self.meta
+        """Ask the supervisor for its status (in a worker), with what the model says if none answers."""
         last_ev = self.model._events_raw[-1] if self.model._events_raw else None
         last = self.model.entry(self.model.count - 1) if self.model.count else None
         last_kind = last.get("kind") if isinstance(last, dict) else None
-        return offline_state(meta, last_ev, last_kind)
+        attempt = max(self.model.start_seqs) if self.model.start_seqs else None
+        self._ask_status(last_ev, last_kind, attempt)
 
-    def _last_attempt(self) -> int | None:
-        return max(self.model.start_seqs) if self.model.start_seqs else None
+    @work(thread=True, exclusive=True, group="status", exit_on_error=False)
+    def _ask_status(self, last_ev: dict[str, Any] | None, last_kind: str | None, attempt: int | None) -> None:
+        """The socket's answer, or the offline state from ``run.json`` and the model (a thread: both may be slow)."""
+        resp = control_status(self.run_dir)
+        if resp is None:
+            try:
+                meta = rundir.read_run_json(self.run_dir)
+            except SupervisorError:
+                meta = self.meta
+            status = RunStatus(offline_state(meta, last_ev, last_kind), False, {"attempt": attempt})
+        else:
+            status = RunStatus(str(resp.get("state", "unknown")), True, resp)
+        self.app.call_from_thread(self._show_status, status)
+
+    def _show_status(self, status: RunStatus) -> None:
+        self.status = status
+        self.refresh_status()
 
     def refresh_status(self) -> None:
         m = self.model
@@ -257,12 +295,11 @@ class DashboardScreen(Screen[None]):
         # starts one computation instead of hundreds
         if self._state_timer is not None:
             self._state_timer.stop()
-        self._state_timer = self.set_timer(STATE_DELAY, self.compute_state)
+        self._state_timer = self.set_timer(STATE_DELAY, lambda: self.compute_state(self.timeline.selected_seq()))
 
     @work(thread=True, exclusive=True, group="state", exit_on_error=False)
-    def compute_state(self) -> None:
-        """The state as of the cursor (a thread: it may replay many patches)."""
-        seq = self.timeline.selected_seq()
+    def compute_state(self, seq: int | None) -> None:
+        """The state as of ``seq`` (a thread: it may replay many patches); posts ``StateComputed``."""
         worker = get_current_worker()
         if seq is None:
             value: Any = None
@@ -274,15 +311,15 @@ class DashboardScreen(Screen[None]):
                 value, err = None, f"state at #{seq} unavailable: {e}"
         if worker.is_cancelled:
             return
-        heading = f"state as of #{seq}" + (" (now)" if self.replay else "")
-        self.app.call_from_thread(self._show_state, value, err, heading)
+        self.post_message(self.StateComputed(value, err, f"state as of #{seq}" + (" (now)" if self.replay else "")))
 
-    def _show_state(self, value: Any, err: str, heading: str) -> None:
+    @on(StateComputed)
+    def _show_state(self, message: StateComputed) -> None:
         pane = self.query_one("#state-pane", JsonPane)
-        if err:
-            pane.show_text(err, "yellow")
+        if message.error:
+            pane.show_text(message.error, "yellow")
         else:
-            pane.show_value(value, heading)
+            pane.show_value(message.value, message.heading)
 
     # ------------------------------------------------------------------ navigation actions
     def action_toggle_follow(self) -> None:
@@ -325,9 +362,9 @@ class DashboardScreen(Screen[None]):
         self.app.push_screen(HelpScreen(self.replay))
 
     def action_back(self) -> None:
-        prompt = self.query_one("#prompt", Input)
-        if prompt.has_class("-visible"):
-            self._close_prompt()
+        prompt = self.query_one(Prompt)
+        if prompt.is_open:
+            prompt.action_close()
             return
         if len(self.app.screen_stack) > 2:
             self.app.pop_screen()
@@ -335,38 +372,25 @@ class DashboardScreen(Screen[None]):
             self.app.exit()
 
     # ------------------------------------------------------------------ prompt: search and go to
-    def _open_prompt(self, mode: str, placeholder: str) -> None:
-        self._prompt_mode = mode
-        prompt = self.query_one("#prompt", Input)
-        prompt.placeholder = placeholder
-        prompt.value = ""
-        prompt.add_class("-visible")
-        prompt.focus()
-
-    def _close_prompt(self) -> None:
-        prompt = self.query_one("#prompt", Input)
-        prompt.remove_class("-visible")
-        self.timeline.focus()
-
     def action_search(self) -> None:
-        self._open_prompt("search", "search the raw JSON of every record (smart case), Enter to run, Esc to cancel")
+        self.query_one(Prompt).open("search", "search the raw JSON of every record (smart case), Enter to run, Esc to cancel")
 
     def action_goto(self) -> None:
-        self._open_prompt("goto", "go to seq (a number, or a checkpoint name), Enter to jump")
+        self.query_one(Prompt).open("goto", "go to seq (a number, or a checkpoint name), Enter to jump")
 
-    @on(Input.Submitted, "#prompt")
-    def on_prompt(self, event: Input.Submitted) -> None:
-        text = event.value.strip()
-        mode = self._prompt_mode
-        self._close_prompt()
-        if not text:
-            return
-        if mode == "search":
-            self.search_query = text
-            self.notify(f"searching for {text!r}…", timeout=2)
-            self.run_search(text)
-        elif mode == "goto":
-            self.goto(text)
+    @on(Prompt.Closed)
+    def _prompt_closed(self, message: Prompt.Closed) -> None:
+        self.timeline.focus()
+
+    @on(Prompt.Entered)
+    def _prompt_entered(self, message: Prompt.Entered) -> None:
+        if message.mode == "search":
+            self.search_query = message.text
+            self.notify(f"searching for {message.text!r}…", timeout=2)
+            # a copy of the regions, taken here: the UI thread appends to them as records come
+            self.run_search(message.text, list(self.model.regions) if self.model.scanned else None)
+        elif message.mode == "goto":
+            self.goto(message.text)
 
     def goto(self, text: str) -> None:
         if text.lstrip("-").isdigit():
@@ -386,12 +410,11 @@ class DashboardScreen(Screen[None]):
         self.notify(f"{text!r} is neither a seq nor a checkpoint name", severity="error")
 
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
-    def run_search(self, query: str) -> None:
-        """Search every record's raw text in a thread; the UI keeps answering keys."""
+    def run_search(self, query: str, regions: list[Region] | None) -> None:
+        """Search every record's raw text in a thread (the scan's regions, else the whole journal)."""
         worker = get_current_worker()
         cancelled = lambda: worker.is_cancelled  # noqa: E731
-        regions = list(self.model.regions)  # a copy: the UI thread appends while we read
-        if self.model.scanned:
+        if regions is not None:
             hits = search_regions(regions, query, cancelled)
         else:
             hits = search_journal(self.path, query, cancelled)
@@ -451,7 +474,7 @@ class DashboardScreen(Screen[None]):
     def action_rollback(self) -> None:
         seq = self.timeline.selected_seq()
         ent = self.model.record(seq) if seq is not None else None
-        if not isinstance(ent, dict) or ent.get("kind") != "checkpoint":
+        if not isinstance(ent, dict) or ent.get("kind") != Kind.CHECKPOINT:
             self.notify("select a checkpoint first (] and [ jump between checkpoints)", severity="warning")
             return
         if self.model.is_abandoned(seq):  # type: ignore[arg-type]
@@ -494,10 +517,10 @@ class DashboardScreen(Screen[None]):
             return
         how = "through the supervisor" if result.get("live") else "offline, on the files"
         self.app.call_from_thread(self.notify, f"rolled back to {name} ({how})")
-        self.app.call_from_thread(self.on_files_changed)
+        self.files_changed()
         # show the rollback record and the restarted attempt as they come: follow on
         self.app.call_from_thread(self.timeline.action_bottom)
-        self.poll_status()
+        self.app.call_from_thread(self.poll_status)
 
     def action_fork(self) -> None:
         seq = self.timeline.selected_seq()
@@ -544,11 +567,12 @@ class DashboardScreen(Screen[None]):
             self.app.call_from_thread(self.notify, str(e), severity="error", timeout=8)
             return
         self.app.call_from_thread(self.notify, f"{cmd}: done")
-        self.poll_status()
+        self.app.call_from_thread(self.poll_status)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A worker that died shows its error instead of failing silently."""
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             err = event.worker.error
-            self.notify(f"{event.worker.name}: {type(err).__name__}: {err}", severity="error", timeout=10)
+            stopped = " (live updates stopped)" if event.worker.group == "read" else ""
+            self.notify(f"{event.worker.name}: {type(err).__name__}: {err}{stopped}", severity="error", timeout=10)
 

@@ -17,9 +17,10 @@ at ``r`` abandons every still-effective record with ``c < seq < r``.
 from __future__ import annotations
 
 import bisect
+import copy
 import dataclasses
-import os
-from dataclasses import dataclass
+import queue
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,7 @@ from ..core import checkpoints, rundir
 from ..core import history as history_mod
 from ..core import state as state_mod
 from ..core.journal import Entry, JournalReader, read_json_lines, segment_paths
-from ..core.records import BadLine
+from ..core.records import BadLine, Kind
 from .scan import Marker, Region, ScanResult, add_marker, iter_new_regions, scan_bytes
 
 CACHE_MAX = 20_000
@@ -50,6 +51,44 @@ class Event:
     order: int
 
 
+@dataclass(slots=True)
+class LiveSide:
+    """What the reading worker owns between two reads: its reader and how far it has read.
+
+    The UI thread never touches it during a read: ``read_changes`` takes it from a
+    one-slot queue and ``apply`` puts it back, after swapping readers (the worker's
+    reader, indexed up to the new count, becomes the UI's; the UI's becomes the
+    worker's and catches up from where it stopped on the next read).
+    """
+
+    gen: int
+    reader: JournalReader
+    indexed: bool
+    count: int
+    scan_pos: dict[int, int] = field(default_factory=dict)  # inode -> bytes scanned
+    scanned: int = 0  # lines scanned
+    events_size: int = -1
+
+
+@dataclass(slots=True)
+class Changes:
+    """What one read found on disk (built off the UI thread, applied by ``TimelineModel.apply``)."""
+
+    live: LiveSide
+    count: int
+    deleted: bool = False
+    indexed: bool = False
+    """The live side's reader was indexed up to ``count``: ``apply`` gives it to the UI."""
+    new: list[Entry] = field(default_factory=list)
+    markers: list[Marker] | None = None
+    """Markers from the byte scan (indexed mode); ``None``: take them from ``new``."""
+    steps: int = 0
+    regions: list[Region] = field(default_factory=list)
+    events: list[dict[str, Any]] | None = None
+    """All of ``supervisor.jsonl`` when it changed, else ``None``."""
+    events_size: int = -1
+
+
 def _event_ts(ev: dict[str, Any]) -> str:
     return str(ev.get("ts", ""))
 
@@ -58,8 +97,8 @@ class TimelineModel:
     """Rows of the timeline: journal records with supervisor events between them.
 
     Call ``open()`` first (cheap: the tail only), ``adopt(scan_journal(...))`` from
-    a worker for navigation and abandoned-branch dimming, then ``poll()`` when
-    files change.
+    a worker for navigation and abandoned-branch dimming, then, when files change,
+    ``read_changes()`` in a worker and ``apply()`` on the UI thread (``poll()`` does both).
     """
 
     def __init__(self, source: Path, tail_rows: int = 200) -> None:
@@ -82,12 +121,14 @@ class TimelineModel:
         self.events: list[Event] = []
         self._event_rows: list[int] = []
         self._events_raw: list[dict[str, Any]] = []
-        self._events_size = -1
         self.regions: list[Region] = []
         """Byte regions of the journal with their first seq (the search reads by region)."""
-        self._scan_pos: dict[int, int] = {}  # inode -> bytes scanned
-        self._scanned = 0  # lines scanned
-        self._new_markers: list[Marker] = []
+        self._live: queue.Queue[LiveSide] = queue.Queue(maxsize=1)
+        self._live_gen = 0
+        self._events_size = -1  # the size of supervisor.jsonl when the events shown were read
+        self.applied_reads = 0
+        """Reads applied since the live side last started over (after the scan: 1 means caught up)."""
+        self._reset_live(JournalReader(source), indexed=False, count=0)
         self._state_cache: tuple[int, Any] | None = None  # (seq, state after it): stepping forward is cheap
         self.deleted = False
         self._tail_markers: list[Marker] = []
@@ -116,6 +157,7 @@ class TimelineModel:
             if type(ent) is not BadLine:
                 add_marker(ent, _seq(ent), self._tail_markers)  # type: ignore[arg-type]
         self._apply_markers(self._tail_markers, provisional=True)
+        self._reset_live(JournalReader(self.source), indexed=False, count=self.count)
         self.load_events()
 
     def adopt(self, scan: ScanResult) -> None:
@@ -129,14 +171,7 @@ class TimelineModel:
         self.step_records = scan.steps
         self._apply_markers(scan.markers, provisional=False)
         self.regions = list(scan.regions)
-        self._scan_pos = {}
-        for r in self.regions:
-            try:
-                self._scan_pos[os.stat(r.path).st_ino] = r.end
-            except OSError:
-                continue
-        self._scanned = scan.count
-        self.count = scan.count  # poll() below brings count, markers and cache up to date
+        self.count = scan.count  # the next read_changes() brings count, markers and cache up to date
         self.scanned = True
         if scan.reader is not None:
             self.reader = scan.reader  # indexed in the worker
@@ -144,7 +179,13 @@ class TimelineModel:
         self.abandoned_ok = self._count_abandoned_ok()
         for s in [s for s, e in self.cache.items() if type(e) is BadLine and e.line == 0]:
             del self.cache[s]  # read again with its line number now that the index exists
-        self.poll()
+        self._reset_live(
+            copy.deepcopy(self.reader),  # 1.5 ms for a million lines; the worker indexes its own copy
+            indexed=True,
+            count=scan.count,
+            scan_pos={r.ino: r.end for r in scan.regions},
+            scanned=scan.count,
+        )
         self.place_events()
 
     def _apply_markers(self, markers: list[Marker], *, provisional: bool) -> None:
@@ -227,54 +268,103 @@ class TimelineModel:
         return [s for s in self.checkpoint_seqs if not self.is_abandoned(s)]
 
     # ------------------------------------------------------------------ live
-    def poll(self) -> tuple[int, bool]:
-        """Read what was committed since the last call; return (new records, events changed)."""
+    def _reset_live(self, reader: JournalReader, *, indexed: bool, count: int, scan_pos: dict[int, int] | None = None, scanned: int = 0) -> None:
+        """Start the worker side over (after the tail, after the scan); a read in flight becomes stale."""
+        self._live_gen += 1
+        self.applied_reads = 0
+        try:
+            self._live.get_nowait()
+        except queue.Empty:
+            pass  # the worker holds it: its changes come back stale and are dropped
+        self._live.put(LiveSide(self._live_gen, reader, indexed, count, scan_pos or {}, scanned, self._events_size))
+
+    def read_changes(self, timeout: float | None = None) -> Changes | None:
+        """Read what was committed since the last read (a worker's half: only I/O, only ``LiveSide``).
+
+        Waits up to ``timeout`` seconds for the previous changes to be applied;
+        ``None`` if they were not.
+        """
+        try:
+            live = self._live.get(timeout=timeout)
+        except queue.Empty:
+            return None
         if not self.run_dir.exists():
-            self.deleted = True
-            return 0, False
-        self.deleted = False
-        old = self.count
-        if self.indexed:
+            return Changes(live, live.count, deleted=True)
+        ch = Changes(live, live.count)
+        if live.indexed:
             try:
-                n = self.reader.index()
+                n = live.reader.index()
+                ch.indexed = True
             except OSError:
-                return 0, False
-            if n > old:
-                self._scan_new()
+                n = live.count
+            if n > live.count:
+                ch.markers, ch.steps, ch.regions = self._scan_new(live)
                 try:  # parse only the last screen: a burst of 10,000 records is scanned, not parsed
-                    new = self.reader.get_range(max(old, n - self.tail_rows), n)
+                    ch.new = live.reader.get_range(max(live.count, n - self.tail_rows), n)
                 except OSError:
-                    new = []
-                self.count = n
-                self._take_new(old, new, scanned=True)
+                    ch.new = []
+                live.count = n
         else:
             try:
-                tail = self.reader.tail(self.tail_rows)
+                tail = live.reader.tail(self.tail_rows)
             except OSError:
                 tail = []
-            if tail and _seq(tail[-1]) + 1 > old:
-                new = [e for e in tail if _seq(e) >= old]
-                self.count = _seq(tail[-1]) + 1
-                self._take_new(old, new)
-        ev_changed = self.load_events()
-        return self.count - old, ev_changed
+            if tail and _seq(tail[-1]) + 1 > live.count:
+                ch.new = [e for e in tail if _seq(e) >= live.count]
+                live.count = _seq(tail[-1]) + 1
+        ch.count = live.count
+        ch.events = self._read_events(live)
+        ch.events_size = live.events_size
+        return ch
 
-    def _scan_new(self) -> None:
+    def apply(self, ch: Changes) -> tuple[int, bool]:
+        """Take what ``read_changes`` found (the UI thread's half); return (new records, events changed)."""
+        live = ch.live
+        if live.gen != self._live_gen:
+            return 0, False  # read before the scan was adopted: the new live side reads it again
+        try:
+            if ch.indexed and self.indexed:
+                live.reader, self.reader = self.reader, live.reader
+            if ch.deleted:
+                self.deleted = True
+                return 0, False
+            self.deleted = False
+            old = self.count
+            if ch.count > old:
+                self.count = ch.count
+                self.regions.extend(ch.regions)
+                self.step_records += ch.steps
+                self._take_new(old, ch.new, ch.markers)
+            if ch.events is not None:
+                self._events_raw = ch.events
+                self._events_size = ch.events_size
+                self.place_events()
+            self.applied_reads += 1
+            return self.count - old, ch.events is not None
+        finally:
+            self._live.put(live)
+
+    def poll(self) -> tuple[int, bool]:
+        """Read and apply what was committed since the last call (both halves on this thread)."""
+        ch = self.read_changes()
+        return self.apply(ch) if ch is not None else (0, False)
+
+    def _scan_new(self, live: LiveSide) -> tuple[list[Marker], int, list[Region]]:
         """Scan the bytes committed since the last scan (by inode: a rotation renames, keeps the inode)."""
         res = ScanResult()
+        regions: list[Region] = []
         for p in segment_paths(self.source):
             try:
-                ino = os.stat(p).st_ino
+                ino = p.stat().st_ino
             except OSError:
                 continue
-            for region, data in iter_new_regions(p, self._scan_pos.get(ino, 0), self._scanned):
-                self._scanned += scan_bytes(data, self._scanned, res)
-                self.regions.append(region)
-                self._scan_pos[ino] = region.end
-        self.step_records += res.steps
-        self._new_markers = res.markers
+            for region, data in iter_new_regions(p, live.scan_pos.get(ino, 0), live.scanned):
+                live.scanned += scan_bytes(data, live.scanned, res)
+                regions.append(region)
+                live.scan_pos[ino] = region.end
+        return res.markers, res.steps, regions
 
-    def _take_new(self, old: int, new: list[Entry], *, scanned: bool = False) -> None:
+    def _take_new(self, old: int, new: list[Entry], scanned: list[Marker] | None) -> None:
         if len(self.abandoned) < self.count:
             self.abandoned.extend(bytes(self.count - len(self.abandoned)))
         markers: list[Marker] = []
@@ -283,14 +373,14 @@ class TimelineModel:
             self.cache[s] = ent
             if type(ent) is BadLine:
                 self.bad_seqs.add(s)
-            elif not scanned:
+            elif scanned is None:
                 add_marker(ent, s, markers)  # type: ignore[arg-type]
-                if ent.get("kind") == "step":  # type: ignore[union-attr]
+                if ent.get("kind") == Kind.STEP:  # type: ignore[union-attr]
                     self.step_records += 1
-        if scanned:
-            markers, self._new_markers = self._new_markers, []
+        if scanned is not None:
+            markers = scanned
         self._apply_markers(markers, provisional=not self.scanned)
-        if self.indexed and any(m.kind == "rollback" for m in markers):
+        if self.indexed and any(m.kind == Kind.ROLLBACK for m in markers):
             self.abandoned_ok = self._count_abandoned_ok()
         if len(self.cache) > CACHE_MAX:
             self._trim_cache()
@@ -301,20 +391,32 @@ class TimelineModel:
 
     # ------------------------------------------------------------------ events
     def load_events(self) -> bool:
-        """Re-read ``supervisor.jsonl`` when it grew; return whether the rows changed."""
+        """Read ``supervisor.jsonl`` now, on this thread (the first screen); return whether the rows changed."""
+        live = self._live.get()
+        try:
+            events = self._read_events(live)
+        finally:
+            self._live.put(live)
+        if events is None:
+            return False
+        self._events_raw = events
+        self._events_size = live.events_size
+        self.place_events()
+        return True
+
+    def _read_events(self, live: LiveSide) -> list[dict[str, Any]] | None:
+        """All of ``supervisor.jsonl`` if its size changed since the last read, else ``None``."""
         if self.source.is_file() and self.source.name != rundir.JOURNAL:
-            return False  # a bare journal file: its directory is not a run directory
+            return None  # a bare journal file: its directory is not a run directory
         path = self.run_dir / rundir.SUPERVISOR_EVENTS
         try:
             size = path.stat().st_size
         except OSError:
             size = -1
-        if size == self._events_size:
-            return False
-        self._events_size = size
-        self._events_raw = read_json_lines(path) if size > 0 else []
-        self.place_events()
-        return True
+        if size == live.events_size:
+            return None
+        live.events_size = size
+        return read_json_lines(path) if size > 0 else []
 
     def place_events(self) -> None:
         """Put each event before the journal's start record of the attempt it leads to."""

@@ -3,26 +3,40 @@
 from __future__ import annotations
 
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
+from textual.app import App
 from textual.pilot import Pilot
+
+from ..conftest import attempts
 
 DATA = Path(__file__).parent / "data"
 
 
 async def until(pilot: Pilot, cond: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> object:
-    """Let the app run until ``cond()`` is truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
+    """Let the app run until ``cond()`` is truthy; fail after ``timeout`` seconds (``wait_for`` for Pilot)."""
+    for _ in attempts(timeout, what):
         value = cond()
         if value:
             return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout}s waiting for {what}")
-        await pilot.pause(0.02)
+        await pilot.pause(0.02)  # the app runs meanwhile (a sleep would stop it)
+    raise AssertionError("unreachable: attempts() fails the test")
+
+
+def settled(app: App[Any]) -> bool:
+    """The dashboard is caught up: scanned, the read after the scan applied, the state pane showing the cursor's seq."""
+    from supervisor.tui.dashboard import DashboardScreen
+    from supervisor.tui.detail import JsonPane
+
+    d = app.screen
+    if not isinstance(d, DashboardScreen) or not d.model.scanned or d.model.applied_reads == 0:
+        return False
+    seq = d.timeline.selected_seq()
+    text = d.query_one("#state-pane", JsonPane).text
+    return seq is None or text.startswith(f"state as of #{seq}\n") or text.startswith(f"state as of #{seq} ")
 
 
 def copy_run(name: str, dst: Path) -> Path:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from textual.command import CommandList, CommandPalette
 
 from supervisor.tui.app import make_app
 from supervisor.tui.confirm import ConfirmScreen
@@ -306,7 +307,7 @@ async def test_empty_and_deleted_run_directory(tmp_path: Path) -> None:
         assert d.model.count == 0
         await pilot.press("j", "k", "g", "G", "d", "r", "slash", "x", "enter", "e")
         shutil.rmtree(run)
-        d.on_files_changed()
+        d.files_changed()
         await until(pilot, lambda: "DELETED" in status_text(app), what="deleted banner")
         await pilot.press("k", "g")
 
@@ -320,6 +321,14 @@ async def test_every_key_is_in_the_command_palette(rolled_back_run: Path) -> Non
             assert action in titles
         await pilot.press("g", "ctrl+p")
         await pilot.press(*"Next checkpoint")
-        await pilot.pause(0.3)
+
+        def best_hit() -> str:
+            s = app.screen
+            if not isinstance(s, CommandPalette):
+                return ""
+            hits = s.query_one(CommandList)
+            return str(hits.get_option_at_index(0).prompt) if hits.option_count and hits.highlighted == 0 else ""
+
+        await until(pilot, lambda: "Next checkpoint" in best_hit(), what="palette hit")
         await pilot.press("enter")
         await until(pilot, lambda: d.timeline.selected() == ("rec", 3), what="palette action ran")

@@ -2,28 +2,21 @@
 
 from __future__ import annotations
 
-import time
-
 from textual.pilot import Pilot
 
-from supervisor.tui.dashboard import DashboardScreen
+from supervisor.tui.confirm import ConfirmScreen
 from supervisor.tui.diff_screen import DiffScreen
+from supervisor.tui.help_screen import HelpScreen
 
+from .conftest import settled, until
 from .snapshot_app import sample_app
 
 SIZE = (120, 34)
 
 
 async def _ready(pilot: Pilot) -> None:
-    """Wait for the scan and the state pane, so the picture does not depend on timing."""
-    deadline = time.monotonic() + 10
-    app = pilot.app
-    while time.monotonic() < deadline:
-        s = app.screen
-        if isinstance(s, DashboardScreen) and s.model.scanned and "state as of" in s.query_one("#state-pane").text:
-            break
-        await pilot.pause(0.02)
-    await pilot.pause(0.1)
+    """Wait for the scan, the read after it and the state pane, so the picture does not depend on timing."""
+    await until(pilot, lambda: settled(pilot.app), what="the dashboard to settle")
 
 
 def test_dashboard_finished_run(snap_compare) -> None:  # type: ignore[no-untyped-def]
@@ -52,9 +45,7 @@ def test_diff_screen(snap_compare) -> None:  # type: ignore[no-untyped-def]
     async def before(pilot: Pilot) -> None:
         await _ready(pilot)
         await pilot.press("colon", *"25", "enter", "d")
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and not (isinstance(pilot.app.screen, DiffScreen) and pilot.app.screen.changes_plain):
-            await pilot.pause(0.02)
+        await until(pilot, lambda: isinstance(pilot.app.screen, DiffScreen) and pilot.app.screen.changes_plain, what="the diff")
 
     assert snap_compare(sample_app(), terminal_size=SIZE, run_before=before)
 
@@ -63,7 +54,7 @@ def test_rollback_modal(snap_compare) -> None:  # type: ignore[no-untyped-def]
     async def before(pilot: Pilot) -> None:
         await _ready(pilot)
         await pilot.press("colon", *"3", "enter", "r")
-        await pilot.pause(0.1)
+        await until(pilot, lambda: isinstance(pilot.app.screen, ConfirmScreen), what="the rollback modal")
 
     assert snap_compare(sample_app(), terminal_size=SIZE, run_before=before)
 
@@ -72,7 +63,7 @@ def test_help_screen(snap_compare) -> None:  # type: ignore[no-untyped-def]
     async def before(pilot: Pilot) -> None:
         await _ready(pilot)
         await pilot.press("question_mark")
-        await pilot.pause(0.1)
+        await until(pilot, lambda: isinstance(pilot.app.screen, HelpScreen), what="the help screen")
 
     assert snap_compare(sample_app(), terminal_size=SIZE, run_before=before)
 
