@@ -99,6 +99,8 @@ class StateCursor:
         self.doc: Any = {}
         self.patches = 0
         """Patches applied so far (the SDK asks whether the state changed)."""
+        self.origin = -1
+        """The snapshot the last answer started from (its checkpoint's seq; -1: the start of the journal)."""
         self._cuts: tuple[tuple[int, int], ...] = ()  # the cuts on the path of the last answer
         self._i = 0  # records: the index of the first record after ``seq``
         self._shared = False  # ``doc`` was handed out: copy it before patching
@@ -164,7 +166,7 @@ class StateCursor:
 
     def reset(self) -> None:
         """Forget the last answer (the next one starts from a snapshot)."""
-        self.seq = -1
+        self.seq = self.origin = -1
         self.doc = {}
         self._cuts = ()
         self._i = 0
@@ -182,7 +184,7 @@ class StateCursor:
             lo = self.seq + 1
         else:
             origin, doc = self._origin(seq, sh) if shape is not None else (-1, {})
-            self.doc, self.seq, self._shared = doc, origin, False
+            self.doc, self.seq, self._shared, self.origin = doc, origin, False, origin
             self._i = 0 if origin < 0 else -1
             lo = origin + 1
         for a, b in path_ranges(sh, seq):

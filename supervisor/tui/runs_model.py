@@ -1,8 +1,9 @@
 """The runs under a runs root, for the runs list (no Textual).
 
 A directory is a run when it holds ``journal.jsonl``, a sealed segment or
-``run.json``. Counts come from the raw bytes (no parsing), so a root with big
-runs lists quickly.
+``run.json``. Step counts are the one fold (``history.Fold``) over the marker
+scan of the raw bytes (no step line is parsed): exact for any spacing, and a
+root with big runs lists quickly.
 """
 
 from __future__ import annotations
@@ -12,17 +13,24 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..core import history as history_mod
 from ..core import rundir
+from ..core.history import Fold, Marker
 from ..core.journal import segment_paths
 from ..errors import SupervisorError
+from .scan import ScanResult, iter_new_regions, scan_bytes
 from .status import offline_status, run_status
 
-_STEP = b'"kind":"step"'
-_COUNT_LIMIT = 64 * 1024 * 1024
-"""Past this many journal bytes the step count is not computed (shown as ``-``)."""
-_FOLD_LIMIT = 8 * 1024 * 1024
-"""Up to this many bytes the journal is folded for an exact count of effective steps."""
+_COUNT_LIMIT = 256 * 1024 * 1024
+"""Past this many journal bytes the step count is not computed (shown as ``-``).
+
+Measured on 2 busy shared cores: the marker scan reads about 180 MB/s (three
+64 MB segments of a 1,000,000-step journal: 1.2 s), so a first count of 256 MB
+takes 1.5 to 2 s in the runs list's worker; then each file's markers are cached
+until it changes (a sealed segment never does): 0.1 ms.
+"""
+_SCAN_CACHE_MAX = 512
+_scan_cache: dict[tuple[str, int, int, int, int], tuple[int, list[Marker]]] = {}
+"""(path, inode, size, mtime, first seq) -> (lines, markers) of one journal file."""
 
 
 @dataclass
@@ -55,23 +63,39 @@ def is_runs_root(path: Path) -> bool:
 
 
 def _count_steps(run: Path, paths: list[Path]) -> str:
-    """Effective steps (folded) for a small journal; a raw count of step records (``~``) for a big one."""
-    total = sum(p.stat().st_size for p in paths if p.exists())
-    if total > _COUNT_LIMIT:
+    """Effective successful steps of ``run``: its marker scan, folded (``-`` past ``_COUNT_LIMIT``)."""
+    try:
+        stats = [p.stat() for p in paths]
+    except OSError:
         return "-"
-    if total <= _FOLD_LIMIT:
-        try:
-            return str(len(history_mod.load(run).steps))
-        except OSError:
-            return "-"
-    n = 0
-    for p in paths:
-        try:
-            data = p.read_bytes()
-        except OSError:
-            continue
-        n += data.count(_STEP) - data.count(b'"error":{')
-    return f"~{n}"
+    if sum(st.st_size for st in stats) > _COUNT_LIMIT:
+        return "-"
+    fold = Fold(keep=False)
+    seq = 0
+    for p, st in zip(paths, stats):
+        key = (str(p), st.st_ino, st.st_size, st.st_mtime_ns, seq)
+        got = _scan_cache.get(key)
+        if got is None:
+            try:
+                got = _scan_file(p, seq)
+            except OSError:
+                return "-"
+            if len(_scan_cache) >= _SCAN_CACHE_MAX:
+                _scan_cache.pop(next(iter(_scan_cache)))
+            _scan_cache[key] = got
+        lines, markers = got
+        fold.extend(markers)
+        seq += lines
+    return str(fold.step_count)
+
+
+def _scan_file(path: Path, first_seq: int) -> tuple[int, list[Marker]]:
+    """The number of committed lines of one journal file and its markers (a few: steps are counted, not kept)."""
+    found = ScanResult()
+    seq = first_seq
+    for _region, data in iter_new_regions(path, 0, seq):
+        seq += scan_bytes(data, seq, found)
+    return seq - first_seq, found.markers
 
 
 def run_info(path: Path, *, ask_supervisor: bool = True) -> RunInfo:

@@ -2,7 +2,9 @@
 
 Neither pass parses every record. The scan counts lines, finds the few records
 that navigation and folding need (checkpoints, rollbacks, starts, errors) with
-``bytes.find`` and parses only those lines, and remembers *regions*: slices of
+``bytes.find`` and parses only those lines, gives each marker the number of
+successful steps since the previous one (counted with ``bytes.count``, so
+``history.Fold`` counts the effective steps exactly), and remembers *regions*: slices of
 the files that start at a line start, with the seq of their first line. The
 search then reads region by region (no copying across chunk edges) and counts
 newlines only in regions that hold a match.
@@ -16,26 +18,24 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core.history import ERROR, STEPS, Marker
 from ..core.journal import JournalReader, _committed_size, segment_paths
-from ..core.records import Record, parse_line
+from ..core.records import Kind, Record, parse_line
+
+__all__ = ["ERROR", "STEPS", "Marker", "Region", "ScanResult", "add_marker", "scan_bytes", "scan_journal"]
 
 CHUNK = 4 * 1024 * 1024
-# the compact form this package (orjson) writes is found with bytes.find; other spacing with a regex
+# Every line this package's writer (orjson) writes starts with its kind: such lines are told apart with
+# bytes.count and bytes.find. Other lines (json.dumps spacing, no kind, a text prefix) are classified one by one.
+_WRITER = b'{"kind":"'
+_NL_WRITER = b'\n' + _WRITER
+_STEP = b'{"kind":"step",'
+_NL_STEP = b'\n' + _STEP
 _FAST = (b'"kind":"checkpoint"', b'"kind":"rollback"', b'"kind":"start"', b'"error":')
-_SPACED = (b'"kind": ', b'"kind" :', b'"error" ', b'"error": ')
-_SLOW_RE = re.compile(rb'"kind"\s*:\s*"(?:checkpoint|rollback|start)"|"error"\s*:')
-
-
-@dataclass(slots=True)
-class Marker:
-    """A record that navigation or folding needs: seq, kind and the few fields used."""
-
-    seq: int
-    kind: str  # checkpoint, rollback, start, error
-    name: str = ""
-    file: str = ""
-    attempt: int | None = None
-    target_seq: int | None = None  # rollback: the checkpoint it returns to (-1: the start)
+_MARKED = (b"checkpoint", b"rollback", b"start")
+_KIND_RE = re.compile(rb'\s*\{\s*"kind"\s*:\s*"([a-z]+)"\s*[,}]')
+"""A line whose first key is ``kind`` (so the top-level one), in any spacing."""
+_ERROR_RE = re.compile(rb'"error"\s*:')
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,23 +57,29 @@ class ScanResult:
     count: int = 0
     regions: list[Region] = field(default_factory=list)
     markers: list[Marker] = field(default_factory=list)
+    """Markers in seq order; fold them (``history.Fold(keep=False)``) for the effective step count."""
     steps: int = 0
+    """Step records, failed and abandoned ones included."""
     reader: JournalReader | None = None
     """A reader indexed in the worker too: the model swaps it in (indexing 290 MB takes a second)."""
 
 
-def add_marker(rec: Record, seq: int, markers: list[Marker]) -> None:
-    """Append a marker for ``rec`` if it is one of the kinds navigation needs."""
-    kind = rec.get("kind", "step")
-    if kind == "checkpoint":
-        markers.append(Marker(seq, "checkpoint", str(rec.get("name") or ""), str(rec.get("file") or "")))
-    elif kind == "rollback":
-        markers.append(Marker(seq, "rollback", str(rec.get("checkpoint") or ""), target_seq=rec.get("checkpoint_seq")))
-    elif kind == "start":
+def add_marker(rec: Record, seq: int, markers: list[Marker]) -> bool:
+    """Append a marker for ``rec`` if it is one of the kinds navigation needs; return whether it did."""
+    kind = rec.get("kind", Kind.STEP)
+    if kind == Kind.CHECKPOINT:
+        markers.append(Marker(seq, Kind.CHECKPOINT, str(rec.get("name") or ""), str(rec.get("file") or "")))
+    elif kind == Kind.ROLLBACK:
+        cp_seq = rec.get("checkpoint_seq")
+        markers.append(Marker(seq, Kind.ROLLBACK, str(rec.get("checkpoint") or ""), checkpoint_seq=cp_seq))
+    elif kind == Kind.START:
         att = rec.get("attempt")
-        markers.append(Marker(seq, "start", attempt=att if isinstance(att, int) else None))
-    elif kind == "step" and rec.get("error") is not None:
-        markers.append(Marker(seq, "error", str(rec.get("step") or "")))
+        markers.append(Marker(seq, Kind.START, attempt=att if isinstance(att, int) else None))
+    elif (kind is None or kind == Kind.STEP) and rec.get("error") is not None:
+        markers.append(Marker(seq, ERROR, str(rec.get("step") or "")))
+    else:
+        return False
+    return True
 
 
 def _find_all(data: bytes, needle: bytes) -> Iterator[int]:
@@ -83,41 +89,117 @@ def _find_all(data: bytes, needle: bytes) -> Iterator[int]:
         i = data.find(needle, i + len(needle))
 
 
+def _step_lines(data: bytes, a: int, b: int) -> int:
+    """Writer-format step lines that start in ``data[a:b]`` (``a`` is a line start)."""
+    if a >= b:
+        return 0
+    if a == 0:
+        return data.count(_NL_STEP, 0, b) + data.startswith(_STEP)
+    return data.count(_NL_STEP, a - 1, b)
+
+
 def scan_bytes(data: bytes, base_seq: int, out: ScanResult) -> int:
-    """Scan whole lines in ``data`` (the first at ``base_seq``); return the number of lines."""
+    """Scan whole lines in ``data`` (the first at ``base_seq``); return the number of lines.
+
+    Markers go to ``out.markers``, each with the successful steps since the
+    previous one; those after the last marker go in a closing :data:`STEPS` marker.
+    """
     lines = data.count(b"\n")
-    out.steps += data.count(b'"kind":"step"')
-    if data.count(b'"kind"') < lines:
-        # records without a kind are steps (the minimal format): count the lines that look like objects
-        out.steps += sum(1 for ln in data.split(b"\n") if ln and b'"kind"' not in ln and b"{" in ln)
+    if data.count(_NL_WRITER) + data.startswith(_WRITER) == lines:
+        _scan_writer(data, base_seq, lines, out)
+    else:
+        _scan_lines(data, base_seq, out)
+    return lines
+
+
+def _scan_writer(data: bytes, base_seq: int, lines: int, out: ScanResult) -> None:
+    """Every line is in the writer's compact form: count step lines in C, parse only the lines a needle hits.
+
+    A line that starts like a writer step line is counted as a successful step
+    unless a needle hits it; only a writer line damaged in the middle (not the
+    torn tail, which the writer moves aside) would be miscounted.
+    """
     hits: list[int] = []
     for needle in _FAST:
         hits.extend(_find_all(data, needle))
-    # one writer, one style: the spacing of a region's first 64 kB decides whether the regex is needed
-    head = data[:65536]
-    if any(s in head for s in _SPACED):
-        hits.extend(m.start() for m in _SLOW_RE.finditer(data))
-    if not hits:
-        return lines
     hits.sort()
     seq = base_seq
     pos = 0  # start of the line at ``seq``
+    counted = 0  # successful steps are counted up to here
+    not_ok = 0  # step lines a needle hit that are not successful steps, since ``counted``
+    total = 0
+    markers = out.markers
     for h in hits:
         start = data.rfind(b"\n", 0, h) + 1
         if start < pos:
             continue  # a second hit in a line already handled
         seq += data.count(b"\n", pos, start)
         end = data.find(b"\n", h)
-        end = len(data) if end < 0 else end
         pos = end + 1
+        line = data[start:end]
         try:
-            rec = parse_line(data[start:end])
+            rec = parse_line(line)
         except ValueError:
+            not_ok += line.startswith(_STEP)  # not a record: the fold skips it
             seq += 1
             continue
-        add_marker(rec, seq, out.markers)
+        if add_marker(rec, seq, markers):
+            m = markers[-1]
+            m.ok_before = _step_lines(data, counted, start) - not_ok
+            total += m.ok_before + (m.kind == ERROR)
+            counted, not_ok = pos, 0
         seq += 1
-    return lines
+    ok = _step_lines(data, counted, len(data)) - not_ok
+    out.steps += total + ok
+    if ok:
+        markers.append(Marker(base_seq + lines, STEPS, ok_before=ok))
+
+
+def _scan_lines(data: bytes, base_seq: int, out: ScanResult) -> None:
+    """Lines in other forms are present: classify line by line, parsing only those a look cannot tell."""
+    parts = data.split(b"\n")
+    parts.pop()  # the bytes after the last newline (none in whole lines)
+    markers = out.markers
+    ok = 0
+    steps = 0
+    for k, line in enumerate(parts):
+        if line.startswith(_WRITER) and line.endswith(b"}"):
+            kind = line[9 : line.find(b'"', 9)]
+            if kind == b"step" and b'"error":' not in line:
+                steps += 1
+                ok += 1
+                continue
+            if kind != b"step" and kind not in _MARKED:
+                continue
+        else:
+            m = _KIND_RE.match(line)
+            if m is not None and line.rstrip().endswith(b"}"):
+                kind = m.group(1)
+                if kind == b"step" and _ERROR_RE.search(line) is None:
+                    steps += 1
+                    ok += 1
+                    continue
+                if kind != b"step" and kind not in _MARKED:
+                    continue
+            elif not line.strip():
+                continue  # a blank line: no record
+        try:
+            rec = parse_line(line)
+        except ValueError:
+            continue  # a bad line: the fold reports it, counts nothing
+        kind_v = rec.get("kind")
+        if kind_v is None or kind_v == Kind.STEP:  # no kind: a step (the minimal format)
+            steps += 1
+            if rec.get("error") is None:
+                ok += 1
+                continue
+            rec["kind"] = Kind.STEP
+        if add_marker(rec, base_seq + k, markers):
+            markers[-1].ok_before = ok
+            ok = 0
+    out.steps += steps
+    if ok:
+        markers.append(Marker(base_seq + len(parts), STEPS, ok_before=ok))
 
 
 def iter_new_regions(path: Path, start: int, first_seq: int) -> Iterator[tuple[Region, bytes]]:

@@ -10,8 +10,10 @@ The model never holds every record. It keeps:
   (``scan.py``, C speed) and parsed one by one;
 - supervisor events (``supervisor.jsonl``), placed between records by attempt.
 
-Folding by hand is equivalent to ``history.fold``: a rollback to checkpoint ``c``
-at ``r`` abandons every still-effective record with ``c < seq < r``.
+Folding is ``history.Fold`` (``keep=False``) fed with the scan's markers, which
+carry the number of successful steps between them: the effective step count is
+exact, and a rollback to checkpoint ``c`` at ``r`` abandons ``c < seq < r``.
+The state at a point is a ``StateCursor`` with its own reader.
 """
 
 from __future__ import annotations
@@ -20,26 +22,22 @@ import bisect
 import copy
 import dataclasses
 import queue
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import orjson
 
-from ..core import checkpoints, rundir
-from ..core import history as history_mod
-from ..core import state as state_mod
+from ..core import rundir
+from ..core.cursor import Shape, StateCursor
+from ..core.history import ERROR, STEPS, Fold
 from ..core.journal import Entry, JournalReader, read_json_lines, segment_paths
 from ..core.records import BadLine, Kind
 from .scan import Marker, Region, ScanResult, add_marker, iter_new_regions, scan_bytes
 
 CACHE_MAX = 20_000
-ABANDONED_COUNT_MAX = 200_000
-"""Abandoned records parsed to count the effective steps (past it the count is a little high)."""
-FOLD_MAX_RECORDS = 50_000
-"""Past a rollback, the state pane folds at most this many records (else: use the CLI)."""
-STATE_STREAM_BATCH = 5_000
-"""Records parsed at a time when patches are applied in a stream."""
+STILL_INDEXING = "the journal is still being indexed; the state appears in a moment"
 
 
 @dataclass(slots=True)
@@ -117,7 +115,11 @@ class TimelineModel:
         self.rollback_seqs: list[int] = []
         self.start_seqs: dict[int, int] = {}  # attempt -> seq of its start record
         self.step_records = 0
-        self.abandoned_ok = 0
+        self.fold = Fold(keep=False)
+        """The one fold, of the scan's markers (after ``adopt``): effective steps, checkpoints, cuts."""
+        self.shape = Shape()
+        """Snapshots and rollback cuts for the state cursor: replaced, never changed, so workers may read it."""
+        self._snapshots: list[tuple[int, str]] = []
         self.events: list[Event] = []
         self._event_rows: list[int] = []
         self._events_raw: list[dict[str, Any]] = []
@@ -129,7 +131,8 @@ class TimelineModel:
         self.applied_reads = 0
         """Reads applied since the live side last started over (after the scan: 1 means caught up)."""
         self._reset_live(JournalReader(source), indexed=False, count=0)
-        self._state_cache: tuple[int, Any] | None = None  # (seq, state after it): stepping forward is cheap
+        self._cursor = StateCursor(self.run_dir, source)  # its own reader: state_at runs in workers
+        self._state_lock = threading.Lock()
         self.deleted = False
         self._tail_markers: list[Marker] = []
         self.bad_seqs: set[int] = set()
@@ -169,6 +172,9 @@ class TimelineModel:
         self.start_seqs = {}
         self.abandoned = bytearray(scan.count)
         self.step_records = scan.steps
+        self.fold = Fold(keep=False)
+        self._snapshots = []
+        self.shape = Shape()
         self._apply_markers(scan.markers, provisional=False)
         self.regions = list(scan.regions)
         self.count = scan.count  # the next read_changes() brings count, markers and cache up to date
@@ -176,7 +182,6 @@ class TimelineModel:
         if scan.reader is not None:
             self.reader = scan.reader  # indexed in the worker
         self.indexed = True
-        self.abandoned_ok = self._count_abandoned_ok()
         for s in [s for s, e in self.cache.items() if type(e) is BadLine and e.line == 0]:
             del self.cache[s]  # read again with its line number now that the index exists
         self._reset_live(
@@ -189,70 +194,48 @@ class TimelineModel:
         self.place_events()
 
     def _apply_markers(self, markers: list[Marker], *, provisional: bool) -> None:
+        """Take markers in seq order; after the scan (not ``provisional``) the fold counts and cuts with them."""
+        shape_changed = False
         for m in markers:
+            if m.kind == STEPS:  # only successful steps: for the fold
+                if not provisional:
+                    self.fold.add(m)
+                continue
             if provisional and any(x.seq == m.seq for x in self.markers):
                 continue
             self.markers.append(m)
-            if m.kind == "checkpoint":
+            if not provisional:
+                self.fold.add(m)  # counts the steps before it; resolves a rollback's checkpoint
+            if m.kind == Kind.CHECKPOINT:
                 bisect.insort(self.checkpoint_seqs, m.seq)
-            elif m.kind == "error":
+                if m.file and not provisional:
+                    self._snapshots.append((m.seq, m.file))
+                    shape_changed = True
+            elif m.kind == ERROR:
                 bisect.insort(self.error_seqs, m.seq)
-            elif m.kind == "start" and m.attempt is not None:
+            elif m.kind == Kind.START and m.attempt is not None:
                 self.start_seqs.setdefault(m.attempt, m.seq)
-            elif m.kind == "rollback":
+            elif m.kind == Kind.ROLLBACK:
                 bisect.insort(self.rollback_seqs, m.seq)
                 if not provisional:
-                    self._fold_rollback(m)
+                    self._mark_abandoned(m)
+                    shape_changed = True
+        if shape_changed:
+            self.shape = Shape(tuple(self._snapshots), tuple(self.fold.cuts))
 
-    def _fold_rollback(self, m: Marker) -> None:
-        """Mark what rollback ``m`` abandons, exactly as ``history.fold`` does."""
-        target: int | None = None
-        if m.target_seq is None and m.name in ("", "start"):
-            target = -1
-        else:
-            for seq in reversed(self.checkpoint_seqs):
-                if seq >= m.seq or self.is_abandoned(seq):
-                    continue
-                cp = self.marker(seq)
-                if m.target_seq is not None:
-                    if seq == m.target_seq:
-                        target = seq
-                        break
-                elif cp is not None and m.name in (cp.name, cp.file):
-                    target = seq
-                    break
-        m.target_seq = target
+    def _mark_abandoned(self, m: Marker) -> None:
+        """Mark what rollback ``m`` abandoned (the fold resolved its checkpoint into ``m.target_seq``)."""
+        target = m.target_seq
         if target is None:
-            return  # names no effective checkpoint: history.fold reports it as a problem
+            return  # names no effective checkpoint: the fold reports it as a problem, nothing is cut
         if len(self.abandoned) < m.seq:
             self.abandoned.extend(bytes(m.seq - len(self.abandoned)))
         self.abandoned[target + 1 : m.seq] = b"\x01" * (m.seq - target - 1)
 
-    def _count_abandoned_ok(self, limit: int = ABANDONED_COUNT_MAX) -> int:
-        """Successful steps on abandoned branches (parses only those records, at most ``limit``)."""
-        n = 0
-        pos = 0
-        budget = limit
-        while budget > 0:
-            a = self.abandoned.find(1, pos)
-            if a < 0:
-                break
-            b = self.abandoned.find(0, a)
-            b = len(self.abandoned) if b < 0 else b
-            b = min(b, a + budget)
-            budget -= b - a
-            try:
-                ents = self.reader.get_range(a, b)
-            except (OSError, IndexError):
-                break
-            n += sum(1 for e in ents if type(e) is dict and e.get("kind") == "step" and e.get("error") is None)
-            pos = b
-        return n
-
     @property
     def effective_steps(self) -> int:
-        """Successful steps in the effective history (as ``history.fold(...).steps``)."""
-        return max(0, self.step_records - len(self.error_seqs) - self.abandoned_ok)
+        """Successful steps in the effective history (as ``history.fold(...).steps``), exact after the scan."""
+        return self.fold.step_count
 
     def marker(self, seq: int) -> Marker | None:
         for m in self.markers:
@@ -380,8 +363,6 @@ class TimelineModel:
         if scanned is not None:
             markers = scanned
         self._apply_markers(markers, provisional=not self.scanned)
-        if self.indexed and any(m.kind == Kind.ROLLBACK for m in markers):
-            self.abandoned_ok = self._count_abandoned_ok()
         if len(self.cache) > CACHE_MAX:
             self._trim_cache()
 
@@ -518,84 +499,52 @@ class TimelineModel:
 
     # ------------------------------------------------------------------ state
     def state_at(self, seq: int) -> Any:
-        """The agent's state right after ``seq`` (reads from the last checkpoint on its path).
+        """The agent's state right after ``seq``, from the nearest snapshot on its effective path.
 
-        Without a rollback in between, patches are applied in a stream of small
-        ranges (memory stays flat however far the checkpoint is). With one, the
-        range is folded like ``history.state_at``, at most ``FOLD_MAX_RECORDS``
-        records (else ``ValueError`` says to use the CLI).
+        For worker threads: it reads through its own ``StateCursor`` (its own
+        reader, patches streamed in batches) and takes the model's snapshots and
+        rollback cuts as one immutable ``Shape``, never the lists the UI thread
+        changes. Forward from the last answer only the patches in between are
+        applied. Before the scan it uses the records read so far, or raises
+        ``ValueError`` if they do not reach back far enough.
         """
-        cached = self._state_cache
-        if (
-            cached is not None
-            and self.indexed
-            and cached[0] <= seq
-            and not any(cached[0] < r <= seq for r in self.rollback_seqs)
-        ):
-            # the same path as the cached point, further on: apply the patches in between only
-            doc = self._apply_stream(state_mod.json_copy(cached[1]), cached[0] + 1, seq + 1)
-        else:
-            doc = self._state_from_checkpoint(seq)
-        self._state_cache = (seq, doc)
+        if not self.scanned:
+            return self._state_from_cache(seq)
+        shape = self.shape
+        with self._state_lock:
+            return self._cursor.state_at(seq, shape)
+
+    def forget_state(self) -> None:
+        """Forget the last state answer: the next one starts from a snapshot again."""
+        with self._state_lock:
+            self._cursor.reset()
+
+    def _state_from_cache(self, seq: int) -> Any:
+        """Before the scan: the state from the records read so far (the tail), if they reach back far enough."""
+        cache = dict(self.cache)  # one copy in C: the UI thread may add records meanwhile
+        entries = [e for s, e in sorted(cache.items()) if e is not None and s <= seq]
+        if not entries:
+            return {}
+        first = _seq(entries[0])
+        fold = Fold(keep=False)
+        snaps: list[tuple[int, str]] = []
+        for e in entries:
+            if type(e) is not dict:
+                continue
+            kind = e.get("kind")
+            if kind == Kind.CHECKPOINT:
+                fold.add(e)
+                if e.get("file"):
+                    snaps.append((int(e["seq"]), str(e["file"])))
+            elif kind == Kind.ROLLBACK:
+                fold.add(e)
+                if fold.last_target is None and first > 0:
+                    raise ValueError(STILL_INDEXING)  # its checkpoint may lie before the records read
+        cursor = StateCursor(self.run_dir, records=entries)
+        doc = cursor.state_at(seq, Shape(tuple(snaps), tuple(fold.cuts)))
+        if cursor.origin + 1 < first:
+            raise ValueError(STILL_INDEXING)
         return doc
-
-    def _apply_stream(self, doc: Any, start: int, stop: int) -> Any:
-        for a in range(start, stop, STATE_STREAM_BATCH):
-            for e in self.reader.get_range(a, min(stop, a + STATE_STREAM_BATCH)):
-                if type(e) is dict and e.get("state_patch"):
-                    doc = state_mod.apply_patch(doc, e["state_patch"])
-        return doc
-
-    def _state_from_checkpoint(self, seq: int) -> Any:
-        lo = self._state_origin(seq)
-        linear = not any(lo < r <= seq for r in self.rollback_seqs)
-        if self.indexed and linear:
-            m = self.marker(lo)
-            if m is not None and m.kind == "checkpoint" and self._has_snapshot(lo):
-                doc: Any = checkpoints.load_checkpoint(self.run_dir, m.file)["state"]
-                return self._apply_stream(doc, lo + 1, seq + 1)
-            if lo == 0:
-                return self._apply_stream({}, 0, seq + 1)
-        if seq - lo > FOLD_MAX_RECORDS:
-            raise ValueError(
-                f"{seq - lo} records and a rollback after the nearest checkpoint; "
-                f"use 'agent-supervisor state {self.source} --at {seq}'"
-            )
-        if self.indexed:
-            entries = self.reader.get_range(max(lo, 0), seq + 1)
-        else:
-            # copies: fold() writes ``pos`` into the records it folds
-            entries = [dict(e) if type(e) is dict else e for s, e in sorted(self.cache.items()) if lo <= s <= seq and e is not None]
-        return history_mod.state_at(self.run_dir, history_mod.fold(entries), seq)
-
-    def _state_origin(self, seq: int) -> int:
-        """The first seq to read for the state at ``seq``: a checkpoint on its path, or 0."""
-        snap = [s for s in self.checkpoint_seqs if self._has_snapshot(s)]
-        cps = [s for s in snap if s <= seq]
-        lo = cps[-1] if cps else 0
-        changed = True
-        while changed:
-            changed = False
-            for r in self.rollback_seqs:
-                if lo < r <= seq:
-                    m = self.marker(r)
-                    t = m.target_seq if m is not None else None
-                    if t is None or t < lo:
-                        cps = [s for s in snap if t is not None and s <= t]
-                        new_lo = cps[-1] if cps else 0
-                        if new_lo < lo:
-                            lo = new_lo
-                            changed = True
-        if not self.indexed:
-            cached = [s for s in self.cache if s <= seq]
-            if cached and min(cached) > lo:
-                raise ValueError("the journal is still being indexed; the state appears in a moment")
-        return lo
-
-    def _has_snapshot(self, seq: int) -> bool:
-        """A checkpoint whose snapshot file exists (the state can start from it)."""
-        m = self.marker(seq)
-        return m is not None and bool(m.file) and (self.run_dir / rundir.CHECKPOINTS / Path(m.file).name).exists()
 
     # ------------------------------------------------------------------ navigation
     def next_in(self, seqs: list[int], seq: int, forward: bool) -> int | None:

@@ -95,10 +95,10 @@ def test_model_matches_history_fold(ops: list[tuple[str, object]]) -> None:
         errs = [e["seq"] for e in h.entries if isinstance(e, dict) and e.get("kind") == "step" and e.get("error")]
         assert m.error_seqs == errs
         for seq in range(len(lines)):
-            m._state_cache = None
+            m.forget_state()
             assert m.state_at(seq) == history.state_at(run, h, seq), seq
         # stepping forward from a cached state gives the same answers
-        m._state_cache = None
+        m.forget_state()
         for seq in range(len(lines)):
             assert m.state_at(seq) == history.state_at(run, h, seq), seq
         # search finds exactly the lines that contain the text, in any case for a lower-case query
