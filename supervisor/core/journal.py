@@ -87,14 +87,16 @@ def _last_line_end(fd: int, lo: int, hi: int) -> int:
 def _next_line_end(fd: int, lo: int, hi: int) -> int:
     """The offset just after the first newline in bytes ``lo``..``hi`` of ``fd``, or -1 if there is none."""
     pos = lo
+    size = _PROBE  # most lines are short; a long one is read in growing blocks
     while pos < hi:
-        block = os.pread(fd, min(_CHUNK, hi - pos), pos)
+        block = os.pread(fd, min(size, hi - pos), pos)
         if not block:
             break
         i = block.find(b"\n")
         if i >= 0:
             return pos + i + 1
         pos += len(block)
+        size = min(2 * size, _CHUNK)
     return -1
 
 
@@ -196,6 +198,31 @@ class JournalFile:
         """Whether ``offset`` is 0 or just after a newline within the file."""
         return offset == 0 or (0 < offset <= self.size and os.pread(self.fd, 1, offset - 1) == b"\n")
 
+    def first_seq_field(self) -> int | None:
+        """The ``seq`` field of the file's first line, if it has one (this package's writer writes it)."""
+        end = _next_line_end(self.fd, 0, self.end)
+        if end <= 0:
+            return None
+        try:
+            rec = orjson.loads(os.pread(self.fd, end - 1, 0))
+        except orjson.JSONDecodeError:
+            return None
+        seq = rec.get("seq") if isinstance(rec, dict) else None
+        return seq if type(seq) is int else None
+
+    def line_at(self, offset: int, seq: int, *, chunk: int = _CHUNK) -> int:
+        """The line number of the line at ``offset`` (a line start), whose seq is ``seq``.
+
+        Taken from the ``seq`` of the file's first line when it has one, as ``tail`` does,
+        so a reader that resumes mid-file does not read the file again; else counted.
+        """
+        if offset == 0:
+            return 1
+        first = self.first_seq_field()
+        if first is not None and first <= seq:
+            return seq - first + 1
+        return 1 + sum(c.count() for c in self.chunks(0, stop=offset, chunk=chunk))
+
     def mapped(self) -> mmap.mmap | None:
         """The read-only map of the file (``None`` for an empty file), made once."""
         if self._map is None and self.size:
@@ -288,7 +315,7 @@ class JournalFile:
 
 
 @dataclass
-class Cursor:
+class StreamPos:
     """Where a forward read of the journal stream stands: the next unread byte of the stream (the
     files one after another), the seq of the line there and its line number in its file."""
 
@@ -327,7 +354,7 @@ def stream_files(source: Path) -> Iterator[JournalFile]:
 
 
 def read_stream(
-    source: Path, cursor: Cursor | None = None, *, chunk: int = _CHUNK, mapped: bool = False
+    source: Path, cursor: StreamPos | None = None, *, chunk: int = _CHUNK, mapped: bool = False
 ) -> Iterator[Chunk]:
     """Committed whole-line regions of the journal stream after ``cursor`` (default: from the start),
     advancing ``cursor`` past each region once the caller has taken it.
@@ -336,7 +363,7 @@ def read_stream(
     and single files through :meth:`JournalFile.chunks`). A line in progress is left for a later
     call: the cursor stops before it.
     """
-    cur = cursor if cursor is not None else Cursor()
+    cur = cursor if cursor is not None else StreamPos()
     base = 0
     for jf in stream_files(source):
         if base + jf.size <= cur.offset:
@@ -385,7 +412,7 @@ def repair_torn_tail(path: Path) -> int:
 
 def count_lines(source: Path, *, chunk: int = _CHUNK) -> int:
     """Committed lines across all segments (the next seq a writer gives)."""
-    cursor = Cursor()
+    cursor = StreamPos()
     for _ in read_stream(source, cursor, chunk=chunk):
         pass
     return cursor.seq
@@ -588,7 +615,7 @@ class JournalReader:
         self.chunk = chunk
         self.problems: list[BadLine] = []
         self._segs: list[_Seg] = []
-        self._cursor = Cursor()  # where read_new() goes on; load() and seek_end() move it to the end
+        self._cursor = StreamPos()  # where read_new() goes on; load() and seek_end() move it to the end
 
     # -- discovery
     def _refresh_segments(self) -> list[_Seg]:
@@ -645,7 +672,7 @@ class JournalReader:
         (which only say that a step started) are left out. After the last entry,
         ``read_new`` goes on from exactly where this read ended.
         """
-        cursor = Cursor()
+        cursor = StreamPos()
         # the resume view keeps step lines as places in a read-only map of the file
         for c in read_stream(self.source, cursor, chunk=self.chunk, mapped=lazy):
             out: list[Entry] = []
@@ -728,7 +755,7 @@ class JournalReader:
                 elif i == 0:
                     part.file_seq = 0  # the stream's first line is seq 0
                 else:
-                    part.file_seq = _first_seq_field(jf)
+                    part.file_seq = jf.first_seq_field()
             parts.insert(0, part)
             got += len(lines)
         raws = [raw for part in parts for raw in part.lines]
@@ -830,7 +857,7 @@ class JournalReader:
 
     def seek_end(self) -> int:
         """Start ``read_new`` from the current end (after a ``tail``); return the number of committed lines."""
-        cursor = Cursor()
+        cursor = StreamPos()
         for _ in read_stream(self.source, cursor, chunk=self.chunk):
             pass
         self._cursor = cursor
@@ -846,19 +873,6 @@ class _TailPart:
     lines: list[bytes]
     first_line: int = -1
     file_seq: int | None = None
-
-
-def _first_seq_field(jf: JournalFile) -> int | None:
-    """The ``seq`` field of the file's first line, if it has one (this package's writer writes it)."""
-    end = _next_line_end(jf.fd, 0, jf.end)
-    if end <= 0:
-        return None
-    try:
-        rec = orjson.loads(os.pread(jf.fd, end - 1, 0))
-    except orjson.JSONDecodeError:
-        return None
-    seq = rec.get("seq") if isinstance(rec, dict) else None
-    return seq if type(seq) is int else None
 
 
 def _count_file(path: Path, chunk: int) -> int:

@@ -19,7 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.history import ERROR, STEPS, Marker
-from ..core.journal import JournalReader, _committed_size, segment_paths
+from ..core.journal import (
+    JournalFile,
+    JournalReader,
+    Region,
+    read_stream,
+    segment_paths,
+)
 from ..core.records import Kind, Record, parse_line
 
 __all__ = ["ERROR", "STEPS", "Marker", "Region", "ScanResult", "add_marker", "scan_bytes", "scan_journal"]
@@ -36,18 +42,6 @@ _MARKED = (b"checkpoint", b"rollback", b"start")
 _KIND_RE = re.compile(rb'\s*\{\s*"kind"\s*:\s*"([a-z]+)"\s*[,}]')
 """A line whose first key is ``kind`` (so the top-level one), in any spacing."""
 _ERROR_RE = re.compile(rb'"error"\s*:')
-
-
-@dataclass(frozen=True, slots=True)
-class Region:
-    """Bytes ``start``..``end`` of ``path``: whole lines, the first of them at ``first_seq``."""
-
-    path: Path
-    start: int
-    end: int
-    first_seq: int
-    ino: int = 0
-    """The file's inode: a rotation renames ``journal.jsonl``, the inode finds it again."""
 
 
 @dataclass
@@ -202,44 +196,34 @@ def _scan_lines(data: bytes, base_seq: int, out: ScanResult) -> None:
         markers.append(Marker(base_seq + len(parts), STEPS, ok_before=ok))
 
 
-def iter_new_regions(path: Path, start: int, first_seq: int) -> Iterator[tuple[Region, bytes]]:
-    """Regions of whole lines of ``path`` from byte ``start`` to its committed end, with their bytes."""
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
+def iter_new_regions(
+    path: Path, start: int, first_seq: int, first_line: int | None = None, *, chunk: int = CHUNK
+) -> Iterator[tuple[Region, bytes]]:
+    """Regions of whole lines of ``path`` from byte ``start`` (a line start, whose line has seq
+    ``first_seq``) to its committed end, with their bytes: :meth:`JournalFile.chunks` of one file.
+
+    ``first_line`` is the line number at ``start``; unknown, it is found as ``JournalFile.line_at`` does.
+    """
+    jf = JournalFile.open(path)
+    if jf is None:
         return
-    with f:
-        st = os.fstat(f.fileno())
-        end = _committed_size(f.fileno(), st.st_size)
-        f.seek(start)
-        pos = start
-        carry = b""
-        seq = first_seq
-        while pos + len(carry) < end:
-            chunk = f.read(min(CHUNK, end - pos - len(carry)))
-            if not chunk:
-                break
-            data = carry + chunk if carry else chunk
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                carry = data  # a line longer than a chunk: read on
-                continue
-            carry = data[cut:]
-            body = data[:cut] if cut < len(data) else data
-            yield Region(path, pos, pos + cut, seq, st.st_ino), body
-            seq += body.count(b"\n")
-            pos += cut
+    with jf:
+        if start >= jf.end or not jf.is_line_start(start):
+            return  # nothing new, or the file was rewritten in place under the caller: nothing to place
+        line = first_line if first_line is not None else jf.line_at(start, first_seq, chunk=chunk)
+        for c in jf.chunks(start, first_seq, line, chunk=chunk):
+            yield c.region, c.data
 
 
 def scan_journal(source: Path, cancelled: Callable[[], bool] | None = None, *, index: bool = True) -> ScanResult:
     """One pass over the raw bytes (count lines, find markers, record regions); then index a reader."""
     res = ScanResult()
-    for p in segment_paths(source):
-        for region, data in iter_new_regions(p, 0, res.count):
-            res.count += scan_bytes(data, res.count, res)
-            res.regions.append(region)
-            if cancelled is not None and cancelled():
-                return res
+    for c in read_stream(source, chunk=CHUNK):
+        c.n_lines = scan_bytes(c.data, res.count, res)
+        res.count += c.n_lines
+        res.regions.append(c.region)
+        if cancelled is not None and cancelled():
+            return res
     if index:
         reader = JournalReader(source)
         try:
@@ -313,13 +297,7 @@ def search_regions(
 
 def journal_regions(source: Path) -> list[Region]:
     """Regions of the whole journal, for a search before (or without) a scan."""
-    out: list[Region] = []
-    seq = 0
-    for p in segment_paths(source):
-        for region, data in iter_new_regions(p, 0, seq):
-            out.append(region)
-            seq += data.count(b"\n")
-    return out
+    return [c.region for c in read_stream(source, chunk=CHUNK)]
 
 
 def search_journal(source: Path, query: str, cancelled: Callable[[], bool] | None = None) -> list[int]:
