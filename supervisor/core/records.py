@@ -17,7 +17,6 @@ import orjson
 Record = dict[str, Any]
 
 
-
 class Kind(StrEnum):
     """The ``kind`` of a journal record (a ``str``: it compares equal to the text written in the file)."""
 
@@ -66,7 +65,7 @@ class LazyRecord:
     ``kind``, ``seq``, ``pos`` and ``error`` (always ``None``) are known without parsing.
     """
 
-    __slots__ = ("kind", "src", "start", "end", "seq", "pos", "path")
+    __slots__ = ("end", "kind", "path", "pos", "seq", "src", "start")
 
     def __init__(self, kind: str, src: bytes | mmap.mmap, start: int, end: int, seq: int, path: str) -> None:
         self.kind = kind
@@ -149,18 +148,18 @@ def normalize(rec: Record, seq: int) -> Record:
     """
     kind = rec.get("kind")
     if kind is None:
-        kind = rec["kind"] = "step"
+        kind = rec["kind"] = Kind.STEP
     if rec.get("seq") != seq:
         if "seq" in rec:
             rec["recorded_seq"] = rec["seq"]
         rec["seq"] = seq
-    if kind == "step" or kind == "begin":
+    if kind == Kind.STEP or kind == Kind.BEGIN:
         if "step" not in rec:
             for alias in _STEP_ALIASES:
                 if alias in rec:
                     rec["step"] = rec[alias]
                     break
-        if kind == "step" and "output" not in rec and "error" not in rec:
+        if kind == Kind.STEP and "output" not in rec and "error" not in rec:
             for alias in _OUTPUT_ALIASES:
                 if alias in rec:
                     rec["output"] = rec[alias]
@@ -175,7 +174,7 @@ def normalize(rec: Record, seq: int) -> Record:
 
 def is_ok_step(rec: Record) -> bool:
     """A finished step that succeeded: a ``step`` record without an ``error``."""
-    return rec.get("kind") == "step" and rec.get("error") is None
+    return rec.get("kind") == Kind.STEP and rec.get("error") is None
 
 
 def step_name(rec: Record) -> str:
