@@ -7,19 +7,21 @@ Default points: the selected record against the previous effective checkpoint
 from __future__ import annotations
 
 import difflib
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.text import Text
-from textual import work
+from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
-from textual.worker import get_current_worker
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from ..core import state as state_mod
-from ..core.records import preview
+from ..core.records import Kind, preview
 from ..errors import SupervisorError
 from .timeline_model import TimelineModel, dumps_pretty
 
@@ -83,11 +85,19 @@ class DiffScreen(Screen[None]):
     DiffScreen VerticalScroll > Static { width: auto; }
     """
 
+    @dataclass
+    class Computed(Message):
+        """Both views of the diff, computed in a worker (or why they could not be)."""
+
+        changes: Text
+        unified: Text
+
     def __init__(self, model: TimelineModel, a: int, b: int) -> None:
         super().__init__()
         self.model = model
         self.a = a
         self.b = b
+        self.label_a = self.label_b = ""
         self.changes_plain = ""
         self.unified_plain = ""
         """The plain text of both views once computed (for tests and copy)."""
@@ -96,14 +106,16 @@ class DiffScreen(Screen[None]):
         if seq < 0:
             return "start (empty state)"
         m = self.model.marker(seq)
-        if m is not None and m.kind == "checkpoint":
+        if m is not None and m.kind == Kind.CHECKPOINT:
             return f"#{seq} checkpoint {m.name}"
         rec = self.model.record(seq)
         name = rec.get("step") or rec.get("kind") if isinstance(rec, dict) else ""
         return f"#{seq} {name}"
 
     def compose(self) -> ComposeResult:
-        yield Static(f"diff  {self._label(self.a)}  →  {self._label(self.b)}", id="diff-title")
+        # the labels read the model: here, on the UI thread, not in the worker
+        self.label_a, self.label_b = self._label(self.a), self._label(self.b)
+        yield Static(f"diff  {self.label_a}  →  {self.label_b}", id="diff-title")
         with TabbedContent(initial="changes"):
             with TabPane("Changes", id="changes"):
                 with VerticalScroll():
@@ -114,27 +126,38 @@ class DiffScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.compute()
+        self.compute(self.a, self.b, self.label_a, self.label_b)
 
-    @work(thread=True, exclusive=True, exit_on_error=False)
-    def compute(self) -> None:
+    @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
+    def compute(self, a: int, b: int, label_a: str, label_b: str) -> None:
+        """The two states and their diff (a thread: each state may replay many patches); posts ``Computed``."""
         worker = get_current_worker()
         try:
-            sa = self.model.state_at(self.a) if self.a >= 0 else {}
-            sb = self.model.state_at(self.b) if self.b >= 0 else {}
+            sa = self.model.state_at(a) if a >= 0 else {}
+            sb = self.model.state_at(b) if b >= 0 else {}
         except (ValueError, OSError, SupervisorError, KeyError, IndexError, TypeError) as e:
             msg = Text(f"cannot compute the states: {e}", style="yellow")
-            self.app.call_from_thread(self._show, msg, msg)
+            self.post_message(self.Computed(msg, msg))
             return
         changes = changes_text(state_mod.diff(sa, sb))
-        unified = unified_text(sa, sb, self._label(self.a), self._label(self.b))
+        unified = unified_text(sa, sb, label_a, label_b)
         if not worker.is_cancelled:
-            self.app.call_from_thread(self._show, changes, unified)
+            self.post_message(self.Computed(changes, unified))
 
-    def _show(self, changes: Text, unified: Text) -> None:
-        self.changes_plain, self.unified_plain = changes.plain, unified.plain
-        self.query_one("#changes-body", Static).update(changes)
-        self.query_one("#unified-body", Static).update(unified)
+    @on(Computed)
+    def _show(self, message: Computed) -> None:
+        self.changes_plain, self.unified_plain = message.changes.plain, message.unified.plain
+        self.query_one("#changes-body", Static).update(message.changes)
+        self.query_one("#unified-body", Static).update(message.unified)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A diff worker that died says so, on screen and as a notification."""
+        if event.state == WorkerState.ERROR and event.worker.error is not None:
+            err = event.worker.error
+            text = f"diff failed: {type(err).__name__}: {err}"
+            self.query_one("#changes-body", Static).update(Text(text, style="red"))
+            self.query_one("#unified-body", Static).update(Text(text, style="red"))
+            self.notify(text, severity="error", timeout=10)
 
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab

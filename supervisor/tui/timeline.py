@@ -20,17 +20,17 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from ..core.records import BadLine, Record, preview, step_name
+from ..core.records import BadLine, Kind, Record, preview, step_name
 from .timeline_model import TimelineModel
 
-_KIND_LABEL = {
-    "step": "step",
-    "begin": "begin",
-    "checkpoint": "◆ checkpt",
-    "rollback": "↺ rollback",
-    "start": "▶ start",
-    "fork": "⑂ fork",
-    "note": "note",
+_KIND_LABEL: dict[str, str] = {
+    Kind.STEP: "step",
+    Kind.BEGIN: "begin",
+    Kind.CHECKPOINT: "◆ checkpt",
+    Kind.ROLLBACK: "↺ rollback",
+    Kind.START: "▶ start",
+    Kind.FORK: "⑂ fork",
+    Kind.NOTE: "note",
 }
 
 
@@ -300,21 +300,21 @@ class TimelineView(ScrollView, can_focus=True):
         return self._rec_segments(head, ent)
 
     def _rec_segments(self, head: str, rec: Record) -> list[Segment]:
-        kind = str(rec.get("kind", "step"))
+        kind = str(rec.get("kind", Kind.STEP))
         style = Style()
-        if kind == "checkpoint":
+        if kind == Kind.CHECKPOINT:
             style = self.get_component_rich_style("timeline--checkpoint")
-        elif kind in ("start", "rollback", "fork"):
+        elif kind in (Kind.START, Kind.ROLLBACK, Kind.FORK):
             style = self.get_component_rich_style("timeline--event")
         label = _KIND_LABEL.get(kind, kind)[:10]
-        name = step_name(rec) if kind in ("step", "begin") else str(rec.get("name") or rec.get("checkpoint") or "")
+        name = step_name(rec) if kind in (Kind.STEP, Kind.BEGIN) else str(rec.get("name") or rec.get("checkpoint") or "")
         dur = rec.get("dur_ms")
         dur_s = _dur(dur)
         segs = [Segment(head, None), Segment(f"{_time(rec.get('ts')):12} ", self.get_component_rich_style("timeline--muted"))]
         segs.append(Segment(f"{label:10} ", style))
         segs.append(Segment(f"{name[:22]:22} ", style))
         segs.append(Segment(f"{dur_s:>7} ", None))
-        if kind == "step":
+        if kind == Kind.STEP:
             if rec.get("error") is not None:
                 err = rec["error"]
                 msg = err.get("message", err) if isinstance(err, dict) else err
@@ -324,15 +324,15 @@ class TimelineView(ScrollView, can_focus=True):
             else:
                 segs.append(Segment("✓ ", self.get_component_rich_style("timeline--checkpoint")))
                 segs.append(Segment(self._cached_preview(rec, "output"), None))
-        elif kind == "begin":
+        elif kind == Kind.BEGIN:
             segs.append(Segment("… ", None))
             segs.append(Segment(self._cached_preview(rec, "inputs"), self.get_component_rich_style("timeline--muted")))
-        elif kind == "rollback":
+        elif kind == Kind.ROLLBACK:
             segs.append(Segment(f"  {rec.get('reason', '')}", None))
-        elif kind == "start":
+        elif kind == Kind.START:
             extra = f"  attempt {rec.get('attempt')} pid {rec.get('pid')}" + (" (resume)" if rec.get("resume") else "")
             segs.append(Segment(extra, None))
-        elif kind == "checkpoint":
+        elif kind == Kind.CHECKPOINT:
             segs.append(Segment(f"  {rec.get('file', '')}", self.get_component_rich_style("timeline--muted")))
         else:
             rest = {k: v for k, v in rec.items() if k not in ("kind", "seq", "ts", "id", "pos")}
