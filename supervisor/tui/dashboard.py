@@ -38,7 +38,7 @@ from .confirm import ConfirmScreen
 from .detail import JsonPane
 from .prompt import Prompt
 from .scan import Region, ScanResult, scan_journal, search_journal, search_regions
-from .status import RunStatus, control_request, control_status, offline_state
+from .status import RunStatus, control_request, run_status
 from .status_bar import StatusBar
 from .timeline import TimelineView, describe_event
 from .timeline_model import Changes, TimelineModel
@@ -227,25 +227,16 @@ class DashboardScreen(Screen[None]):
         self.refresh_status()
 
     def poll_status(self) -> None:
-        """Ask the supervisor for its status (in a worker), with what the model says if none answers."""
-        last_ev = self.model._events_raw[-1] if self.model._events_raw else None
-        last = self.model.entry(self.model.count - 1) if self.model.count else None
-        last_kind = last.get("kind") if isinstance(last, dict) else None
+        """Ask the supervisor for its status (in a worker); the attempt from the model if the files have none."""
         attempt = max(self.model.start_seqs) if self.model.start_seqs else None
-        self._ask_status(last_ev, last_kind, attempt)
+        self._ask_status(attempt)
 
     @work(thread=True, exclusive=True, group="status", exit_on_error=False)
-    def _ask_status(self, last_ev: dict[str, Any] | None, last_kind: str | None, attempt: int | None) -> None:
-        """The socket's answer, or the offline state from ``run.json`` and the model (a thread: both may be slow)."""
-        resp = control_status(self.run_dir)
-        if resp is None:
-            try:
-                meta = rundir.read_run_json(self.run_dir)
-            except SupervisorError:
-                meta = self.meta
-            status = RunStatus(offline_state(meta, last_ev, last_kind), False, {"attempt": attempt})
-        else:
-            status = RunStatus(str(resp.get("state", "unknown")), True, resp)
+    def _ask_status(self, attempt: int | None) -> None:
+        """The one ``run_status`` the CLI shows too: the socket, else the files (a thread: both may be slow)."""
+        status = run_status(self.run_dir, timeout=1.0)
+        if not status.live and status.fields.get("attempt") is None:
+            status.fields["attempt"] = attempt  # a bare journal: its start records count the attempts
         self.app.call_from_thread(self._show_status, status)
 
     def _show_status(self, status: RunStatus) -> None:

@@ -36,7 +36,7 @@ def settled(app: App[Any]) -> bool:
         return False
     seq = d.timeline.selected_seq()
     text = d.query_one("#state-pane", JsonPane).text
-    return seq is None or text.startswith(f"state as of #{seq}\n") or text.startswith(f"state as of #{seq} ")
+    return seq is None or text.startswith((f"state as of #{seq}\n", f"state as of #{seq} "))
 
 
 def copy_run(name: str, dst: Path) -> Path:

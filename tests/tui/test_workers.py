@@ -34,6 +34,12 @@ async def _settled(pilot: Any) -> DashboardScreen:
     return d
 
 
+def _append_events(run: Path, *events: dict[str, Any]) -> None:
+    """Append supervisor events as the supervisor writes them (one line each)."""
+    with open(run / "supervisor.jsonl", "ab") as f:
+        f.writelines(orjson.dumps({"ts": "2026-11-29T10:00:00.000Z", **ev}) + b"\n" for ev in events)
+
+
 def _spy(obj: Any, name: str, threads: list[int], gate: threading.Event | None = None) -> None:
     """Record the thread of every call of ``obj.name``; with ``gate``, hold each call until it is set."""
     orig = getattr(obj, name)
@@ -68,9 +74,7 @@ async def test_records_events_and_agent_output_come_through_the_reading_worker(t
             assert reads and ui not in reads
             assert applies and set(applies) == {ui}
             # supervisor events appear between the records
-            with open(run / "supervisor.jsonl", "ab") as f:
-                for ev in ({"event": "exit", "attempt": 1, "code": 1}, {"event": "restart", "attempt": 2}):
-                    f.write(orjson.dumps({"ts": "2026-11-29T10:00:00.000Z", **ev}) + b"\n")
+            _append_events(run, {"event": "exit", "attempt": 1, "code": 1}, {"event": "restart", "attempt": 2})
             await until(pilot, lambda: [e.data["event"] for e in d.model.events] == ["exit", "restart"], what="events")
             # and so does the agent's output
             (run / "agent.log").write_bytes(b"hello from the agent\n")
