@@ -28,12 +28,13 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, TabbedContent, TabPane
-from textual.worker import Worker, WorkerState, get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from ..core import rundir
 from ..core.records import Kind
 from ..errors import SupervisorError
 from .agent_log import AgentLogPane, AgentLogTail
+from .app import report_worker_error
 from .confirm import ConfirmScreen
 from .detail import JsonPane
 from .prompt import Prompt
@@ -562,8 +563,5 @@ class DashboardScreen(Screen[None]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A worker that died shows its error instead of failing silently."""
-        if event.state == WorkerState.ERROR and event.worker.error is not None:
-            err = event.worker.error
-            stopped = " (live updates stopped)" if event.worker.group == "read" else ""
-            self.notify(f"{event.worker.name}: {type(err).__name__}: {err}{stopped}", severity="error", timeout=10)
+        report_worker_error(self, event, "live updates stopped" if event.worker.group == "read" else "")
 

@@ -18,7 +18,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
-from textual.worker import Worker, WorkerState, get_current_worker
+from textual.worker import Worker, get_current_worker
 
 from ..core import state as state_mod
 from ..core.records import Kind, preview
@@ -151,13 +151,13 @@ class DiffScreen(Screen[None]):
         self.query_one("#unified-body", Static).update(message.unified)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        """A diff worker that died says so, on screen and as a notification."""
-        if event.state == WorkerState.ERROR and event.worker.error is not None:
-            err = event.worker.error
-            text = f"diff failed: {type(err).__name__}: {err}"
+        """A diff worker that died says so, as a notification and in both views."""
+        from .app import report_worker_error
+
+        text = report_worker_error(self, event, "diff failed")
+        if text:
             self.query_one("#changes-body", Static).update(Text(text, style="red"))
             self.query_one("#unified-body", Static).update(Text(text, style="red"))
-            self.notify(text, severity="error", timeout=10)
 
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab

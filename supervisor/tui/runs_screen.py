@@ -11,6 +11,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
+from textual.worker import Worker
 
 from .runs_model import RunInfo, ago, list_runs
 
@@ -54,6 +55,7 @@ class RunsScreen(Screen[None]):
 
     @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
     def load(self) -> None:
+        """List the runs (a thread: every run directory is read)."""
         runs = list_runs(self.root)
         self.app.call_from_thread(self._show, runs)
 
@@ -80,6 +82,12 @@ class RunsScreen(Screen[None]):
                     table.move_cursor(row=i)
         empty = self.query_one("#runs-empty", Static)
         empty.update("" if runs else f"no runs in {self.root}; start one with 'agent-supervisor demo'")
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A listing that failed says so (the next one, two seconds later, may work)."""
+        from .app import report_worker_error
+
+        report_worker_error(self, event)
 
     def action_cursor(self, delta: int) -> None:
         table = self.query_one(DataTable)

@@ -129,7 +129,7 @@ async def test_worker_errors_become_notifications(rolled_back_run: Path) -> None
         await until(pilot, lambda: any("RuntimeError: disk on fire" in n for n in notes(app)), what="state worker error")
         await pilot.press("d")
         await until(pilot, lambda: isinstance(app.screen, DiffScreen) and "diff failed" in str(app.screen.query_one("#changes-body").render()), what="diff error")
-        assert sum("disk on fire" in n for n in notes(app)) >= 2
+        assert sum("disk on fire" in n for n in notes(app)) >= 2 and any("(diff failed)" in n for n in notes(app))
         await pilot.press("q")
         d.model.read_changes = broken  # type: ignore[method-assign]
         d.files_changed()
@@ -180,3 +180,16 @@ def test_readers_handed_over_stay_in_step(tmp_path: Path, rotate: bool) -> None:
                 assert rec and rec[0]["step"] == ("first" if seq == 0 else f"s{seq - 1}")  # type: ignore[index]
     finally:
         w.close()
+
+
+async def test_runs_list_error_becomes_a_notification(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import supervisor.tui.runs_screen as runs_screen
+
+    def broken(root: Path) -> list[Any]:
+        raise PermissionError(f"cannot list {root}")
+
+    monkeypatch.setattr(runs_screen, "list_runs", broken)
+    (tmp_path / "runs").mkdir()
+    app = make_app(tmp_path / "runs")
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: any("PermissionError: cannot list" in n for n in notes(app)), what="the listing error")
