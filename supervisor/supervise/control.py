@@ -18,13 +18,15 @@ import selectors
 import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ..core import rundir
-from ..core.status import RunStatus, offline_status
 from ..errors import ControlTimeout, ControlUnavailable, SupervisorError
+
+if TYPE_CHECKING:
+    from ..core.status import RunStatus
 
 MAX_REQUEST = 64 * 1024
 _SUN_PATH_MAX = 100
@@ -204,6 +206,9 @@ def run_status(run_dir: Path, *, timeout: float = 2.0, details: bool = False) ->
     does not answer within ``timeout`` is described from the files (with a note
     that it lives). ``details`` adds the offline figures ``status`` prints.
     """
+    # imported here: the supervisor process itself never asks (it would carry the module for nothing)
+    from ..core.status import RunStatus, offline_status
+
     run_dir = Path(run_dir)
     if run_dir.is_dir() and (run_dir / rundir.CONTROL_SOCK).exists():
         try:
