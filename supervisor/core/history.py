@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from .cursor import Shape, StateCursor
 from .journal import Entry, JournalReader
@@ -67,7 +67,8 @@ class Marker:
     ok_before: int = 0
 
 
-FoldInput = Union[Entry, LazyRecord, Marker]
+FoldInput = Entry | LazyRecord | Marker
+"""What a fold takes: a parsed record or bad line, a lazy step line, or a scan marker."""
 
 
 @dataclass
