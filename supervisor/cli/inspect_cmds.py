@@ -11,7 +11,7 @@ import orjson
 
 from ..core import history as history_mod
 from ..core import state as state_mod
-from ..core.records import Record, preview, step_name
+from ..core.records import Kind, Record, preview, step_name
 from ..core.rundir import check_readable_run_dir
 from ..errors import SupervisorError
 
@@ -49,22 +49,22 @@ def _load(run_dir: Path) -> history_mod.History:
 
 def format_record(rec: Record) -> str:
     """One line for a record, as ``log`` prints it."""
-    kind = rec.get("kind", "step")
+    kind = rec.get("kind", Kind.STEP)
     head = f"{rec.get('seq', ''):>6} {str(rec.get('ts', ''))[:23]:23} {kind:10}"
-    if kind in ("step", "begin"):
+    if kind in (Kind.STEP, Kind.BEGIN):
         body = step_name(rec)
-        if kind == "step":
+        if kind == Kind.STEP:
             if rec.get("error") is not None:
                 err = rec["error"]
                 msg = err.get("message", err) if isinstance(err, dict) else err
                 body += f"  ERROR {preview(msg, 70)}"
             else:
                 body += f"  -> {preview(rec.get('output'), 70)}"
-    elif kind == "checkpoint":
+    elif kind == Kind.CHECKPOINT:
         body = f"{rec.get('name')} ({rec.get('file')})"
-    elif kind == "rollback":
+    elif kind == Kind.ROLLBACK:
         body = f"to {rec.get('checkpoint') or 'start'}: {rec.get('reason', '')}"
-    elif kind == "start":
+    elif kind == Kind.START:
         body = f"attempt {rec.get('attempt')} pid {rec.get('pid')}" + (" (resume)" if rec.get("resume") else "")
     else:
         body = preview({k: v for k, v in rec.items() if k not in ("kind", "seq", "ts", "id", "pos")}, 90)

@@ -36,7 +36,7 @@ import orjson
 from ..errors import ForkError, RunDirError, SupervisorError
 from . import checkpoints, rundir
 from . import history as history_mod
-from .records import Record
+from .records import Kind, Record
 
 __all__ = ["FORK_CHECKPOINT", "ForkError", "default_target", "fork"]
 
@@ -135,18 +135,18 @@ def _build(
         for link in ("parent", "context"):
             if isinstance(rec.get(link), str) and rec[link] in new_id:
                 rec[link] = new_id[rec[link]]
-        if rec.get("kind") == "rollback" and isinstance(rec.get("checkpoint_seq"), int):
+        if rec.get("kind") == Kind.ROLLBACK and isinstance(rec.get("checkpoint_seq"), int):
             rec["origin_checkpoint_seq"] = rec["checkpoint_seq"]
             rec["checkpoint_seq"] = new_seq.get(rec["checkpoint_seq"], rec["checkpoint_seq"])
-        if rec.get("kind") == "checkpoint" and isinstance(rec.get("file"), str) and origin.is_dir():
+        if rec.get("kind") == Kind.CHECKPOINT and isinstance(rec.get("file"), str) and origin.is_dir():
             if _copy_checkpoint(origin, tmp, rec["file"], i):
                 copied_files.add(rec["file"])
         lines.append(orjson.dumps(rec, option=_DUMPS) + b"\n")
     n = len(lines)
-    steps = sum(1 for r in path if r.get("kind", "step") == "step" and r.get("error") is None)
+    steps = sum(1 for r in path if r.get("kind", Kind.STEP) == Kind.STEP and r.get("error") is None)
     now = rundir.utc_now()
     fork_rec: Record = {
-        "kind": "fork",
+        "kind": Kind.FORK,
         "seq": n,
         "id": f"{id_prefix}{n:x}",
         "ts": now,
@@ -158,7 +158,7 @@ def _build(
         fork_rec["skipped_bad_lines"] = bad_lines  # they stay in the original, shown by 'log'
     lines.append(orjson.dumps(fork_rec, option=_DUMPS) + b"\n")
     cp_file = checkpoints.write_checkpoint(tmp, FORK_CHECKPOINT, seq=n + 1, pos=steps, ts=now, state=state)
-    cp_rec: Record = {"kind": "checkpoint", "seq": n + 1, "id": f"{id_prefix}{n + 1:x}", "ts": now, "name": FORK_CHECKPOINT, "pos": steps, "file": cp_file}
+    cp_rec: Record = {"kind": Kind.CHECKPOINT, "seq": n + 1, "id": f"{id_prefix}{n + 1:x}", "ts": now, "name": FORK_CHECKPOINT, "pos": steps, "file": cp_file}
     lines.append(orjson.dumps(cp_rec, option=_DUMPS) + b"\n")
     _write_new(tmp / rundir.JOURNAL, b"".join(lines))
     meta: dict[str, Any] = {
