@@ -80,3 +80,56 @@ def test_checkpoint_names_are_slugged_and_never_overwrite(tmp_path: Path) -> Non
     assert all((p.stat().st_mode & 0o777) == 0o600 for p in files)
     assert not list((run_dir / "checkpoints").glob(".*tmp"))
     assert not os.path.exists(tmp_path / "etc")
+
+
+def _patched_journal(run: Path, n: int, snapshot_at: int | None = None) -> None:
+    """``n`` steps, each adding ``/k<seq>``; a checkpoint with a true snapshot replaces the step at ``snapshot_at``."""
+    from supervisor.core.checkpoints import write_checkpoint
+
+    run.mkdir()
+    lines = []
+    for seq in range(n):
+        patch = [{"op": "add", "path": f"/k{seq}", "value": seq}]
+        rec: dict = {"kind": "step", "seq": seq, "step": f"s{seq}", "output": seq, "state_patch": patch}
+        if seq == snapshot_at:
+            state = {f"k{i}": i for i in range(seq + 1)}
+            fname = write_checkpoint(run, "cp", seq=seq, pos=seq, ts="t", state=state)
+            rec = {"kind": "checkpoint", "seq": seq, "name": "cp", "file": fname, "state_patch": patch}
+        lines.append(orjson.dumps(rec) + b"\n")
+    (run / "journal.jsonl").write_bytes(b"".join(lines))
+
+
+def test_state_cursor_moves_forward_by_the_patches_in_between_only(tmp_path: Path) -> None:
+    from supervisor.core.cursor import Shape, StateCursor
+
+    run = tmp_path / "run"
+    _patched_journal(run, 200)
+    cur = StateCursor(run, batch=7)  # small batches: the stream crosses many of them
+    first = cur.state_at(10, Shape())
+    assert first == {f"k{i}": i for i in range(11)} and cur.patches == 11
+    assert cur.state_at(150, Shape()) == {f"k{i}": i for i in range(151)}
+    assert cur.patches == 151  # 140 more, not 151 again
+    assert first == {f"k{i}": i for i in range(11)}  # an answer handed out is never changed afterwards
+    assert cur.state_at(5, Shape()) == {f"k{i}": i for i in range(6)}  # backwards: from the start again
+    assert cur.origin == -1
+
+
+def test_state_cursor_starts_from_the_nearest_snapshot_on_the_path(tmp_path: Path) -> None:
+    from supervisor.core.cursor import Shape, StateCursor, path_ranges
+
+    run = tmp_path / "run"
+    _patched_journal(run, 200, snapshot_at=120)
+    fname = checkpoint_files(run)[0].name
+    shape = Shape(checkpoints=((120, fname),))
+    cur = StateCursor(run)
+    assert cur.state_at(130, shape) == {f"k{i}": i for i in range(131)}
+    assert cur.origin == 120 and cur.patches == 10
+    # a rollback at 150 to the start abandons every record before it
+    cut = Shape(checkpoints=((120, fname),), cuts=((-1, 150),))
+    assert path_ranges(cut, 160) == [(150, 161)]
+    assert cur.state_at(160, cut) == {f"k{i}": i for i in range(150, 161)}
+    assert cur.origin == -1  # the snapshot at 120 is on the abandoned branch
+    # the snapshot file gone: the same state from the patches alone
+    (run / "checkpoints" / fname).unlink()
+    fresh = StateCursor(run)
+    assert fresh.state_at(130, shape) == {f"k{i}": i for i in range(131)} and fresh.origin == -1
