@@ -73,11 +73,15 @@ class Pane:
     def __init__(self, name: str, cmd: list[str], env: dict[str, str]) -> None:
         self.name = name
         shell = " ".join(_q(c) for c in cmd)
-        self.t0 = time.perf_counter()
-        subprocess.run(
-            ["tmux", "new-session", "-d", "-s", name, "-x", str(COLS), "-y", str(ROWS), f"exec env {_env(env)} {shell}"],
-            check=True,
-        )
+        cmdline = ["tmux", "new-session", "-d", "-s", name, "-x", str(COLS), "-y", str(ROWS), f"exec env {_env(env)} {shell}"]
+        for attempt in range(5):
+            self.t0 = time.perf_counter()
+            # the server exits with its last session: a new session started just then fails, the next one works
+            if subprocess.run(cmdline, capture_output=True).returncode == 0:
+                break
+            time.sleep(0.2 * (attempt + 1))
+        else:
+            subprocess.run(cmdline, check=True)
         self.pid = int(subprocess.run(["tmux", "display", "-p", "-t", name, "#{pane_pid}"], capture_output=True, text=True).stdout)
 
     def screen(self) -> str:
