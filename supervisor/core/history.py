@@ -187,7 +187,11 @@ class Fold:
         self.extend((entry,))
 
     def extend(self, entries: Iterable[FoldInput]) -> None:
-        """Fold entries in journal order (the loop is inlined for the resume of a million steps)."""
+        """Fold entries in journal order (the loop is inlined for the resume of a million steps).
+
+        With ``keep=True`` the first list given becomes ``history.entries`` itself
+        (not a copy: a million pointers), and later entries are appended to it.
+        """
         if self.keep:
             h = self._history
             if isinstance(entries, list) and not h.entries and not h.effective:

@@ -28,7 +28,20 @@ from ..core.journal import (
 )
 from ..core.records import Kind, Record, parse_line
 
-__all__ = ["ERROR", "STEPS", "Marker", "Region", "ScanResult", "add_marker", "scan_bytes", "scan_journal"]
+__all__ = [
+    "ERROR",
+    "STEPS",
+    "Marker",
+    "Region",
+    "ScanResult",
+    "add_marker",
+    "iter_new_regions",
+    "journal_regions",
+    "scan_bytes",
+    "scan_journal",
+    "search_journal",
+    "search_regions",
+]
 
 CHUNK = 4 * 1024 * 1024
 # Every line this package's writer (orjson) writes starts with its kind: such lines are told apart with
