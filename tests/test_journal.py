@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -11,12 +14,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from supervisor.core.journal import (
+    Entry,
+    JournalFile,
     JournalReader,
     JournalWriter,
+    StreamPos,
     count_lines,
+    open_journal,
+    read_stream,
     segment_paths,
 )
-from supervisor.core.records import BadLine
+from supervisor.core.records import BadLine, Kind, LazyRecord, normalize, parse_line
 from supervisor.errors import JournalLockedError
 
 
@@ -169,3 +177,272 @@ def test_index_and_random_access_match_a_full_load(tmp_path: Path) -> None:
     assert r.get_range(100, 110) == full[100:110]
     with pytest.raises(IndexError):
         r.get(300)
+
+
+# --------------------------------------------------------------------------- the one reader primitive
+
+_TEXT = st.text(alphabet=st.characters(blacklist_characters="\n\r{", blacklist_categories=("Cs",)), max_size=40)
+_LINE = st.one_of(
+    st.tuples(st.just("step"), _TEXT),
+    st.tuples(st.just("failed"), _TEXT),
+    st.tuples(st.just("begin"), _TEXT),
+    st.tuples(st.just("note"), _TEXT),
+    st.tuples(st.just("foreign"), _TEXT),  # json.dumps spacing, no seq
+    st.tuples(st.just("prefixed"), _TEXT),  # a text prefix, as Python's logging writes it
+    st.tuples(st.just("bad"), _TEXT),
+    st.tuples(st.just("list"), _TEXT),
+    st.tuples(st.just("blank"), _TEXT),
+    st.tuples(st.just("long"), st.integers(20, 300)),  # longer than the tiny chunks used below
+)
+
+
+def _render(kind: str, arg: object, seq: int) -> bytes:
+    """One journal line for a drawn template, at ``seq``."""
+    if kind == "step":
+        return orjson.dumps({"kind": "step", "seq": seq, "ts": "t", "step": f"s{seq}", "output": arg})
+    if kind == "failed":
+        return orjson.dumps({"kind": "step", "seq": seq, "ts": "t", "step": f"s{seq}", "error": {"message": arg}})
+    if kind == "begin":
+        return orjson.dumps({"kind": "begin", "seq": seq, "ts": "t", "step": f"s{seq}"})
+    if kind == "note":
+        return orjson.dumps({"kind": "note", "seq": seq, "ts": "t", "message": arg})
+    if kind == "foreign":
+        return json.dumps({"step": "x", "output": arg}).encode()
+    if kind == "prefixed":
+        return b"2026-11-29 10:00:01 | INFO | " + json.dumps({"action": "a", "result": arg}).encode()
+    if kind == "bad":
+        return b"not json " + str(arg).encode()
+    if kind == "list":
+        return b"[1, 2]"
+    if kind == "blank":
+        return b"  " if arg else b""
+    assert isinstance(arg, int)
+    return orjson.dumps({"kind": "step", "seq": seq, "ts": "t", "step": "long", "output": "x" * arg})
+
+
+@dataclass
+class _Journal:
+    """Files written for a test, with what a reader must find in them."""
+
+    files: list[Path]
+    lines: list[tuple[Path, int, bytes]]  # every committed line: file, line number, bytes
+    committed: dict[Path, bytes]
+    torn: bytes
+
+
+def _journal_files(run: Path, segments: list[list[tuple[str, object]]], torn: bytes) -> _Journal:
+    """Sealed segments, then the active file (the last list) with ``torn`` after its last newline."""
+    run.mkdir(parents=True, exist_ok=True)
+    files = [run / f"journal.{i + 1:06d}.jsonl" for i in range(len(segments) - 1)] + [run / "journal.jsonl"]
+    seq = 0
+    out = _Journal(files, [], {}, torn)
+    for path, templates in zip(files, segments):
+        body = b""
+        for k, (kind, arg) in enumerate(templates):
+            line = _render(kind, arg, seq)
+            out.lines.append((path, k + 1, line))
+            body += line + b"\n"
+            seq += 1
+        out.committed[path] = body
+        path.write_bytes(body + (torn if path == files[-1] else b""))
+    return out
+
+
+def _expected(j: _Journal) -> list[Entry]:
+    """What every reader must return, built straight from ``parse_line``/``normalize``."""
+    out: list[Entry] = []
+    for seq, (path, line_no, raw) in enumerate(j.lines):
+        if not raw.strip():
+            continue
+        try:
+            rec = parse_line(raw)
+        except ValueError as e:
+            out.append(BadLine(str(path), line_no, seq, str(e), raw[:200].decode("utf-8", "replace")))
+            continue
+        out.append(normalize(rec, seq))
+    return out
+
+
+def _seq_of(e: Entry) -> int:
+    return e.seq if isinstance(e, BadLine) else int(e["seq"])
+
+
+_JOURNALS = st.tuples(
+    st.lists(st.lists(_LINE, max_size=8), min_size=1, max_size=4),
+    st.one_of(st.just(b""), st.binary(min_size=1, max_size=30).map(lambda b: b.replace(b"\n", b"x"))),
+    st.integers(1, 64),
+)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(drawn=_JOURNALS)
+def test_regions_are_exactly_the_committed_lines_from_any_line_start(tmp_path_factory: pytest.TempPathFactory, drawn: tuple) -> None:
+    """Property: from every line start, the regions tile the committed bytes, each starting at a line start with its seq and line."""
+    segments, torn, chunk = drawn
+    j = _journal_files(tmp_path_factory.mktemp("regions"), segments, torn)
+    starts: dict[Path, list[tuple[int, int, int]]] = {p: [] for p in j.files}  # (offset, seq, line) of each line start
+    seq = 0
+    for p in j.files:
+        off = 0
+        for line_no, raw in enumerate(j.committed[p].split(b"\n")[:-1], 1):
+            starts[p].append((off, seq, line_no))
+            off += len(raw) + 1
+            seq += 1
+        starts[p].append((off, seq, len(starts[p]) + 1))  # the committed end
+    for p in j.files:
+        at = {off: (s, ln) for off, s, ln in starts[p]}
+        with JournalFile.open(p) as jf:  # type: ignore[union-attr]
+            assert jf.end == len(j.committed[p]) and jf.torn == (p == j.files[-1] and bool(torn))
+            for off, s, ln in starts[p]:
+                regions = list(jf.chunks(off, s, ln, chunk=chunk))
+                assert b"".join(c.data for c in regions) == j.committed[p][off:]
+                pos = off
+                for c in regions:
+                    r = c.region
+                    assert (r.path, r.start, r.ino) == (p, pos, jf.ino) and r.end == pos + len(c.data)
+                    assert (r.first_seq, r.first_line) == at[r.start]  # a line start, with its seq and line
+                    assert c.data.endswith(b"\n") and (len(c.data) <= chunk or c.data.count(b"\n") == 1)
+                    pos = r.end
+    # the stream: the files one after another, from every line start
+    sizes = [p.stat().st_size for p in j.files]
+    everything = b"".join(j.committed[p] for p in j.files)
+    for i, p in enumerate(j.files):
+        base = sum(sizes[:i])
+        for off, s, ln in starts[p]:
+            pos = StreamPos(base + off, s, ln)
+            got = list(read_stream(p.parent, pos, chunk=chunk))
+            assert b"".join(c.data for c in got) == everything[sum(len(j.committed[q]) for q in j.files[:i]) + off :]
+            assert pos.seq == len(j.lines)
+            last = j.files[-1]
+            assert pos.offset == sum(sizes[:-1]) + len(j.committed[last])
+            assert pos.line == len(j.committed[last].split(b"\n"))  # the line after the last committed one
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(drawn=_JOURNALS, data=st.data())
+def test_every_reader_returns_the_same_entries_with_their_seq_and_line(
+    tmp_path_factory: pytest.TempPathFactory, drawn: tuple, data: st.DataObject
+) -> None:
+    """Property: load (plain, lazy), index + get_range/get, tail(n), read_new and count_lines agree, bad lines included."""
+    segments, torn, chunk = drawn
+    j = _journal_files(tmp_path_factory.mktemp("readers"), segments, torn)
+    run = j.files[-1].parent
+    want = _expected(j)
+    total = len(j.lines)
+    r = JournalReader(run, chunk=chunk)
+    assert r.load() == want and r.problems == [e for e in want if isinstance(e, BadLine)]
+    assert r.end_seq == total and r.read_new() == []
+    assert count_lines(run, chunk=chunk) == total
+    # the resume view: successful writer steps unparsed, begin lines left out, the rest as load gives them
+    lazy = JournalReader(run, chunk=chunk).load(lazy=True)
+    kept = [
+        e for e, (_, _, raw) in zip(want, [x for x in j.lines if x[2].strip()])
+        if not (raw.startswith(b'{"kind":"begin",') and b'"error"' not in raw)
+    ]
+    assert [_seq_of(e) for e in lazy] == [_seq_of(e) for e in kept]
+    for got, exp in zip(lazy, kept):
+        if isinstance(got, LazyRecord):
+            rec = got.record()
+            del rec["pos"]
+            assert rec == exp and got.kind == Kind.STEP
+        else:
+            assert got == exp
+    # random access after the index
+    ix = JournalReader(run, chunk=chunk)
+    assert ix.index() == total and len(ix) == total
+    assert ix.get_range(0, total) == want
+    a = data.draw(st.integers(0, total), label="a")
+    b = data.draw(st.integers(a, total), label="b")
+    assert ix.get_range(a, b) == [e for e in want if a <= _seq_of(e) < b]
+    if total:
+        s = data.draw(st.integers(0, total - 1), label="get")
+        assert ix.get(s) == next((e for e in want if _seq_of(e) == s), None)
+    # the tail
+    n = data.draw(st.integers(0, total + 2), label="tail")
+    assert JournalReader(run, chunk=chunk).tail(n) == [e for e in want if _seq_of(e) >= total - n]
+    # after the tail, following from the end
+    follower = JournalReader(run, chunk=chunk)
+    assert follower.seek_end() == total and follower.read_new() == []
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(drawn=_JOURNALS, data=st.data())
+def test_read_new_in_steps_while_lines_are_appended_and_rotated(
+    tmp_path_factory: pytest.TempPathFactory, drawn: tuple, data: st.DataObject
+) -> None:
+    """Property: read_new called between appends (torn writes and rotations included) returns what a full load does."""
+    segments, torn, chunk = drawn
+    final = _journal_files(tmp_path_factory.mktemp("final"), segments, torn)
+    run = tmp_path_factory.mktemp("live")
+    reader = JournalReader(run, chunk=chunk)
+    seen: list[Entry] = reader.read_new()
+    active = run / "journal.jsonl"
+    for i, path in enumerate(final.files):
+        body = final.committed[path] + (torn if path == final.files[-1] else b"")
+        active.touch()
+        pos = 0
+        while pos < len(body):
+            step = data.draw(st.integers(1, max(1, len(body) - pos)), label="append")
+            with open(active, "ab") as f:  # any cut: mid-line too, read_new must wait for the newline
+                f.write(body[pos : pos + step])
+            pos += step
+            seen += reader.read_new()
+        if path != final.files[-1]:
+            os.rename(active, run / path.name)  # a rotation: the active file becomes the sealed segment
+            seen += reader.read_new()
+    seen += reader.read_new()
+    # the same entries as the files written at once, with the same line numbers; a bad line is named
+    # by the file it was read from: journal.jsonl if it was read before that file was sealed
+    want = [dataclasses.replace(e, path=str(run / Path(e.path).name)) if isinstance(e, BadLine) else e for e in _expected(final)]
+    assert len(seen) == len(want)
+    for got, exp in zip(seen, want):
+        if isinstance(got, BadLine) and isinstance(exp, BadLine) and got.path == str(active):
+            got = dataclasses.replace(got, path=exp.path)
+        assert got == exp
+    assert reader.end_seq == len(final.lines)
+
+
+def test_a_line_longer_than_many_chunks_is_read_once(tmp_path: Path) -> None:
+    """A 3 MB line read with 1 kB chunks: one region, and reading it is linear, not quadratic."""
+    (tmp_path / "journal.jsonl").write_bytes(b'{"kind":"note","seq":0}\n' + orjson.dumps({"kind": "note", "seq": 1, "x": "y" * 3_000_000}) + b"\n{}\n")
+    with JournalFile.open(tmp_path / "journal.jsonl") as jf:  # type: ignore[union-attr]
+        regions = [c.region for c in jf.chunks(chunk=1024)]
+    assert [(r.first_seq, r.first_line) for r in regions] == [(0, 1), (1, 2), (2, 3)]
+    r = JournalReader(tmp_path, chunk=1024)
+    assert [e["seq"] for e in r.load()] == [0, 1, 2] and len(r.tail(2)[0]["x"]) == 3_000_000
+    assert r.index() == 3 and r.get(1)["x"] == "y" * 3_000_000
+
+
+def test_bad_lines_have_their_file_and_line_in_every_reader(tmp_path: Path) -> None:
+    """tail and read_new used to say line 0 (tail) or count from 0 on each call (read_new)."""
+    write_records(tmp_path, 30, rotate_bytes=600)
+    segs = segment_paths(tmp_path)
+    assert len(segs) >= 3
+    with open(segs[-1], "ab") as f:
+        f.write(b"garbage\n")
+    lines_in_active = len(segs[-1].read_bytes().splitlines())
+    follower = JournalReader(tmp_path)
+    follower.read_new()
+    with open(segs[-1], "ab") as f:
+        f.write(b"more garbage\n")
+    where = (str(segs[-1]), lines_in_active + 1)
+    [bad] = follower.read_new()
+    assert isinstance(bad, BadLine) and (bad.path, bad.line, bad.seq) == (*where, 31)
+    tail = JournalReader(tmp_path).tail(2)
+    assert [(b.path, b.line, b.seq) for b in tail if isinstance(b, BadLine)] == [(str(segs[-1]), lines_in_active, 30), (*where, 31)]
+    assert "journal.jsonl:%d" % (lines_in_active + 1) in str(tail[-1])
+
+
+def test_open_journal_locks_repairs_and_loads_once(tmp_path: Path) -> None:
+    write_records(tmp_path, 4)
+    with open(tmp_path / "journal.jsonl", "ab") as f:
+        f.write(b'{"kind": "step", "step": "ha')
+    w, entries = open_journal(tmp_path, lazy=False)
+    try:
+        assert [e["seq"] for e in entries] == [0, 1, 2, 3] and w.next_seq == 4 and w.repaired_bytes > 0
+        with pytest.raises(JournalLockedError):
+            open_journal(tmp_path)
+        w.append({"kind": "note"})
+    finally:
+        w.close()
+    assert count_lines(tmp_path) == 5

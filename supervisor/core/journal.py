@@ -366,11 +366,13 @@ def read_stream(
     cur = cursor if cursor is not None else StreamPos()
     base = 0
     for jf in stream_files(source):
-        if base + jf.size <= cur.offset:
+        if base + jf.size < cur.offset:
             base += jf.size  # read by an earlier call (sealed segments never change)
             continue
         local = cur.offset - base
-        for c in jf.chunks(local, cur.seq, 1 if local == 0 else cur.line, chunk=chunk, mapped=mapped):
+        if local == 0:
+            cur.line = 1  # the cursor stands at the start of this file, even an empty one
+        for c in jf.chunks(local, cur.seq, cur.line, chunk=chunk, mapped=mapped):
             yield c
             n = c.count()
             cur.offset = base + c.region.end
