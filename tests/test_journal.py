@@ -430,7 +430,7 @@ def test_bad_lines_have_their_file_and_line_in_every_reader(tmp_path: Path) -> N
     assert isinstance(bad, BadLine) and (bad.path, bad.line, bad.seq) == (*where, 31)
     tail = JournalReader(tmp_path).tail(2)
     assert [(b.path, b.line, b.seq) for b in tail if isinstance(b, BadLine)] == [(str(segs[-1]), lines_in_active, 30), (*where, 31)]
-    assert "journal.jsonl:%d" % (lines_in_active + 1) in str(tail[-1])
+    assert f"journal.jsonl:{lines_in_active + 1}" in str(tail[-1])
 
 
 def test_open_journal_locks_repairs_and_loads_once(tmp_path: Path) -> None:
@@ -446,3 +446,22 @@ def test_open_journal_locks_repairs_and_loads_once(tmp_path: Path) -> None:
     finally:
         w.close()
     assert count_lines(tmp_path) == 5
+
+
+def test_the_tui_scan_goes_on_mid_file_with_real_line_numbers(tmp_path: Path) -> None:
+    """scan_journal's regions, then iter_new_regions from where it stopped, name each line like a full read."""
+    from supervisor.tui.scan import iter_new_regions, scan_journal, scan_positions
+
+    with JournalWriter(tmp_path, rotate_bytes=700, durable=False) as w:
+        for i in range(12):
+            w.append({"kind": "step", "step": f"s{i}", "output": i})
+        scan = scan_journal(tmp_path, index=False)
+        at = scan_positions(scan.regions, scan.count)
+        for i in range(3):
+            w.append({"kind": "step", "step": f"t{i}", "output": i})
+    active = tmp_path / "journal.jsonl"
+    end, line = at[active.stat().st_ino]
+    assert line == len(active.read_bytes()[:end].splitlines()) + 1
+    for known in (line, None):  # passed by the caller, or found from the file's first seq
+        [(region, data)] = list(iter_new_regions(active, end, scan.count, known))
+        assert (region.first_seq, region.first_line, data.count(b"\n")) == (scan.count, line, 3)

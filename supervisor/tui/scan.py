@@ -228,6 +228,16 @@ def iter_new_regions(
             yield c.region, c.data
 
 
+def scan_positions(regions: list[Region], count: int) -> dict[int, tuple[int, int]]:
+    """Where a live scan goes on in each file (by inode): the end of its last region and the line
+    number there. ``regions`` are a scan's, in order; ``count`` the lines it scanned."""
+    out: dict[int, tuple[int, int]] = {}
+    for i, r in enumerate(regions):
+        next_seq = regions[i + 1].first_seq if i + 1 < len(regions) else count
+        out[r.ino] = (r.end, r.first_line + next_seq - r.first_seq)
+    return out
+
+
 def scan_journal(source: Path, cancelled: Callable[[], bool] | None = None, *, index: bool = True) -> ScanResult:
     """One pass over the raw bytes (count lines, find markers, record regions); then index a reader."""
     res = ScanResult()

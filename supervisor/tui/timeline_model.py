@@ -34,7 +34,7 @@ from ..core.cursor import Shape, StateCursor
 from ..core.history import ERROR, STEPS, Fold
 from ..core.journal import Entry, JournalReader, read_json_lines, segment_paths
 from ..core.records import BadLine, Kind
-from .scan import Marker, Region, ScanResult, add_marker, iter_new_regions, scan_bytes
+from .scan import Marker, Region, ScanResult, add_marker, iter_new_regions, scan_bytes, scan_positions
 
 CACHE_MAX = 20_000
 STILL_INDEXING = "the journal is still being indexed; the state appears in a moment"
@@ -63,7 +63,7 @@ class LiveSide:
     reader: JournalReader
     indexed: bool
     count: int
-    scan_pos: dict[int, int] = field(default_factory=dict)  # inode -> bytes scanned
+    scan_pos: dict[int, tuple[int, int]] = field(default_factory=dict)  # inode -> (bytes scanned, line number there)
     scanned: int = 0  # lines scanned
     events_size: int = -1
 
@@ -188,7 +188,7 @@ class TimelineModel:
             copy.deepcopy(self.reader),  # 1.5 ms for a million lines; the worker indexes its own copy
             indexed=True,
             count=scan.count,
-            scan_pos={r.ino: r.end for r in scan.regions},
+            scan_pos=scan_positions(scan.regions, scan.count),
             scanned=scan.count,
         )
         self.place_events()
@@ -251,7 +251,7 @@ class TimelineModel:
         return [s for s in self.checkpoint_seqs if not self.is_abandoned(s)]
 
     # ------------------------------------------------------------------ live
-    def _reset_live(self, reader: JournalReader, *, indexed: bool, count: int, scan_pos: dict[int, int] | None = None, scanned: int = 0) -> None:
+    def _reset_live(self, reader: JournalReader, *, indexed: bool, count: int, scan_pos: dict[int, tuple[int, int]] | None = None, scanned: int = 0) -> None:
         """Start the worker side over (after the tail, after the scan); a read in flight becomes stale."""
         self._live_gen += 1
         self.applied_reads = 0
@@ -341,10 +341,12 @@ class TimelineModel:
                 ino = p.stat().st_ino
             except OSError:
                 continue
-            for region, data in iter_new_regions(p, live.scan_pos.get(ino, 0), live.scanned):
-                live.scanned += scan_bytes(data, live.scanned, res)
+            end, line = live.scan_pos.get(ino, (0, 1))
+            for region, data in iter_new_regions(p, end, live.scanned, line):
+                n = scan_bytes(data, live.scanned, res)
+                live.scanned += n
                 regions.append(region)
-                live.scan_pos[ino] = region.end
+                live.scan_pos[ino] = (region.end, region.first_line + n)
         return res.markers, res.steps, regions
 
     def _take_new(self, old: int, new: list[Entry], scanned: list[Marker] | None) -> None:
