@@ -6,7 +6,9 @@ signals (a wakeup fd), and timers (backoff, stop grace, the journal poll every
 0.1 s, psutil figures every second). A crash is therefore seen at once, not on
 a tick.
 
-Policy (the defaults are in ``--help``):
+Policy (the defaults are in ``--help``; ``policy.decide`` makes the decision from
+the facts, this class carries it out; every state change records its event
+through the state machine's one listener):
 
 - exit 0: succeeded. Exit 78 (``EXIT_FAILED``): failed, no restart.
 - exit 75 (``EXIT_ROLLBACK``, the SDK appended a rollback): restart now, it is progress.
