@@ -26,13 +26,21 @@ async def until(pilot: Pilot, cond: Callable[[], object], timeout: float = 10.0,
     raise AssertionError("unreachable: attempts() fails the test")
 
 
+def caught_up(app: App[Any]) -> bool:
+    """The dashboard is open, scanned, and has applied the read that follows the scan."""
+    from supervisor.tui.dashboard import DashboardScreen
+
+    d = app.screen
+    return isinstance(d, DashboardScreen) and d.model.scanned and d.model.applied_reads > 0
+
+
 def settled(app: App[Any]) -> bool:
     """The dashboard is caught up: scanned, the read after the scan applied, the state pane showing the cursor's seq."""
     from supervisor.tui.dashboard import DashboardScreen
     from supervisor.tui.detail import JsonPane
 
     d = app.screen
-    if not isinstance(d, DashboardScreen) or not d.model.scanned or d.model.applied_reads == 0:
+    if not caught_up(app) or not isinstance(d, DashboardScreen):
         return False
     seq = d.timeline.selected_seq()
     text = d.query_one("#state-pane", JsonPane).text

@@ -16,7 +16,7 @@ from supervisor.tui.diff_screen import DiffScreen
 from supervisor.tui.help_screen import HelpScreen
 from supervisor.tui.timeline import TimelineView
 
-from .conftest import until
+from .conftest import caught_up, until
 
 SIZE = (120, 36)
 
@@ -36,7 +36,7 @@ def notes(app) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 async def opened(pilot) -> DashboardScreen:  # type: ignore[no-untyped-def]
-    await until(pilot, lambda: isinstance(pilot.app.screen, DashboardScreen) and pilot.app.screen.model.scanned, what="scan")
+    await until(pilot, lambda: caught_up(pilot.app), what="scan")
     return dash(pilot.app)
 
 

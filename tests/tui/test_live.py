@@ -16,7 +16,7 @@ from supervisor.tui.confirm import ConfirmScreen
 from supervisor.tui.dashboard import DashboardScreen
 
 from ..conftest import ROOT, SAMPLE_AGENT, clean_env
-from .conftest import until
+from .conftest import caught_up, until
 
 SIZE = (120, 36)
 
@@ -42,7 +42,7 @@ async def test_live_step_appears_and_rollback_key_restarts_from_checkpoint(tmp_p
         wait_for(lambda: (run / "journal.jsonl").exists() and (run / "control.sock").exists(), 20, what="supervisor up")
         app = make_app(run)
         async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: isinstance(app.screen, DashboardScreen) and app.screen.model.scanned, what="scan")
+            await until(pilot, lambda: caught_up(app), what="scan")
             d: DashboardScreen = app.screen  # type: ignore[assignment]
             await until(pilot, lambda: d.status.live and d.status.state == "running", 15, what="live status")
             assert "pid" in str(d.query_one("#status").render())

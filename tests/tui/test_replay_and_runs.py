@@ -15,13 +15,13 @@ from supervisor.tui.detail import JsonPane
 from supervisor.tui.runs_screen import RunsScreen
 
 from ..conftest import run_agent, run_cli
-from .conftest import until
+from .conftest import caught_up, until
 
 SIZE = (120, 36)
 
 
 async def _opened(pilot) -> DashboardScreen:  # type: ignore[no-untyped-def]
-    await until(pilot, lambda: isinstance(pilot.app.screen, DashboardScreen) and pilot.app.screen.model.scanned, what="scan")
+    await until(pilot, lambda: caught_up(pilot.app), what="scan")
     return pilot.app.screen  # type: ignore[no-any-return]
 
 

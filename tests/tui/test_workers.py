@@ -183,7 +183,7 @@ def test_readers_handed_over_stay_in_step(tmp_path: Path, rotate: bool) -> None:
 
 
 async def test_runs_list_error_becomes_a_notification(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import supervisor.tui.runs_screen as runs_screen
+    from supervisor.tui import runs_screen
 
     def broken(root: Path) -> list[Any]:
         raise PermissionError(f"cannot list {root}")
