@@ -104,7 +104,7 @@ def test_state_cursor_moves_forward_by_the_patches_in_between_only(tmp_path: Pat
 
     run = tmp_path / "run"
     _patched_journal(run, 200)
-    cur = StateCursor(run, batch=7)  # small batches: the stream crosses many of them
+    cur = StateCursor(run, chunk=64)  # small chunks: the stream crosses many of them
     first = cur.state_at(10, Shape())
     assert first == {f"k{i}": i for i in range(11)} and cur.patches == 11
     assert cur.state_at(150, Shape()) == {f"k{i}": i for i in range(151)}
@@ -133,3 +133,19 @@ def test_state_cursor_starts_from_the_nearest_snapshot_on_the_path(tmp_path: Pat
     (run / "checkpoints" / fname).unlink()
     fresh = StateCursor(run)
     assert fresh.state_at(130, shape) == {f"k{i}": i for i in range(131)} and fresh.origin == -1
+
+
+def test_state_cursor_reads_on_from_where_it_stopped_as_the_journal_grows(tmp_path: Path) -> None:
+    from supervisor.core.cursor import Shape, StateCursor
+
+    run = tmp_path / "run"
+    _patched_journal(run, 50)
+    cur = StateCursor(run, chunk=100)
+    assert cur.state_at(49, Shape()) == {f"k{i}": i for i in range(50)}
+    with open(run / "journal.jsonl", "ab") as f:  # appended after the answer, then sealed by a rotation
+        for seq in range(50, 60):
+            f.write(orjson.dumps({"kind": "step", "seq": seq, "state_patch": [{"op": "add", "path": f"/k{seq}", "value": seq}]}) + b"\n")
+    (run / "journal.jsonl").rename(run / "journal.000001.jsonl")
+    (run / "journal.jsonl").write_bytes(orjson.dumps({"kind": "note", "seq": 60, "state_patch": [{"op": "add", "path": "/n", "value": 1}]}) + b"\n")
+    assert cur.state_at(60, Shape()) == {**{f"k{i}": i for i in range(60)}, "n": 1}
+    assert cur.patches == 61

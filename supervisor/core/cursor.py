@@ -6,14 +6,21 @@ folded in (abandoned branches included: a point inside one has its own path).
 That path is ``0..seq`` minus the records each rollback cut, so a :class:`Shape`
 (every checkpoint with a snapshot file, and every rollback's cut) is all a
 cursor needs besides the records. It starts from the latest loadable snapshot
-on the path and streams the patches after it in bounded batches (memory stays
+on the path and streams the patches after it in bounded chunks (memory stays
 flat however far the checkpoint is); moving forward from its last answer it
 applies only the patches in between.
+
+From files it reads forward through the one reader primitive
+(:meth:`JournalFile.chunks`) with its own file handles and no line index: it
+starts at the nearest known line start before the records it needs (where its
+last read stopped, or one of the regions a scan found), so it never shares a
+reader with another thread and a million-record journal costs it no index.
 """
 
 from __future__ import annotations
 
 import bisect
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +29,11 @@ from typing import Any
 from ..errors import CheckpointError
 from . import checkpoints
 from . import state as state_mod
-from .journal import JournalReader
-from .records import BadLine, LazyRecord, Record
+from .journal import JournalFile, Region, segment_paths
+from .records import BadLine, LazyRecord, Record, parse_line
 
-STATE_BATCH = 5_000
-"""Records read at a time when patches are streamed from the files."""
+READ_CHUNK = 1024 * 1024
+"""Bytes read at a time when patches are streamed from the files."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +81,8 @@ class StateCursor:
     """The state at any point of one journal; forward moves apply only the patches in between.
 
     Records come from ``records`` (an in-memory journal in seq order: a History's
-    entries, or the SDK's effective list) or else from the cursor's own
-    :class:`JournalReader` of ``source``, so a worker thread never shares a reader
+    entries, or the SDK's effective list) or else from the files of ``source``,
+    read with the cursor's own handles, so a worker thread never shares a reader
     with the UI thread. Not thread-safe itself: one caller at a time.
 
     The document :meth:`state_at` returns is the caller's to read, not to change;
@@ -88,12 +95,14 @@ class StateCursor:
         source: Path | None = None,
         *,
         records: Sequence[Any] | None = None,
-        batch: int = STATE_BATCH,
+        chunk: int = READ_CHUNK,
     ) -> None:
         self.run_dir = run_dir
+        self.source = source or run_dir
         self.records = records
-        self.reader: JournalReader | None = None if records is not None else JournalReader(source or run_dir)
-        self.batch = batch
+        self.chunk = chunk
+        self.regions: Sequence[Region] = ()
+        """Known line starts of the files in seq order (a scan's regions): where a read may begin."""
         self.seq = -1
         """The point of the last answer (-1: before the first record)."""
         self.doc: Any = {}
@@ -104,7 +113,7 @@ class StateCursor:
         self._cuts: tuple[tuple[int, int], ...] = ()  # the cuts on the path of the last answer
         self._i = 0  # records: the index of the first record after ``seq``
         self._shared = False  # ``doc`` was handed out: copy it before patching
-        self._indexed = 0
+        self._next: Region | None = None  # files: where the last read stopped (the next line's start)
 
     def state_at(self, seq: int, shape: Shape | None = None, *, current: Record | None = None) -> Any:
         """The state right after the record at ``seq``.
@@ -255,11 +264,71 @@ class StateCursor:
             i += 1
         self._i = i
 
-    def _read(self, a: int, b: int) -> Iterator[Any]:
-        reader = self.reader
-        assert reader is not None
-        if b > self._indexed:
-            self._indexed = reader.index()
-        b = min(b, self._indexed)
-        for lo in range(a, b, self.batch):
-            yield from reader.get_range(lo, min(b, lo + self.batch))
+    def _start(self, a: int) -> Region | None:
+        """The nearest known line start at or before seq ``a`` (``None``: the start of the journal)."""
+        best: Region | None = None
+        regions = self.regions
+        i = bisect.bisect_right(regions, a, key=lambda r: r.first_seq) - 1
+        if i >= 0:
+            best = regions[i]
+        nxt = self._next
+        if nxt is not None and nxt.first_seq <= a and (best is None or nxt.first_seq >= best.first_seq):
+            best = nxt
+        return best
+
+    def _read(self, a: int, b: int) -> Iterator[Record]:
+        """The records with ``a <= seq < b``, parsed as they are read (bad lines carry no state)."""
+        start = self._start(a)
+        try:
+            yield from self._read_from(start, a, b)
+        except ValueError:
+            if start is None:
+                raise
+            # the file changed under the hint (rewritten, not appended to): read from the start
+            self._next = None
+            yield from self._read_from(None, a, b)
+
+    def _read_from(self, start: Region | None, a: int, b: int) -> Iterator[Record]:
+        paths = segment_paths(self.source)
+        first = 0
+        if start is not None:
+            inos = []
+            for p in paths:
+                try:
+                    inos.append(os.stat(p).st_ino)
+                except OSError:
+                    inos.append(-1)
+            if start.ino not in inos:
+                start = None  # its file is gone: read from the start
+            else:
+                first = inos.index(start.ino)
+        seq = start.first_seq if start is not None else 0
+        for n, p in enumerate(paths[first:]):
+            jf = JournalFile.open(p)
+            if jf is None:
+                continue
+            with jf:
+                at, line = (start.start, start.first_line) if n == 0 and start is not None else (0, 1)
+                for c in jf.chunks(at, seq, line, chunk=self.chunk):
+                    s0 = c.region.first_seq
+                    cnt = c.count()
+                    seq = s0 + cnt
+                    if seq <= a:
+                        continue
+                    lines = c.lines()
+                    lo = max(0, a - s0)
+                    hi = min(cnt, b - s0)
+                    for raw in lines[lo:hi]:
+                        if raw:
+                            try:
+                                rec = parse_line(raw)
+                            except ValueError:
+                                continue
+                            yield rec
+                    if hi < cnt:  # stopped inside the chunk: remember where line ``b`` starts
+                        off = c.region.start + sum(map(len, lines[:hi])) + hi
+                        self._next = Region(c.region.path, off, c.region.end, b, c.region.first_line + hi, c.region.ino)
+                        return
+                    self._next = Region(c.region.path, c.region.end, c.region.end, seq, c.region.first_line + cnt, c.region.ino)
+                    if seq >= b:
+                        return

@@ -514,6 +514,7 @@ class TimelineModel:
             return self._state_from_cache(seq)
         shape = self.shape
         with self._state_lock:
+            self._cursor.regions = self.regions  # line starts to read from: a list that only grows, or a new one
             return self._cursor.state_at(seq, shape)
 
     def forget_state(self) -> None:
