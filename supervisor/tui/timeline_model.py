@@ -525,10 +525,8 @@ class TimelineModel:
     def _state_from_cache(self, seq: int) -> Any:
         """Before the scan: the state from the records read so far (the tail), if they reach back far enough."""
         cache = dict(self.cache)  # one copy in C: the UI thread may add records meanwhile
+        first = min(cache, default=0)  # the first line read so far
         entries = [e for s, e in sorted(cache.items()) if e is not None and s <= seq]
-        if not entries:
-            return {}
-        first = _seq(entries[0])
         fold = Fold(keep=False)
         snaps: list[tuple[int, str]] = []
         for e in entries:

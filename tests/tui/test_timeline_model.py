@@ -131,3 +131,23 @@ def test_live_appends_and_rotation_are_scanned_once(tmp_path: Path) -> None:
         assert m.record(25)["step"] == "b19"  # type: ignore[index]
     finally:
         w.close()
+
+
+def test_state_before_the_scan_comes_from_the_tail_or_says_to_wait(tmp_path: Path) -> None:
+    import pytest
+
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [{"kind": "step", "step": f"s{i}", "seq": i, "state_patch": [{"op": "add", "path": f"/k{i}", "value": i}]} for i in range(10)]
+    fname = checkpoints.write_checkpoint(run, "cp", seq=10, pos=10, ts="t", state={f"k{i}": i for i in range(10)})
+    lines.append({"kind": "checkpoint", "name": "cp", "seq": 10, "file": fname})
+    lines += [{"kind": "step", "step": f"s{i}", "seq": i, "state_patch": [{"op": "add", "path": f"/k{i}", "value": i}]} for i in range(11, 14)]
+    (run / "journal.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in lines))
+    m = TimelineModel(run, tail_rows=5)
+    m.open()
+    want = {f"k{i}": i for i in range(14) if i != 10}
+    assert m.state_at(13) == want  # the snapshot at 10 is in the tail
+    with pytest.raises(ValueError, match="still being indexed"):
+        m.state_at(8)  # before the tail: not known yet (never a wrong {})
+    m.adopt(scan_journal(run))
+    assert m.state_at(8) == {f"k{i}": i for i in range(9)}
