@@ -4,6 +4,13 @@ The journal of a run is one logical byte stream: the sealed segments
 ``journal.000001.jsonl``, ``journal.000002.jsonl``, ... in order, then the active
 ``journal.jsonl``. Rotation renames the active file, so the stream never changes
 under a reader; only complete (newline-terminated) lines count.
+
+Every reader reads through one primitive: :meth:`JournalFile.chunks` yields the
+committed whole-line :class:`Region` s of one file from a line start (each knows
+its file, bytes, first seq and first line number), and :func:`read_stream` chains
+the files from a :class:`StreamPos`. ``tail`` reads backward with the same
+committed end (:meth:`JournalFile.last_lines`). :func:`open_journal` is the one
+open of a writer: lock, repair a torn tail, load.
 """
 
 from __future__ import annotations
