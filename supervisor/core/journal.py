@@ -806,8 +806,8 @@ class JournalReader:
             # sealed segments never change; the last one grows, up to its rotation
             if not seg.sealed:
                 self._index_segment(seg)
-                seg.sealed = seg is not segs[-1]
-            seq += len(seg.starts) - 1
+                seg.sealed = seg.indexed and seg is not segs[-1]
+            seq += max(len(seg.starts) - 1, 0)
         return seq
 
     def _index_segment(self, seg: _Seg) -> None:
@@ -815,10 +815,11 @@ class JournalReader:
         if jf is None:
             return
         with jf:
+            if jf.ino != seg.ino:
+                return  # renamed by a rotation since the listing: the next index() finds it by its new name
             starts = seg.starts
-            if jf.ino != seg.ino or not starts or not jf.is_line_start(starts[-1]):
+            if not starts or not jf.is_line_start(starts[-1]):
                 starts = array("q", [0])  # new, or rewritten in place: index it again
-                seg.ino = jf.ino
             for c in jf.chunks(starts[-1], seg.first_seq + len(starts) - 1, len(starts), chunk=self.chunk):
                 # line ends, all in C: region start + running sum of (len + 1)
                 ends = accumulate(map((1).__add__, map(len, c.lines())), initial=c.region.start)
