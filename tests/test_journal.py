@@ -465,3 +465,19 @@ def test_the_tui_scan_goes_on_mid_file_with_real_line_numbers(tmp_path: Path) ->
     for known in (line, None):  # passed by the caller, or found from the file's first seq
         [(region, data)] = list(iter_new_regions(active, end, scan.count, known))
         assert (region.first_seq, region.first_line, data.count(b"\n")) == (scan.count, line, 3)
+
+
+def test_a_rotation_between_listing_and_open_is_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The listing says only journal.jsonl, but by the open it was sealed and a new one started: nothing is skipped."""
+    from supervisor.core import journal
+
+    write_records(tmp_path, 6, rotate_bytes=500)
+    assert len(segment_paths(tmp_path)) >= 2
+    real = journal.segment_paths
+    stale = [tmp_path / "journal.jsonl"]
+    calls = iter([stale])
+    monkeypatch.setattr(journal, "segment_paths", lambda source: next(calls, None) or real(source))
+    pos = StreamPos()
+    data = b"".join(c.data for c in read_stream(tmp_path, pos))
+    monkeypatch.undo()
+    assert data == b"".join(p.read_bytes() for p in segment_paths(tmp_path)) and pos.seq == 6
