@@ -149,3 +149,17 @@ def test_state_cursor_reads_on_from_where_it_stopped_as_the_journal_grows(tmp_pa
     (run / "journal.jsonl").write_bytes(orjson.dumps({"kind": "note", "seq": 60, "state_patch": [{"op": "add", "path": "/n", "value": 1}]}) + b"\n")
     assert cur.state_at(60, Shape()) == {**{f"k{i}": i for i in range(60)}, "n": 1}
     assert cur.patches == 61
+
+
+def test_state_cursor_steps_on_past_a_damaged_snapshot_instead_of_starting_over(tmp_path: Path) -> None:
+    from supervisor.core.cursor import Shape, StateCursor
+
+    run = tmp_path / "run"
+    _patched_journal(run, 200, snapshot_at=120)
+    fname = checkpoint_files(run)[0].name
+    (run / "checkpoints" / fname).write_bytes(b"{not json")
+    shape = Shape(checkpoints=((120, fname),))
+    cur = StateCursor(run)
+    assert cur.state_at(100, shape) == {f"k{i}": i for i in range(101)} and cur.patches == 101
+    assert cur.state_at(150, shape) == {f"k{i}": i for i in range(151)}
+    assert cur.patches == 151  # on from 100, not from the start again

@@ -186,13 +186,22 @@ class StateCursor:
         sh = NO_SHAPE if shape is None else shape
         if seq == self.seq and self._cuts_before(sh, seq) == self._cuts:
             return
-        if self._can_step(seq, sh):
+        linear = self._linear(seq, sh)
+        # a snapshot after the last answer is nearer than it, if it loads
+        nearer = linear and any(self.seq < c <= seq for c, _ in sh.checkpoints)
+        doc: Any
+        if linear and not nearer:
+            origin, doc = -1, None  # on from the last answer
+        elif shape is None:
+            origin, doc = -1, {}  # no snapshots: from the start
+        else:
+            origin, doc = self._origin(seq, sh)
+        if linear and origin <= self.seq:
             if self._shared:
                 self.doc = state_mod.json_copy(self.doc)
                 self._shared = False
             lo = self.seq + 1
         else:
-            origin, doc = self._origin(seq, sh) if shape is not None else (-1, {})
             self.doc, self.seq, self._shared, self.origin = doc, origin, False, origin
             self._i = 0 if origin < 0 else -1
             lo = origin + 1
@@ -207,14 +216,11 @@ class StateCursor:
     def _cuts_before(shape: Shape, seq: int) -> tuple[tuple[int, int], ...]:
         return tuple(c for c in shape.cuts if c[1] <= seq) if shape.cuts else ()
 
-    def _can_step(self, seq: int, shape: Shape) -> bool:
-        """Whether the answer at ``seq`` is the last one plus the patches in between."""
+    def _linear(self, seq: int, shape: Shape) -> bool:
+        """Whether the path to ``seq`` is the path to the last answer plus the records in between."""
         if seq < self.seq or self._cuts_before(shape, self.seq) != self._cuts:
             return False
-        if any(self.seq < r <= seq for _, r in shape.cuts):
-            return False
-        # a snapshot in between is nearer than the last answer
-        return not any(self.seq < c <= seq for c, _ in shape.checkpoints)
+        return not any(self.seq < r <= seq for _, r in shape.cuts)
 
     def _origin(self, seq: int, shape: Shape) -> tuple[int, Any]:
         """The latest loadable snapshot on the path to ``seq``: its seq and state (-1 and ``{}``: none)."""
