@@ -26,7 +26,7 @@ import stat
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
 from pathlib import Path
 from typing import Any, Self, cast
@@ -54,22 +54,22 @@ in place of some records; it answers the same reads.)"""
 
 def segment_paths(source: Path) -> list[Path]:
     """The journal's files in stream order. ``source`` is a run directory or a bare ``.jsonl`` file."""
-    if source.is_file():
-        return [source]
-    sealed: list[tuple[int, Path]] = []
+    # one listdir, no stat: this runs on every follow poll
     try:
         names = os.listdir(source)
+    except NotADirectoryError:
+        return [source]
     except FileNotFoundError:
         return []
+    sealed: list[tuple[int, str]] = []
     for name in names:
         m = _SEGMENT_RE.match(name)
         if m:
-            sealed.append((int(m.group(1)), source / name))
+            sealed.append((int(m.group(1)), name))
     sealed.sort()
-    paths = [p for _, p in sealed]
-    active = source / rundir.JOURNAL
-    if active.exists():
-        paths.append(active)
+    paths = [source / name for _, name in sealed]
+    if rundir.JOURNAL in names:
+        paths.append(source / rundir.JOURNAL)
     return paths
 
 
@@ -253,6 +253,19 @@ class JournalFile:
         read once with exactly its bytes: nothing is carried or copied across chunks. A line longer
         than ``chunk`` becomes one region of its own, read once (no quadratic re-joining).
         """
+        if stop is None and self._end < 0 and 0 <= self.size - start <= chunk and self.is_line_start(start):
+            # the rest of the file fits in one chunk (a follower's usual read): read it and cut at its
+            # last newline, instead of probing for the committed end first
+            data = os.pread(self.fd, self.size - start, start)
+            cut = data.rfind(b"\n") + 1
+            self._end = start + cut
+            if cut:
+                yield Chunk(
+                    Region(self.path, start, start + cut, first_seq, first_line, self.ino),
+                    data if cut == len(data) else data[:cut],
+                    self.mapped() if mapped else None,
+                )
+            return
         # a stop inside the file is a line end the caller knows (from an index): no probe of the end
         end = stop if stop is not None and stop <= self.size else self.end
         if not self.is_line_start(start) or start > end or not self.is_line_start(end):
@@ -339,12 +352,13 @@ def stream_files(source: Path) -> Iterator[JournalFile]:
     sealed segment appeared, that segment is read first, so no byte is skipped or read twice.
     """
     paths = segment_paths(source)
+    bare = paths == [source]
     done: set[Path] = set()
     i = 0
     while i < len(paths):
         p = paths[i]
         jf = JournalFile.open(p)
-        if jf is None or p.name == rundir.JOURNAL:
+        if not bare and (jf is None or (i == len(paths) - 1 and _sealed_since(source, paths))):
             again = [q for q in segment_paths(source) if q not in done]
             if again != paths[i:]:
                 if jf is not None:
@@ -358,6 +372,13 @@ def stream_files(source: Path) -> Iterator[JournalFile]:
             yield jf
         done.add(p)
         i += 1
+
+
+def _sealed_since(source: Path, paths: list[Path]) -> bool:
+    """Whether a rotation sealed a segment after ``paths`` were listed (one stat: the next sealed name)."""
+    m = _SEGMENT_RE.match(paths[-2].name) if len(paths) > 1 else None
+    # a string path, not pathlib: this runs on every follow poll
+    return os.path.exists(f"{os.fspath(source)}/journal.{int(m.group(1)) + 1 if m else 1:06d}.jsonl")
 
 
 def read_stream(
@@ -379,6 +400,9 @@ def read_stream(
         local = cur.offset - base
         if local == 0:
             cur.line = 1  # the cursor stands at the start of this file, even an empty one
+        if local == jf.size:
+            base += jf.size  # nothing new in this file
+            continue
         for c in jf.chunks(local, cur.seq, cur.line, chunk=chunk, mapped=mapped):
             yield c
             n = c.count()
@@ -872,6 +896,20 @@ class JournalReader:
             pass
         self._cursor = cursor
         return cursor.seq
+
+    def twin(self) -> JournalReader:
+        """A reader for another thread that shares this one's line offsets and nothing else.
+
+        The offset arrays only grow (``index()`` appends; a file rewritten in place
+        gets a new array), so one twin may index while the other reads lines it has
+        counted (each array operation is atomic under the GIL). Each keeps its own
+        segment list, files, position and problems. The TUI's reading worker indexes
+        one twin while the UI thread reads the other: a million lines' offsets (8 MB)
+        are held once.
+        """
+        twin = JournalReader(self.source, chunk=self.chunk)
+        twin._segs = [replace(s) for s in self._segs]  # a new _Seg each, the same ``starts`` array
+        return twin
 
 
 @dataclass
