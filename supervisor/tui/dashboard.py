@@ -208,8 +208,8 @@ class DashboardScreen(Screen[None]):
             if worker.is_cancelled:
                 return
             changes = self.model.read_changes(timeout=_WAKE_SLICE_S)
-            if changes is None:
-                self._wake.set()  # the last changes are not applied yet: read again when they are
+            if changes is None or changes.again:
+                self._wake.set()  # the last changes are not applied yet, or a rotation was half done: again
             text = self._log_tail.read_new()
             if changes is not None or text:
                 self.post_message(self.FilesRead(changes, text))

@@ -193,3 +193,52 @@ async def test_runs_list_error_becomes_a_notification(tmp_path: Path, monkeypatc
     app = make_app(tmp_path / "runs")
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: any("PermissionError: cannot list" in n for n in notes(app)), what="the listing error")
+
+
+def test_reading_thread_and_ui_thread_at_once(tmp_path: Path) -> None:
+    """A thread reads while this one applies and reads rows through the twin reader: every row is right."""
+    import queue
+    import random
+
+    run = tmp_path / "run"
+    # no rotation here: the reader's listing of files can race a rotation (reported; not this test's subject)
+    w = JournalWriter(run, durable=False)
+    w.append({"kind": "step", "step": "s0", "output": 0})
+    m = TimelineModel(run, tail_rows=3)
+    m.open()
+    m.adopt(scan_journal(run))
+    total = 3000
+    done = threading.Event()
+    stop = threading.Event()
+    posted: queue.Queue[Any] = queue.Queue()
+
+    def write() -> None:
+        for i in range(1, total):
+            w.append({"kind": "step", "step": f"s{i}", "output": i})
+        done.set()
+
+    def read() -> None:
+        while not stop.is_set():
+            finished = done.is_set()
+            ch = m.read_changes(timeout=0.5)
+            if ch is not None:
+                posted.put(ch)
+                if finished and ch.count == total:
+                    return
+
+    threads = [threading.Thread(target=write, daemon=True), threading.Thread(target=read, daemon=True)]
+    for t in threads:
+        t.start()
+    rng = random.Random(7)
+    try:
+        while m.count < total:
+            m.apply(posted.get(timeout=20))
+            for seq in rng.sample(range(m.count), min(5, m.count)):
+                (rec,) = m.reader.get_range(seq, seq + 1)
+                assert rec["seq"] == seq and rec["step"] == f"s{seq}"  # type: ignore[index]
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+        w.close()
+    assert m.count == total and m.effective_steps == total
