@@ -452,22 +452,8 @@ def count_lines(source: Path, *, chunk: int = _CHUNK) -> int:
 
 
 def journal_locked(run_dir: Path) -> bool:
-    """Whether a process holds the journal lock of ``run_dir`` (an agent writing it) right now.
-
-    A shared, non-blocking probe of the writer's exclusive ``flock``: it never waits
-    and takes nothing a writer would need (released before returning).
-    """
-    try:
-        fd = os.open(run_dir / rundir.JOURNAL_LOCK, os.O_RDONLY | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
+    """Whether a process holds the journal lock of ``run_dir`` (an agent writing it) right now."""
+    return rundir.flock_held(run_dir / rundir.JOURNAL_LOCK)
 
 
 # --------------------------------------------------------------------------- writer

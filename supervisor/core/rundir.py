@@ -6,6 +6,7 @@ Nothing here imports Textual.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import secrets
@@ -174,3 +175,22 @@ def update_run_json(run_dir: Path, **changes: Any) -> dict[str, Any]:
     meta["format"] = FORMAT
     write_run_json(run_dir, meta)
     return meta
+
+
+def flock_held(path: Path) -> bool:
+    """Whether a process holds an exclusive ``flock`` on ``path`` right now.
+
+    A shared, non-blocking probe: it never waits and is released before returning, so it
+    takes nothing the holder (a journal writer, a supervisor) would need.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False

@@ -26,7 +26,6 @@ The state words offline (live ones are the supervisor's ``ProcessState`` values)
 
 from __future__ import annotations
 
-import fcntl
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,21 +90,6 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _flock_held(path: Path) -> bool:
-    """Whether a process holds the ``flock`` on ``path`` (a shared non-blocking probe, released at once)."""
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except (FileNotFoundError, NotADirectoryError):
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
-
-
 def last_json_lines(path: Path, n: int) -> list[dict[str, Any]]:
     """The last ``n`` complete JSON object lines of an append-only file, reading only its end."""
     try:
@@ -160,7 +144,7 @@ def read_files(run_dir: Path) -> RunFiles:
     last_kind = last.get("kind") if isinstance(last, dict) else None
     pid = meta.get("supervisor_pid")
     # the pid alone could be reused by another process: the supervisor also holds its lock while it lives
-    alive = isinstance(pid, int) and pid_alive(pid) and is_dir and _flock_held(run_dir / rundir.SUPERVISOR_LOCK)
+    alive = isinstance(pid, int) and pid_alive(pid) and is_dir and rundir.flock_held(run_dir / rundir.SUPERVISOR_LOCK)
     locked = journal_locked(run_dir) if is_dir else False
     return RunFiles(meta, last_event, last_kind, alive, locked, damaged, last_exit)
 
