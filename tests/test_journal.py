@@ -481,3 +481,46 @@ def test_a_rotation_between_listing_and_open_is_followed(tmp_path: Path, monkeyp
     data = b"".join(c.data for c in read_stream(tmp_path, pos))
     monkeypatch.undo()
     assert data == b"".join(p.read_bytes() for p in segment_paths(tmp_path)) and pos.seq == 6
+
+
+def test_index_while_a_writer_rotates_never_shifts_seqs(tmp_path: Path) -> None:
+    """A reader indexing while another thread appends and rotates every 20 kB reads every seq's own line.
+
+    A segment renamed between the listing and the read once made the index skip a sealed
+    segment, so seq 740 returned step s933.
+    """
+    import random
+    import threading
+
+    from supervisor.core.journal import JournalReader, JournalWriter
+
+    for trial in range(3):
+        run = tmp_path / f"run{trial}"
+        w = JournalWriter(run, durable=False, rotate_bytes=20_000)
+        w.append({"kind": "step", "step": "s0", "output": 0})
+        reader = JournalReader(run)
+        reader.index()
+        total = 3000
+        done = threading.Event()
+
+        def write(w: JournalWriter = w, done: threading.Event = done) -> None:
+            for i in range(1, total):
+                w.append({"kind": "step", "step": f"s{i}", "output": i})
+            done.set()
+
+        t = threading.Thread(target=write, daemon=True)
+        t.start()
+        rng = random.Random(trial)
+        try:
+            while True:
+                finished = done.is_set()
+                n = reader.index()
+                for seq in rng.sample(range(n), min(5, n)):
+                    got = reader.get_range(seq, seq + 1)
+                    assert got and got[0]["step"] == f"s{seq}", (seq, n, got)
+                if finished:
+                    assert n == total
+                    break
+        finally:
+            t.join(10)
+            w.close()
