@@ -447,7 +447,7 @@ class TimelineModel:
             return before
         while before > 0 and steps > 0:
             prev = self.record(before - 1) if self.indexed else self.cache.get(before - 1)
-            if type(prev) is not dict or prev.get("kind") == "start" or str(prev.get("ts", "")) <= ts:
+            if type(prev) is not dict or prev.get("kind") == Kind.START or str(prev.get("ts", "")) <= ts:
                 break
             before -= 1
             steps -= 1
