@@ -33,6 +33,7 @@ __all__ = [
     "fold",
     "load",
     "rollback_record",
+    "fold_shape",
     "shape_of",
     "state_at",
 ]
@@ -42,6 +43,11 @@ ERROR = "error"
 STEPS = "steps"
 """Marker kind that carries only successful steps (those after the last marker of a scan)."""
 MISSING_TARGET = "rollback names a checkpoint not in the effective history"
+
+# The fold runs once per record of a million-record resume, and looking up an enum member
+# (``Kind.STEP``) costs about 100 ns in Python 3.11 (the enum metaclass hooks attribute access):
+# the loops below use these module constants, which are the same members.
+_STEP, _CHECKPOINT, _ROLLBACK = Kind.STEP, Kind.CHECKPOINT, Kind.ROLLBACK
 
 
 @dataclass(slots=True)
@@ -184,6 +190,10 @@ class Fold:
 
     def add(self, entry: FoldInput) -> None:
         """Fold one more entry (the next in journal order)."""
+        if self.keep and type(entry) is dict:  # the SDK's path after each live step: no batch machinery
+            self._history.entries.append(entry)
+            self._record(entry)
+            return
         self.extend((entry,))
 
     def extend(self, entries: Iterable[FoldInput]) -> None:
@@ -205,7 +215,7 @@ class Fold:
         for e in entries:
             t = type(e)
             if t is LazyRecord:
-                if e.kind == Kind.STEP:  # type: ignore[union-attr]
+                if e.kind == _STEP:  # type: ignore[union-attr]
                     self.step_count += 1
             elif t is Marker:
                 self._marker(e)  # type: ignore[arg-type]
@@ -221,14 +231,19 @@ class Fold:
             t = type(e)
             if t is LazyRecord:  # the resume fast path: no parsing, no dict lookups
                 e.pos = len(steps)  # type: ignore[union-attr]
-                if e.kind == Kind.STEP:  # type: ignore[union-attr]
+                if e.kind == _STEP:  # type: ignore[union-attr]
                     steps.append(e)  # type: ignore[arg-type]
                 eff.append(e)  # type: ignore[arg-type]
                 continue
             if t is dict:
-                if e.get("kind") == Kind.STEP and e.get("error") is None:  # type: ignore[union-attr]
+                kind = e.get("kind", _STEP)  # type: ignore[union-attr]
+                if kind == _STEP and e.get("error") is None:  # type: ignore[union-attr]
                     e["pos"] = len(steps)  # type: ignore[index]
                     steps.append(e)  # type: ignore[arg-type]
+                    eff.append(e)  # type: ignore[arg-type]
+                    continue
+                if kind != _ROLLBACK and kind != _CHECKPOINT:  # begin, start, note, fork, a failed step
+                    e["pos"] = len(steps)  # type: ignore[index]
                     eff.append(e)  # type: ignore[arg-type]
                     continue
                 self.step_count = len(steps)
@@ -247,18 +262,18 @@ class Fold:
 
     def _record(self, e: Record) -> None:
         """Fold one parsed record (in keep mode ``step_count`` is ``len(steps)`` on entry)."""
-        kind = e.get("kind", Kind.STEP)
+        kind = e.get("kind", _STEP)
         keep = self.keep
-        if kind == Kind.STEP and e.get("error") is None:
+        if kind == _STEP and e.get("error") is None:
             if keep:
                 e["pos"] = self.step_count
                 self._history.steps.append(e)
                 self._history.effective.append(e)
             self.step_count += 1
             return
-        if kind == Kind.ROLLBACK:
+        if kind == _ROLLBACK:
             self._rollback(e)
-        elif kind == Kind.CHECKPOINT:
+        elif kind == _CHECKPOINT:
             self._cp_ok.append(self.step_count)
             if keep:
                 self._cp_at.append(len(self._history.effective))
@@ -336,6 +351,12 @@ def load(source: Path) -> History:
 
 def shape_of(entries: Iterable[Any]) -> Shape:
     """The snapshots and rollback cuts of a journal's records, for a :class:`StateCursor`."""
+    return fold_shape(entries)[0]
+
+
+def fold_shape(entries: Iterable[Any]) -> tuple[Shape, Fold]:
+    """:func:`shape_of`, with the counting fold of the checkpoints and rollbacks (its ``problem_count``
+    says how many rollbacks named no checkpoint among ``entries``)."""
     f = Fold(keep=False)
     cps: list[tuple[int, str]] = []
     for e in entries:
@@ -347,7 +368,7 @@ def shape_of(entries: Iterable[Any]) -> Shape:
                     cps.append((int(e["seq"]), str(e["file"])))
             elif k == Kind.ROLLBACK:
                 f.add(e)
-    return Shape(tuple(cps), tuple(f.cuts))
+    return Shape(tuple(cps), tuple(f.cuts)), f
 
 
 def state_at(run_dir: Path, history: History, seq: int) -> Any:

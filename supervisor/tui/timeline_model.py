@@ -30,7 +30,7 @@ import orjson
 
 from ..core import rundir
 from ..core.cursor import Shape, StateCursor
-from ..core.history import ERROR, STEPS, Fold
+from ..core.history import ERROR, STEPS, Fold, fold_shape
 from ..core.journal import Entry, JournalReader, read_json_lines, segment_paths
 from ..core.records import BadLine, Kind
 from .scan import Marker, Region, ScanResult, add_marker, iter_new_regions, scan_bytes, scan_positions
@@ -532,22 +532,11 @@ class TimelineModel:
         cache = dict(self.cache)  # one copy in C: the UI thread may add records meanwhile
         first = min(cache, default=0)  # the first line read so far
         entries = [e for s, e in sorted(cache.items()) if e is not None and s <= seq]
-        fold = Fold(keep=False)
-        snaps: list[tuple[int, str]] = []
-        for e in entries:
-            if type(e) is not dict:
-                continue
-            kind = e.get("kind")
-            if kind == Kind.CHECKPOINT:
-                fold.add(e)
-                if e.get("file"):
-                    snaps.append((int(e["seq"]), str(e["file"])))
-            elif kind == Kind.ROLLBACK:
-                fold.add(e)
-                if fold.last_target is None and first > 0:
-                    raise ValueError(STILL_INDEXING)  # its checkpoint may lie before the records read
+        shape, fold = fold_shape(entries)
+        if fold.problem_count and first > 0:
+            raise ValueError(STILL_INDEXING)  # a rollback's checkpoint may lie before the records read
         cursor = StateCursor(self.run_dir, records=entries)
-        doc = cursor.state_at(seq, Shape(tuple(snaps), tuple(fold.cuts)))
+        doc = cursor.state_at(seq, shape)
         if cursor.origin + 1 < first:
             raise ValueError(STILL_INDEXING)
         return doc
