@@ -27,8 +27,9 @@ from hypothesis import strategies as st
 from supervisor import Run
 from supervisor.core import checkpoints
 from supervisor.core.history import Fold, fold, state_at
-from supervisor.core.journal import JournalReader, segment_paths
+from supervisor.core.journal import JournalReader
 from supervisor.core.records import LazyRecord
+from supervisor.core.segments import segment_paths
 from supervisor.core.state import apply_patch
 from supervisor.tui.runs_model import _count_steps
 from supervisor.tui.scan import scan_journal

@@ -13,18 +13,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from supervisor.core.journal import (
-    Entry,
+from supervisor.core.journal import Entry, JournalReader, JournalWriter, open_journal
+from supervisor.core.records import BadLine, Kind, LazyRecord, normalize, parse_line
+from supervisor.core.segments import (
     JournalFile,
-    JournalReader,
-    JournalWriter,
     StreamPos,
     count_lines,
-    open_journal,
     read_stream,
     segment_paths,
 )
-from supervisor.core.records import BadLine, Kind, LazyRecord, normalize, parse_line
 from supervisor.errors import JournalLockedError
 
 
@@ -469,14 +466,14 @@ def test_the_tui_scan_goes_on_mid_file_with_real_line_numbers(tmp_path: Path) ->
 
 def test_a_rotation_between_listing_and_open_is_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The listing says only journal.jsonl, but by the open it was sealed and a new one started: nothing is skipped."""
-    from supervisor.core import journal
+    from supervisor.core import segments
 
     write_records(tmp_path, 6, rotate_bytes=500)
     assert len(segment_paths(tmp_path)) >= 2
-    real = journal.segment_paths
+    real = segments.segment_paths
     stale = [tmp_path / "journal.jsonl"]
     calls = iter([stale])
-    monkeypatch.setattr(journal, "segment_paths", lambda source: next(calls, None) or real(source))
+    monkeypatch.setattr(segments, "segment_paths", lambda source: next(calls, None) or real(source))
     pos = StreamPos()
     data = b"".join(c.data for c in read_stream(tmp_path, pos))
     monkeypatch.undo()

@@ -205,7 +205,7 @@ def test_newer_format_is_refused(tmp_path: Path) -> None:
 
 
 def test_resume_continues_seq_after_blank_bad_and_torn_lines(tmp_path: Path) -> None:
-    from supervisor.core.journal import count_lines
+    from supervisor.core.segments import count_lines
 
     (tmp_path / "journal.jsonl").write_bytes(b'{"step": "a", "output": 1}\n\nnot json\n{"step": "b", "output": 2}\n{"step": "to')
     with Run.open(tmp_path) as run:

@@ -29,8 +29,8 @@ from typing import Any
 from ..errors import CheckpointError
 from . import checkpoints
 from . import state as state_mod
-from .journal import JournalFile, Region, segment_paths
 from .records import BadLine, LazyRecord, Record, parse_line
+from .segments import JournalFile, Region, segment_paths
 
 READ_CHUNK = 1024 * 1024
 """Bytes read at a time when patches are streamed from the files."""

@@ -36,8 +36,9 @@ import orjson
 from ..errors import SupervisorError
 from . import rundir
 from .events import read_events
-from .journal import JournalReader, count_lines, journal_locked
+from .journal import JournalReader, journal_locked
 from .records import Kind
+from .segments import count_lines
 
 CRASHED = "crashed"
 ROLLED_BACK = "rolled back"

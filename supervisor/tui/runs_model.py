@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..core import rundir
 from ..core.history import Fold, Marker
-from ..core.journal import segment_paths
+from ..core.segments import segment_paths
 from ..errors import SupervisorError
 from .scan import ScanResult, iter_new_regions, scan_bytes
 from .status import offline_status, run_status

@@ -19,14 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..core.history import ERROR, STEPS, Marker
-from ..core.journal import (
-    JournalFile,
-    JournalReader,
-    Region,
-    read_stream,
-    segment_paths,
-)
+from ..core.journal import JournalReader
 from ..core.records import Kind, Record, parse_line
+from ..core.segments import JournalFile, Region, read_stream, segment_paths
 
 __all__ = [
     "ERROR",

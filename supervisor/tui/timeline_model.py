@@ -31,9 +31,18 @@ import orjson
 from ..core import rundir
 from ..core.cursor import Shape, StateCursor
 from ..core.history import ERROR, STEPS, Fold, fold_shape
-from ..core.journal import Entry, JournalReader, read_json_lines, segment_paths
+from ..core.journal import Entry, JournalReader, read_json_lines
 from ..core.records import BadLine, Kind
-from .scan import Marker, Region, ScanResult, add_marker, iter_new_regions, scan_bytes, scan_positions
+from ..core.segments import segment_paths
+from .scan import (
+    Marker,
+    Region,
+    ScanResult,
+    add_marker,
+    iter_new_regions,
+    scan_bytes,
+    scan_positions,
+)
 
 CACHE_MAX = 20_000
 STILL_INDEXING = "the journal is still being indexed; the state appears in a moment"
