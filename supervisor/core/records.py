@@ -37,6 +37,11 @@ class Kind(StrEnum):
 
 
 KINDS = frozenset(Kind)
+
+# Plain-string twins of the kinds the per-line paths test and write: looking up an enum member
+# costs ~100 ns in Python 3.11, and orjson encodes a member at half the speed of a str.
+_STEP: str = Kind.STEP.value
+_BEGIN: str = Kind.BEGIN.value
 _STEP_ALIASES = ("action", "name")
 _OUTPUT_ALIASES = ("result",)
 _TS_ALIASES = ("timestamp", "time")
@@ -148,18 +153,18 @@ def normalize(rec: Record, seq: int) -> Record:
     """
     kind = rec.get("kind")
     if kind is None:
-        kind = rec["kind"] = Kind.STEP
+        kind = rec["kind"] = _STEP
     if rec.get("seq") != seq:
         if "seq" in rec:
             rec["recorded_seq"] = rec["seq"]
         rec["seq"] = seq
-    if kind == Kind.STEP or kind == Kind.BEGIN:
+    if kind == _STEP or kind == _BEGIN:
         if "step" not in rec:
             for alias in _STEP_ALIASES:
                 if alias in rec:
                     rec["step"] = rec[alias]
                     break
-        if kind == Kind.STEP and "output" not in rec and "error" not in rec:
+        if kind == _STEP and "output" not in rec and "error" not in rec:
             for alias in _OUTPUT_ALIASES:
                 if alias in rec:
                     rec["output"] = rec[alias]
@@ -174,7 +179,7 @@ def normalize(rec: Record, seq: int) -> Record:
 
 def is_ok_step(rec: Record) -> bool:
     """A finished step that succeeded: a ``step`` record without an ``error``."""
-    return rec.get("kind") == Kind.STEP and rec.get("error") is None
+    return rec.get("kind") == _STEP and rec.get("error") is None
 
 
 def step_name(rec: Record) -> str:
