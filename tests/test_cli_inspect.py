@@ -96,3 +96,27 @@ def test_unreadable_journal_is_a_clear_error(tmp_path: Path) -> None:
     p = run_cli("log", str(tmp_path))
     assert p.returncode == 2
     assert "journal.jsonl: Is a directory" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_log_into_a_closed_pipe_is_a_quiet_exit(tmp_path: Path) -> None:
+    """``log RUN | head -1``: no "Broken pipe; check the path", no traceback; the status of a tool killed by SIGPIPE."""
+    import subprocess
+    import sys
+
+    from supervisor.core.journal import JournalWriter
+
+    from .conftest import ROOT, clean_env
+
+    with JournalWriter(tmp_path, durable=False) as w:
+        for i in range(20_000):  # far more than a pipe buffer holds
+            w.append({"kind": "step", "step": f"s{i}", "output": "x" * 40})
+    proc = subprocess.Popen([sys.executable, "-m", "supervisor", "log", str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=clean_env(), cwd=ROOT)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # the reader goes away, as head does after its line
+    err = proc.stderr.read()
+    proc.stderr.close()
+    assert proc.wait(30) == 141, err
+    assert b"s0" in first
+    assert err == b"", err

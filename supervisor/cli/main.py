@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -11,6 +12,8 @@ from ..errors import SupervisorError
 from . import inspect_cmds, replay_cmds, supervise_cmds, tui_cmds
 
 EXIT_USAGE = 2
+EXIT_SIGPIPE = 141
+"""The reader of our output went away (``log RUN | head``): as a shell reports a tool killed by SIGPIPE."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,15 +48,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # `agent-supervisor log ... | head`: the reader went away. A quiet exit with the status a
+        # shell reports for cat or grep killed by SIGPIPE (128 + 13); stdout goes to /dev/null so
+        # the interpreter's final flush cannot fail again. (Before OSError, of which it is a subclass.)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_SIGPIPE
     except OSError as e:
         # a file the user pointed at cannot be read or written: say which and why, no traceback
         where = f"{e.filename}: " if e.filename else ""
         print(f"agent-supervisor: {where}{e.strerror or e}; check the path and its permissions", file=sys.stderr)
         return EXIT_USAGE
-    except BrokenPipeError:
-        # `agent-supervisor log ... | head`: the reader went away, nothing to report
-        sys.stderr.close()
-        return 0
 
 
 if __name__ == "__main__":
