@@ -120,3 +120,27 @@ def test_log_into_a_closed_pipe_is_a_quiet_exit(tmp_path: Path) -> None:
     assert proc.wait(30) == 141, err
     assert b"s0" in first
     assert err == b"", err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["rollback", "{d}", "--to", "start"],
+        ["state", "{d}"],
+        ["log", "{d}"],
+        ["status", "{d}"],
+        ["diff", "{d}", "0", "1"],
+        ["fork", "{d}", "--at", "0"],
+        ["replay", "{d}", "--verify", "--", "true"],
+    ],
+)
+def test_a_directory_that_is_not_a_run_is_one_line_exit_2_and_nothing_written(tmp_path: Path, argv: list[str]) -> None:
+    d = tmp_path / "notes"
+    d.mkdir()
+    (d / "todo.txt").write_text("not a run\n")
+    before = sorted(p.name for p in d.iterdir())
+    r = run_cli(*[a.format(d=d) for a in argv])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.count("\n") == 1 and "is not a run directory" in r.stderr and "Traceback" not in r.stderr
+    assert r.stdout == ""
+    assert sorted(p.name for p in d.iterdir()) == before, "a command wrote into a directory that is not a run"

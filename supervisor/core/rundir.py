@@ -132,8 +132,23 @@ def check_readable_run_dir(path: Path) -> Path:
         raise RunDirError(f"{path} is a file, not a run directory: pass the directory that holds journal.jsonl")
     if not os.access(path, os.R_OK | os.X_OK):
         raise RunDirError(f"{path}: permission denied; run as the user who owns the run directory")
+    if not is_run_dir(path):
+        # refused before anything is read or written: a typo must not create journal files in a stray directory
+        raise RunDirError(
+            f"{path} is not a run directory: it holds no {JOURNAL}, journal segment or {RUN_JSON}; "
+            "pass a run directory such as runs/<run-id>"
+        )
     read_run_json(path)  # refuses a newer format
     return path
+
+
+def is_run_dir(path: Path) -> bool:
+    """A directory that holds a journal (``journal.jsonl`` or a sealed ``journal.NNNNNN.jsonl``) or ``run.json``."""
+    try:
+        names = os.listdir(path)
+    except (FileNotFoundError, NotADirectoryError, PermissionError):
+        return False
+    return any(n in (JOURNAL, RUN_JSON) or (n.startswith("journal.") and n.endswith(".jsonl")) for n in names)
 
 
 def read_run_json(run_dir: Path) -> dict[str, Any]:

@@ -48,11 +48,7 @@ class RunInfo:
 
 
 def is_run_dir(path: Path) -> bool:
-    if not path.is_dir():
-        return False
-    if (path / rundir.JOURNAL).exists() or (path / rundir.RUN_JSON).exists():
-        return True
-    return any(p.name.startswith("journal.") and p.suffix == ".jsonl" for p in segment_paths(path))
+    return rundir.is_run_dir(path)
 
 
 def is_runs_root(path: Path) -> bool:
