@@ -46,6 +46,8 @@ class Attempt:
     pid: int
     records_at_start: int
     progress: int = 0
+    rollbacks: int = 0
+    """Rollback records the attempt committed (an exit 75 without one is a crash)."""
     in_flight: str | None = None
     last_activity: float = field(default_factory=time.monotonic)
     status: ExitStatus | None = None
@@ -128,6 +130,8 @@ class Facts:
     """Effective steps before the crash-loop rollback: only getting past them is progress."""
     effective_steps: int = 0
     """Effective successful steps now (the journal folded)."""
+    rolled_back: bool = False
+    """The attempt committed a rollback record: only then is an exit 75 a rollback, not a crash."""
 
 
 @dataclass(frozen=True)
@@ -177,7 +181,10 @@ def decide(facts: Facts, opts: Options, rng: random.Random | None = None) -> Dec
     if f.pending is None and f.code == rundir.EXIT_FAILED:
         return replace(same, action=Action.FAIL, reason=f"the agent exited {rundir.EXIT_FAILED} (permanent failure)")
     # a crash, or a stop by the hang or memory watchdog: progress decides between now and a backoff
-    progress = f.progress > 0 or f.code == rundir.EXIT_ROLLBACK
+    # exit 75 says "I appended a rollback, restart me": without the record it is a crash like any other,
+    # or an agent that only exits 75 would be restarted at once, forever
+    asked_rollback = f.code == rundir.EXIT_ROLLBACK and f.rolled_back
+    progress = f.progress > 0 or asked_rollback
     high_water = f.high_water
     if progress and high_water is not None:
         # after a crash-loop rollback, re-running the abandoned steps is not new ground
@@ -192,7 +199,7 @@ def decide(facts: Facts, opts: Options, rng: random.Random | None = None) -> Dec
         return replace(d, action=Action.GIVE_UP, reason=f"{no_progress} attempts without progress")
     if no_progress >= opts.rollback_after and not rolled_back:
         d = replace(d, rollback=Rollback.CRASH_LOOP, crash_loop_rolled_back=True)
-    reason = f.pending.value if f.pending else ("rollback requested" if f.code == rundir.EXIT_ROLLBACK else "crash")
+    reason = f.pending.value if f.pending else ("rollback requested" if asked_rollback else "crash")
     d = replace(d, reason=reason)
     if f.paused:
         return replace(d, action=Action.PAUSE)

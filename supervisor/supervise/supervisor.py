@@ -11,7 +11,8 @@ the facts, this class carries it out; every state change records its event
 through the state machine's one listener):
 
 - exit 0: succeeded. Exit 78 (``EXIT_FAILED``): failed, no restart.
-- exit 75 (``EXIT_ROLLBACK``, the SDK appended a rollback): restart now, it is progress.
+- exit 75 (``EXIT_ROLLBACK``, the SDK appended a rollback): restart now, it is progress; an exit 75
+  whose attempt committed no rollback record is a crash (backoff and give-up as below).
 - any other exit or a signal: restart with the resume flag. If the attempt made
   progress (a successful step or a checkpoint committed to the journal since it
   started) the restart is immediate and the count of attempts without progress
@@ -365,6 +366,8 @@ class Supervisor:
                 cur.in_flight = None
             if is_progress(ent):
                 cur.progress += 1
+            elif kind == Kind.ROLLBACK:
+                cur.rollbacks += 1
         if cur is not None:
             cur.last_activity = time.monotonic()
 
@@ -460,7 +463,7 @@ class Supervisor:
         d = decide(Facts(
             code=status.code, signal=status.signal, progress=cur.progress, no_progress=self.no_progress,
             crash_loop_rolled_back=self.crash_loop_rolled_back, paused=self.sm.paused, pending=action,
-            high_water=self._high_water, effective_steps=self.fold.step_count,
+            high_water=self._high_water, effective_steps=self.fold.step_count, rolled_back=cur.rollbacks > 0,
         ), self.opts)
         self.no_progress = d.no_progress
         self.crash_loop_rolled_back = d.crash_loop_rolled_back
