@@ -435,10 +435,11 @@ class Run:
 
     def _rollback_or_give_up(self, name: str, failures: int, e: BaseException) -> None:
         reason = f"{failures} consecutive failures of step {name!r}: {type(e).__name__}: {e}"
-        if len(self.history.rollbacks) >= self.max_rollbacks:
-            self.note("gave up", status="failed", reason=f"{reason}; {len(self.history.rollbacks)} rollbacks already")
+        done = self._fold.rollback_total  # every rollback of the run, not only those on the effective path
+        if done >= self.max_rollbacks:
+            self.note("gave up", status="failed", reason=f"{reason}; {done} rollbacks already")
             self.close(status="failed")
-            print(f"agent-supervisor: gave up after {len(self.history.rollbacks)} rollbacks: {reason}", file=sys.stderr)
+            print(f"agent-supervisor: gave up after {done} rollbacks: {reason}", file=sys.stderr)
             raise SystemExit(rundir.EXIT_FAILED)
         cps = [c for c in self.history.checkpoints if c.get("pos", 0) <= self._pos]
         target = cps[-1] if cps else None

@@ -81,6 +81,37 @@ def test_past_max_rollbacks_the_run_is_marked_failed_and_kept(tmp_path: Path) ->
     assert sum(1 for e in h.entries if e.get("error")) == 4
 
 
+def test_max_rollbacks_counts_every_rollback_of_the_run_not_only_the_effective_ones(tmp_path: Path) -> None:
+    """A step after a checkpoint that always fails: each rollback abandons the one before it, so counting
+    the effective rollbacks never passed 1 and the run rolled back (and paid the model) forever."""
+    run_dir = tmp_path / "run"
+    script = tmp_path / "always_fails.py"
+    ledger = tmp_path / "model_calls.txt"
+    script.write_text(
+        "import sys\nfrom pathlib import Path\nfrom supervisor import Run\n"
+        "def model():\n"
+        "    with open(sys.argv[2], 'a') as f:\n"
+        "        f.write('call\\n')\n"
+        "    return 1\n"
+        "with Run.open(sys.argv[1], max_failures=1, max_rollbacks=3) as run:\n"
+        "    run.step('ok', lambda: 1)\n"
+        "    run.checkpoint('cp')\n"
+        "    run.step('model', model)\n"
+        "    run.step('bad', lambda: 1 / 0)\n"
+    )
+    codes = []
+    for _ in range(12):  # bounded: the old count never stopped
+        p = subprocess.run([sys.executable, str(script), str(run_dir), str(ledger)], capture_output=True, text=True,
+                           env=clean_env(), cwd=ROOT, timeout=30)
+        codes.append(p.returncode)
+        if p.returncode == EXIT_FAILED:
+            assert "gave up after 3 rollbacks" in p.stderr
+            break
+    assert codes == [EXIT_ROLLBACK, EXIT_ROLLBACK, EXIT_ROLLBACK, EXIT_FAILED]
+    assert ledger.read_text().count("call") == 4  # one model call per branch, then it stops paying
+    assert orjson.loads((run_dir / "run.json").read_bytes())["status"] == "failed"
+
+
 def test_transient_errors_are_retried_with_backoff(tmp_path: Path) -> None:
     calls = []
 

@@ -169,6 +169,9 @@ class Fold:
         self._cp_ok: list[int] = []  # successful steps before each effective checkpoint
         self._cp_at: list[int] = []  # keep: the index of each effective checkpoint in ``effective``
         self._rb_cps: list[int] = []  # effective checkpoints before each effective rollback
+        self.rollback_total = 0
+        """Every rollback record folded, abandoned ones included: a limit on rollbacks counts these
+        (each rollback to the same checkpoint abandons the one before, so the effective ones stay at 1)."""
         self.cuts: list[tuple[int, int]] = []
         """``(target seq, rollback seq)`` of every rollback that cut, abandoned ones too (for :class:`Shape`)."""
 
@@ -284,6 +287,7 @@ class Fold:
 
     def _rollback(self, rb: Record) -> None:
         """Cut the effective history back to the checkpoint ``rb`` names, then count ``rb`` as effective."""
+        self.rollback_total += 1
         i = self._target(rb)
         if i is None:
             self.last_target = None
