@@ -124,3 +124,14 @@ def test_offline_words_from_the_file_facts() -> None:
     assert word({"status": "forked"}) == "forked"
     assert word({"format": 0}) == "unknown"
     assert word({}, damaged="run.json is not valid JSON") == "damaged run.json"
+
+
+def test_last_json_lines_skips_bad_and_torn_lines_and_reads_back_far_enough(tmp_path: Path) -> None:
+    from supervisor.core.status import last_json_lines
+
+    p = tmp_path / "supervisor.jsonl"
+    lines = [b'{"event":"spawn","n":%d}' % i for i in range(3)] + [b"not json"] * 5000 + [b'{"event":"exit"}', b"[1]"]
+    p.write_bytes(b"\n".join(lines) + b'\n{"event":"torn"')  # 5000 bad lines: far more than one 16 kB block
+    assert last_json_lines(p, 2) == [{"event": "spawn", "n": 2}, {"event": "exit"}]
+    assert last_json_lines(p, 10) == [{"event": "spawn", "n": i} for i in range(3)] + [{"event": "exit"}]
+    assert last_json_lines(tmp_path / "missing.jsonl", 3) == []

@@ -38,7 +38,7 @@ from . import rundir
 from .events import read_events
 from .journal import JournalReader, journal_locked
 from .records import Kind
-from .segments import count_lines
+from .segments import JournalFile, count_lines
 
 CRASHED = "crashed"
 ROLLED_BACK = "rolled back"
@@ -92,37 +92,29 @@ def pid_alive(pid: int) -> bool:
 
 
 def last_json_lines(path: Path, n: int) -> list[dict[str, Any]]:
-    """The last ``n`` complete JSON object lines of an append-only file, reading only its end."""
-    try:
-        f = open(path, "rb")  # noqa: SIM115  (closed by the with below, after the size is known)
-    except (FileNotFoundError, NotADirectoryError):
+    """The last ``n`` complete JSON object lines of an append-only file, reading only its end.
+
+    The journal's backward read (:meth:`JournalFile.last_lines`): a torn last line is not
+    committed; lines that are not JSON objects are skipped, so it reads on until ``n`` are found.
+    """
+    jf = JournalFile.open(path)
+    if jf is None:
         return []
-    with f:
-        size = os.fstat(f.fileno()).st_size
-        block = _TAIL_BLOCK
+    with jf:
+        want = n
         while True:
-            start = max(0, size - block)
-            f.seek(start)
-            data = f.read(size - start)
-            data = data[: data.rfind(b"\n") + 1]  # a torn last line is not an event
-            lines = data.split(b"\n")[:-1]
-            # the first line of a partial block may be cut: only a line that starts after a newline counts
-            usable = lines if start == 0 else lines[1:]
+            lines, whole = jf.last_lines(want, block=_TAIL_BLOCK)
             out: list[dict[str, Any]] = []
-            for raw in reversed(usable):
+            for raw in lines:
                 try:
                     obj = orjson.loads(raw)
                 except orjson.JSONDecodeError:
                     continue
                 if isinstance(obj, dict):
                     out.append(obj)
-                    if len(out) == n:
-                        break
-            if len(out) == n or start == 0:
-                return out[::-1]
-            block *= 4
-
-
+            if len(out) >= n or whole:
+                return out[-n:] if n else []
+            want *= 4
 def read_files(run_dir: Path) -> RunFiles:
     """Collect the file facts; cheap (the ends of the files, one lock probe), so the TUI can poll it."""
     is_dir = run_dir.is_dir()

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..core import rundir
 from ..core.history import Fold, Marker
+from ..core.rundir import is_run_dir
 from ..core.segments import segment_paths
 from ..errors import SupervisorError
 from .scan import ScanResult, iter_new_regions, scan_bytes
@@ -47,8 +48,6 @@ class RunInfo:
     live: bool
 
 
-def is_run_dir(path: Path) -> bool:
-    return rundir.is_run_dir(path)
 
 
 def is_runs_root(path: Path) -> bool:

@@ -19,7 +19,6 @@ The state at a point is a ``StateCursor`` with its own reader.
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import queue
 import threading
 from dataclasses import dataclass, field
@@ -156,12 +155,9 @@ class TimelineModel:
             tail = self.reader.tail(self.tail_rows)
         except OSError:
             tail = []
-        single = len(segment_paths(self.source)) == 1
         for ent in tail:
             if type(ent) is BadLine:
-                self.bad_seqs.add(ent.seq)
-                if single and ent.line == 0:  # tail() does not count lines; in one file the line is seq + 1
-                    ent = dataclasses.replace(ent, line=ent.seq + 1)
+                self.bad_seqs.add(ent.seq)  # tail() gives its real line number
             self.cache[_seq(ent)] = ent
         if tail:
             self.count = _seq(tail[-1]) + 1
@@ -193,8 +189,6 @@ class TimelineModel:
         if scan.reader is not None:
             self.reader = scan.reader  # indexed in the worker
         self.indexed = True
-        for s in [s for s, e in self.cache.items() if type(e) is BadLine and e.line == 0]:
-            del self.cache[s]  # read again with its line number now that the index exists
         self._reset_live(
             self.reader.twin(),  # the worker's reader: the same line offsets, its own everything else
             indexed=True,
