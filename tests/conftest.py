@@ -26,7 +26,7 @@ def attempts(timeout: float, what: str) -> Iterator[int]:
         n += 1
 
 
-def wait_for(cond: Callable[[], object], timeout: float = 10.0, interval: float = 0.02, what: str = "condition") -> object:
+def wait_for(cond: Callable[[], object], timeout: float = 30.0, interval: float = 0.02, what: str = "condition") -> object:
     """Poll ``cond`` until it returns something truthy; fail the test after ``timeout`` seconds."""
     for _ in attempts(timeout, what):
         value = cond()

@@ -16,8 +16,11 @@ from ..conftest import attempts
 DATA = Path(__file__).parent / "data"
 
 
-async def until(pilot: Pilot, cond: Callable[[], object], timeout: float = 10.0, what: str = "condition") -> object:
-    """Let the app run until ``cond()`` is truthy; fail after ``timeout`` seconds (``wait_for`` for Pilot)."""
+async def until(pilot: Pilot, cond: Callable[[], object], timeout: float = 30.0, what: str = "condition") -> object:
+    """Let the app run until ``cond()`` is truthy; fail after ``timeout`` seconds (``wait_for`` for Pilot).
+
+    The default is long on purpose: a passing wait returns as soon as ``cond()`` holds, so only a failing
+    test pays it, and a loaded CI machine no longer turns a slow scan into a failure."""
     for _ in attempts(timeout, what):
         value = cond()
         if value:
