@@ -209,11 +209,119 @@ def test_verify_uses_recorded_command_without_cmd(tmp_path: Path) -> None:
     assert len(ledger(tmp_path / "recorded.jsonl")) == 6
 
 
-def test_agent_without_sdk_writes_no_report(tmp_path: Path) -> None:
+# A plain agent that does not use the SDK: it appends one step line to journal.jsonl in the directory it is
+# given (--run-dir, else $AGENT_SUPERVISOR_RUN_DIR), as a hand-written durable loop would on every start.
+PLAIN_AGENT = """
+import os, sys
+args = sys.argv[1:]
+run_dir = args[args.index("--run-dir") + 1] if "--run-dir" in args else os.environ["AGENT_SUPERVISOR_RUN_DIR"]
+with open(os.path.join(run_dir, "journal.jsonl"), "a") as f:
+    f.write('{"step": "real-work", "output": "paid again"}\\n')
+print("plain agent: did its real work")
+"""
+
+NO_SDK = "the agent did not report a replay: it does not use the SDK or the replay protocol"
+
+
+def plain_agent(tmp_path: Path) -> Path:
+    script = tmp_path / "plain_agent.py"
+    script.write_text(PLAIN_AGENT)
+    return script
+
+
+@pytest.mark.parametrize("given", ["env", "--run-dir", "--run-dir relative"])
+def test_agent_without_sdk_runs_on_a_scratch_copy_and_the_original_stays_byte_identical(tmp_path: Path, given: str) -> None:
+    """The issue's case: a non-SDK agent's real work lands in the scratch copy; the verdict says why it failed."""
     run_dir = record_test_run(tmp_path)
-    r = replay(run_dir, "--verify", cmd=[PY, "-c", "print('hello')"])
-    assert r.returncode == 3
-    assert "without a replay report" in r.stdout
+    before = snapshot(run_dir)
+    journal = (run_dir / "journal.jsonl").read_bytes()
+    cmd = [PY, str(plain_agent(tmp_path))]
+    cwd = ROOT
+    if given == "--run-dir":
+        cmd += ["--run-dir", str(run_dir)]
+    elif given == "--run-dir relative":
+        cmd += ["--run-dir", "run"]
+        cwd = tmp_path
+    r = run_cli("replay", str(run_dir), "--verify", "--", *cmd, cwd=cwd)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "plain agent: did its real work" in r.stderr  # it did run (its output goes to stderr)
+    out = r.stdout.splitlines()
+    assert out[-1].startswith("replay FAILED: " + NO_SDK), r.stdout
+    assert ("warning: the agent changed journal.jsonl in its run directory during the replay "
+            "(its own side effect; it went to the scratch copy, the original is unchanged)") in out
+    if given != "env":
+        assert any(line.startswith("note: the command names the run directory in ") for line in out), r.stdout
+    assert (run_dir / "journal.jsonl").read_bytes() == journal
+    assert snapshot(run_dir) == before
+    assert list(tmp_path.glob("agent-supervisor-replay-*")) == []
+
+
+def test_agent_that_writes_to_the_original_by_a_hidden_path_fails_the_replay_loudly(tmp_path: Path) -> None:
+    """A path replay cannot see (here in the agent's code) reaches the original: the hashes catch it, exit 3."""
+    run_dir = record_test_run(tmp_path)
+    code = f"open({str(run_dir / 'journal.jsonl')!r}, 'a').write('{{}}\\n')"
+    r = run_cli("replay", str(run_dir), "--verify", "--", PY, "-c", code)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert f"replay FAILED: the run directory {run_dir} changed during the replay (journal.jsonl)" in r.stdout
+    assert NO_SDK in r.stdout
+
+
+def test_sdk_agent_given_the_original_run_dir_replays_the_copy(tmp_path: Path) -> None:
+    """``--run-dir ORIGINAL`` on the command line is pointed at the scratch copy, and replay says so."""
+    run_dir = record_test_run(tmp_path)
+    before = snapshot(run_dir)
+    led = tmp_path / "replay.jsonl"
+    r = replay(run_dir, "--verify", cmd=[PY, str(TEST_AGENT), f"--run-dir={run_dir}", "--ledger", str(led)])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "replay verified: 6 of 6 steps replayed" in r.stdout
+    assert f"note: the command names the run directory in '--run-dir={run_dir}'" in r.stdout
+    assert ledger(led) == []
+    assert snapshot(run_dir) == before
+
+
+# The replay protocol implemented without the SDK, in sh: what the README promises an agent in another language.
+SH_PROTOCOL_AGENT = r"""
+n=$(grep -c '"kind":"step"' "$AGENT_SUPERVISOR_RUN_DIR/journal.jsonl")
+[ "$AGENT_SUPERVISOR_REPLAY" = strict ] || exit 9
+[ "$AGENT_SUPERVISOR_RESUME" = 1 ] || exit 9
+case "$1" in
+  ok) div='[]' ;;
+  diverge) div='[{"position": 0, "kind": "step", "expected": "fetch:1", "actual": "fetch:9"}]' ;;
+  bad) div='"none"' ;;
+esac
+printf '{"format": 1, "run_dir": "%s", "journal_steps": %s, "replayed": %s, "divergences": %s, "error": null}' \
+  "$AGENT_SUPERVISOR_RUN_DIR" "$n" "$n" "$div" > "$AGENT_SUPERVISOR_REPLAY_REPORT.tmp"
+mv "$AGENT_SUPERVISOR_REPLAY_REPORT.tmp" "$AGENT_SUPERVISOR_REPLAY_REPORT"
+"""
+
+
+@pytest.mark.parametrize(
+    ("case", "code", "verdict"),
+    [
+        ("ok", 0, "replay verified: 6 of 6 steps replayed"),
+        ("diverge", 1, "DIVERGED at position 0 (seq None): expected step 'fetch:1', actual 'fetch:9'"),
+        ("bad", 3, "replay FAILED: the agent's replay report is not valid: \"divergences\" must be a list of objects"),
+    ],
+)
+def test_replay_protocol_implemented_in_sh(tmp_path: Path, case: str, code: int, verdict: str) -> None:
+    run_dir = record_test_run(tmp_path)
+    before = snapshot(run_dir)
+    script = tmp_path / "agent.sh"
+    script.write_text(SH_PROTOCOL_AGENT)
+    r = replay(run_dir, "--verify", cmd=["sh", str(script), case])
+    assert r.returncode == code, r.stdout + r.stderr
+    assert verdict in r.stdout
+    assert snapshot(run_dir) == before
+
+
+def test_symlink_in_the_run_directory_is_refused(tmp_path: Path) -> None:
+    run_dir = record_test_run(tmp_path)
+    (tmp_path / "elsewhere.txt").write_text("x")
+    (run_dir / "notes.txt").symlink_to(tmp_path / "elsewhere.txt")
+    r = replay(run_dir, "--verify", cmd=[PY, str(TEST_AGENT), "--ledger", str(tmp_path / "l.jsonl")])
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "notes.txt is a symbolic link" in r.stderr
+    assert not (tmp_path / "l.jsonl").exists()
 
 
 @pytest.mark.parametrize(
@@ -366,12 +474,18 @@ def test_ctrl_c_stops_the_replayed_agent(tmp_path: Path) -> None:
 
 
 def test_replay_warns_when_the_agent_itself_writes_into_the_run_directory(tmp_path: Path) -> None:
-    """The SDK writes nothing; an agent's own side-effect files are its business, but replay says so."""
+    """The SDK writes nothing; an agent's own side-effect files go to the scratch copy, and replay says so."""
     run_dir = tmp_path / "research"
     assert run_agent(run_dir).returncode == 0  # ledger.jsonl inside the run directory (the agent's default)
+    before = snapshot(run_dir)
     r = replay(run_dir, "--live", "summarize", cmd=[PY, str(SAMPLE_AGENT)])
     assert r.returncode == 0, r.stdout + r.stderr
-    assert "warning: the agent changed ledger.jsonl in the run directory during the replay (its own side effect)" in r.stdout
-    assert [line for line in r.stdout.splitlines() if "changed" in line and "warning" in line] == [
-        "warning: the agent changed ledger.jsonl in the run directory during the replay (its own side effect)"
-    ]
+    warning = (
+        "warning: the agent changed ledger.jsonl in its run directory during the replay "
+        "(its own side effect; it went to the scratch copy, the original is unchanged)"
+    )
+    assert [line for line in r.stdout.splitlines() if "changed" in line and "warning" in line] == [warning]
+    assert snapshot(run_dir) == before
+    assert [rec["step"] for rec in map(orjson.loads, (run_dir / "ledger.jsonl").read_bytes().splitlines())] == [
+        "plan", "search:q1", "search:q2", "summarize"
+    ]  # the live summarize's model call went to the copy's ledger

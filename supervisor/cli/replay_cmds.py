@@ -23,8 +23,12 @@ modes:
                      a step missing from the journal), 3 if the agent failed otherwise.
   --live PAT -- CMD  run the steps whose names match PAT (fnmatch glob: * ? [seq]; repeatable)
                      live and serve the others; print how each live step's output changed.
-Without '-- CMD', the command and working directory recorded in run.json are used.
-A replay writes nothing in RUN_DIR.
+Without '-- CMD', the command and working directory recorded in run.json are used
+(a recorded 'python' is the interpreter that runs agent-supervisor).
+A replay writes nothing in RUN_DIR: the agent runs on a scratch copy of it (the
+arguments that name RUN_DIR are pointed at the copy), and a replay fails (exit 3)
+if the original changed or the agent reported no replay (it does not use the SDK
+or the replay protocol: see the README).
 """
 
 

@@ -1,16 +1,21 @@
 """Re-execute an agent against its journal: ``replay --verify`` (strict) and ``replay --live PATTERN`` (partial).
 
-The agent runs as a real child process with ``AGENT_SUPERVISOR_REPLAY`` set;
-its SDK serves steps from the journal, opens nothing for writing in the run
-directory, and writes a report (see :mod:`supervisor.replay.session`) to a
-private temporary directory. This module starts the child, reads that report,
-formats it, and judges the outcome:
+The agent runs as a real child process with ``AGENT_SUPERVISOR_REPLAY`` set,
+against a scratch copy of the run directory in a private temporary directory:
+a replay never writes into the run directory, whatever the agent does (an
+agent that does not use the SDK would run its real work and append to the
+journal it is given). Its SDK serves steps from the journal and writes a report
+(see :mod:`supervisor.replay.session`; the protocol is in the README) to that
+temporary directory. This module copies the run, starts the child, reads the
+report, checks that the original is unchanged byte for byte, formats the
+result, and judges the outcome:
 
 * exit 0: every step replayed (``--verify``), or the partial replay ran to the end (``--live``);
 * exit 1: a divergence (another step at a position, other inputs, a step missing
   from the journal, a run that stops before the journal's end);
 * exit 3: the agent failed for another reason (a live step raised, it crashed,
-  or it wrote no report because it does not open the run with the SDK).
+  it wrote no report because it does not use the SDK or the replay protocol),
+  or the original run directory changed while the agent ran.
 
 Like Temporal's replayer, ``--verify`` is meant for CI: run it on recorded runs
 after changing the agent's code, and a non-zero exit says the new code would not
@@ -20,8 +25,11 @@ resume those runs.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import os
+import re
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -57,7 +65,13 @@ class ReplayResult:
     seconds: float
     report: dict[str, Any] | None
     touched: list[str] = field(default_factory=list)
-    """Files of the run directory that changed while the agent ran (its own side effects)."""
+    """Files the agent changed in its scratch copy of the run directory (its own side effects; the original has them not)."""
+    original_changed: list[str] = field(default_factory=list)
+    """Files of the original run directory that changed while the agent ran: a failed replay."""
+    notes: list[str] = field(default_factory=list)
+    """What the runner changed in the command (a run directory argument pointed at the scratch copy)."""
+    report_problem: str | None = None
+    """Why the report the agent wrote could not be used (not JSON, not the protocol's shape)."""
 
     @property
     def divergences(self) -> list[dict[str, Any]]:
@@ -65,7 +79,7 @@ class ReplayResult:
 
     @property
     def exit_code(self) -> int:
-        if self.report is None:
+        if self.original_changed or self.report is None:
             return EXIT_AGENT_FAILED
         if self.divergences:
             return EXIT_DIVERGED
@@ -74,19 +88,151 @@ class ReplayResult:
         return EXIT_OK
 
 
-def _fingerprint(run_dir: Path) -> dict[str, tuple[int, int, int]]:
-    """Size, mtime and inode of every file in the run directory (one level of subdirectories)."""
-    out: dict[str, tuple[int, int, int]] = {}
-    for base in (run_dir, run_dir / rundir.CHECKPOINTS):
+# --------------------------------------------------------------------------- the scratch copy
+
+_CHUNK = 1 << 20
+_Snapshot = dict[str, str]
+"""Relative path -> ``sha256:...`` for a file, ``dir`` for a directory, ``link:TARGET``, ``other`` (a socket, a fifo)."""
+
+
+def _hash_fd(fd: int) -> str:
+    h = hashlib.sha256()
+    while chunk := os.read(fd, _CHUNK):
+        h.update(chunk)
+    return "sha256:" + h.hexdigest()
+
+
+def _walk(root: Path) -> list[tuple[str, os.stat_result]]:
+    """Every entry under ``root`` (not following links), as ``(relative path, lstat)``, parents first."""
+    out: list[tuple[str, os.stat_result]] = []
+    stack = [""]
+    while stack:
+        rel = stack.pop()
         try:
-            entries = list(os.scandir(base))
+            entries = sorted(os.scandir(root / rel if rel else root), key=lambda e: e.name)
         except (FileNotFoundError, NotADirectoryError):
             continue
         for e in entries:
-            if e.is_file(follow_symlinks=False):
-                st = e.stat(follow_symlinks=False)
-                out[os.path.relpath(e.path, run_dir)] = (st.st_size, st.st_mtime_ns, st.st_ino)
+            r = f"{rel}/{e.name}" if rel else e.name
+            st = e.stat(follow_symlinks=False)
+            out.append((r, st))
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(r)
     return out
+
+
+def snapshot(root: Path) -> _Snapshot:
+    """The content of every entry under ``root``, to prove byte for byte that a replay changed nothing."""
+    snap: _Snapshot = {}
+    for rel, st in _walk(root):
+        if stat.S_ISREG(st.st_mode):
+            try:
+                fd = os.open(root / rel, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except FileNotFoundError:
+                continue  # removed since the scan: absent from the snapshot, so a difference
+            try:
+                snap[rel] = _hash_fd(fd)
+            finally:
+                os.close(fd)
+        elif stat.S_ISDIR(st.st_mode):
+            snap[rel] = "dir"
+        elif stat.S_ISLNK(st.st_mode):
+            snap[rel] = "link:" + os.readlink(root / rel)
+        else:
+            snap[rel] = "other"
+    return snap
+
+
+def copy_run_dir(src: Path, dst: Path) -> _Snapshot:
+    """Copy every regular file and directory of ``src`` into the new directory ``dst``; return ``src``'s snapshot.
+
+    A real copy, not hard links: an agent that appends to its journal would append
+    to the original through a link. Each file is read once, for the copy and its
+    hash. Sockets and fifos (``control.sock``) are left out. A symbolic link is
+    refused: copying its target would replay another file than the run's, and
+    keeping it would let the agent write through it, outside the copy.
+    """
+    snap: _Snapshot = {}
+    os.mkdir(dst, 0o700)
+    for rel, st in _walk(src):
+        s, d = src / rel, dst / rel
+        if stat.S_ISLNK(st.st_mode):
+            raise ReplayError(
+                f"{s} is a symbolic link: a replay runs the agent on a copy of the run directory and does "
+                "not follow links; replace the link with the file it points to"
+            )
+        if stat.S_ISDIR(st.st_mode):
+            os.mkdir(d, 0o700)
+            snap[rel] = "dir"
+        elif stat.S_ISREG(st.st_mode):
+            snap[rel] = _copy_file(s, d, st)
+        else:
+            snap[rel] = "other"
+    return snap
+
+
+def _copy_file(src: Path, dst: Path, st: os.stat_result) -> str:
+    h = hashlib.sha256()
+    fin = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        fout = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, stat.S_IMODE(st.st_mode) | 0o600)
+        try:
+            while chunk := os.read(fin, _CHUNK):
+                h.update(chunk)
+                rundir.write_all(fout, chunk)
+        finally:
+            os.close(fout)
+    finally:
+        os.close(fin)
+    os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))  # readers that look at mtimes see the run as it was
+    return "sha256:" + h.hexdigest()
+
+
+def changed(before: _Snapshot, after: _Snapshot) -> list[str]:
+    """Paths added, removed or changed between two snapshots, sorted."""
+    return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+
+
+def retarget_command(command: list[str], run_dir: Path, scratch: Path, cwd: Path) -> tuple[list[str], list[str]]:
+    """``command`` with every argument that names the run directory (or a path in it) pointed at the scratch copy.
+
+    Also ``--opt=PATH``. Relative paths are taken from ``cwd``; an argument inside
+    the run directory is rewritten only if that path exists there, so a word such
+    as ``summarize`` is left alone even when the agent runs in its run directory.
+    Returns the new command and one note per rewritten argument.
+    """
+    out: list[str] = []
+    notes: list[str] = []
+    for i, arg in enumerate(command):
+        if i == 0 or not arg:
+            out.append(arg)
+            continue
+        prefix, value = "", arg
+        if arg.startswith("-") and "=" in arg:
+            prefix, _, value = arg.partition("=")
+            prefix += "="
+        new = _in_scratch(value, run_dir, scratch, cwd)
+        if new is None:
+            out.append(arg)
+        else:
+            out.append(prefix + str(new))
+            notes.append(f"the command names the run directory in {arg!r}: the agent gets the scratch copy {prefix}{new}")
+    return out, notes
+
+
+def _in_scratch(value: str, run_dir: Path, scratch: Path, cwd: Path) -> Path | None:
+    if value.startswith("-"):
+        return None
+    try:
+        p = Path(os.path.normpath(cwd / os.path.expanduser(value)))
+        resolved = p.resolve()
+    except (OSError, RuntimeError, ValueError):
+        return None
+    if resolved == run_dir:
+        return scratch
+    if resolved.is_relative_to(run_dir) and os.path.lexists(p):
+        return scratch / resolved.relative_to(run_dir)
+    return None
 
 
 def _child_env(run_dir: Path, mode: ReplayMode, report: Path) -> dict[str, str]:
@@ -99,8 +245,30 @@ def _child_env(run_dir: Path, mode: ReplayMode, report: Path) -> dict[str, str]:
     return env
 
 
+_PYTHON = re.compile(r"python(3(\.\d+)?)?")
+
+
+def portable_program(program: str) -> str:
+    """The interpreter that runs ``agent-supervisor`` for a recorded ``python``, ``python3`` or ``python3.N``.
+
+    A bare name, or an absolute path that does not exist here (a run recorded on
+    another machine, in another virtual environment): the SDK the replay needs is
+    installed where this command runs, not necessarily in the ``python`` on PATH.
+    Any other program is kept as recorded.
+    """
+    name = os.path.basename(program)
+    if _PYTHON.fullmatch(name) and ("/" not in program or not os.path.exists(program)):
+        return sys.executable
+    return program
+
+
 def recorded_command(run_dir: Path) -> tuple[list[str], Path]:
-    """The command and working directory ``run.json`` recorded, for ``replay --verify`` without ``-- CMD``."""
+    """The command and working directory ``run.json`` recorded, for ``replay --verify`` without ``-- CMD``.
+
+    A relative ``cwd`` is taken from the run directory (the shipped sample runs
+    record ``../..``, so they replay from any copy of ``sample_runs/``); a
+    recorded Python interpreter becomes :func:`portable_program`.
+    """
     meta = rundir.read_run_json(run_dir)
     cmd = meta.get("command")
     if not isinstance(cmd, list) or not cmd or not all(isinstance(c, str) for c in cmd):
@@ -108,31 +276,47 @@ def recorded_command(run_dir: Path) -> tuple[list[str], Path]:
             f"{run_dir} records no command to re-run; give it after '--': "
             f"agent-supervisor replay {run_dir} --verify -- python agent.py"
         )
-    cwd = Path(str(meta.get("cwd") or "."))
+    raw = meta.get("cwd")
+    cwd = Path(raw) if isinstance(raw, str) and raw else Path(".")
+    if not cwd.is_absolute():
+        cwd = Path(os.path.normpath(run_dir.resolve() / cwd))
     if not cwd.is_dir():
         raise ReplayError(f"the recorded working directory {cwd} no longer exists; give the command after '--'")
-    return list(cmd), cwd
+    return [portable_program(cmd[0]), *cmd[1:]], cwd
 
 
 def run_replay(
     run_dir: Path, mode: ReplayMode, command: list[str], *, cwd: Path | None = None, stdout: TextIO | None = None
 ) -> ReplayResult:
-    """Run ``command`` in replay ``mode`` against ``run_dir`` and collect its report.
+    """Run ``command`` in replay ``mode`` against a scratch copy of ``run_dir`` and collect its report.
 
-    The child inherits the terminal (its own output stays visible). On Ctrl-C
-    the child, which shares our process group, gets the same SIGINT; we wait a
-    few seconds for it, then kill it.
+    The original is hashed while it is copied and hashed again after the agent
+    exits: a difference fails the replay. The child inherits the terminal (its
+    own output stays visible). On Ctrl-C the child, which shares our process
+    group, gets the same SIGINT; we wait a few seconds for it, then kill it.
     """
     if not run_dir.is_dir():
         raise RunDirError(f"{run_dir} is not a run directory; replay --verify/--live needs the directory that holds journal.jsonl")
     run_dir = run_dir.resolve()
-    tmp = Path(tempfile.mkdtemp(prefix="agent-supervisor-replay-"))  # mode 0700, outside the run directory
+    here = (cwd or Path.cwd()).resolve()
+    tmp = Path(tempfile.mkdtemp(prefix="agent-supervisor-replay-")).resolve()  # mode 0700, outside the run directory
     try:
+        scratch = tmp / run_dir.name  # the same name: an agent may take its run id from it
+        try:
+            before = copy_run_dir(run_dir, scratch)
+        except OSError as e:
+            raise ReplayError(
+                f"cannot copy {run_dir} to a scratch directory in {tmp.parent} ({e.strerror or e}); "
+                "a replay runs the agent on a copy: set TMPDIR to a directory with room"
+            ) from None
+        child_cmd, notes = retarget_command(command, run_dir, scratch, here)
+        child_cwd = scratch / here.relative_to(run_dir) if here.is_relative_to(run_dir) else here
+        if child_cwd != here:
+            notes.append(f"the agent runs in the scratch copy {child_cwd}, not in {here}")
         report_path = tmp / "report.json"
-        before = _fingerprint(run_dir)
         t0 = time.perf_counter()
         try:
-            proc = subprocess.Popen(command, env=_child_env(run_dir, mode, report_path), cwd=cwd, stdout=stdout)
+            proc = subprocess.Popen(child_cmd, env=_child_env(scratch, mode, report_path), cwd=child_cwd, stdout=stdout)
         except FileNotFoundError:
             raise ReplayError(f"cannot run {command[0]!r}: no such program; check the command after '--'") from None
         except PermissionError:
@@ -143,17 +327,23 @@ def run_replay(
             _stop(proc)
             raise
         seconds = time.perf_counter() - t0
-        report = read_report(report_path)
-        after = _fingerprint(run_dir)
+        original_changed = changed(before, snapshot(run_dir))
+        touched = changed(before, snapshot(scratch))
+        problem = None
+        try:
+            report = read_report(report_path)
+        except ReplayError as e:
+            report, problem = None, str(e)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    touched = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
-    if report is not None and Path(str(report.get("run_dir"))) != run_dir:
-        raise ReplayError(
-            f"the agent replayed {report.get('run_dir')}, not {run_dir}: drop --run-dir from the command "
-            "or pass the same directory to replay"
-        )
-    return ReplayResult(mode, run_dir, command, rc, seconds, report, touched)
+    if report is not None and not original_changed:
+        reported = Path(str(report.get("run_dir")))
+        if reported != scratch:
+            raise ReplayError(
+                f"the agent replayed {reported}, not {run_dir}: drop --run-dir from the command "
+                "or pass the same directory to replay"
+            )
+    return ReplayResult(mode, run_dir, command, rc, seconds, report, touched, original_changed, notes, problem)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -223,12 +413,18 @@ def format_divergence(d: dict[str, Any]) -> list[str]:
 def format_result(res: ReplayResult) -> list[str]:
     """The report a person reads: divergences or live diffs, then a one-line summary."""
     r = res.report
+    lines = [f"note: {n}" for n in res.notes]
+    lines.extend(_changed_lines(res))
+    if r is None and res.report_problem:
+        lines.append(f"replay FAILED: {res.report_problem}")
+        return lines
     if r is None:
-        return [
-            f"replay failed: the agent exited with code {res.returncode} without a replay report; "
-            "check that it opens the run with supervisor.Run (and that nothing else ran)"
-        ]
-    lines: list[str] = []
+        lines.append(
+            f"replay FAILED: the agent did not report a replay: it does not use the SDK or the replay protocol "
+            f"(it exited with code {res.returncode} and wrote no ${ENV_REPLAY_REPORT}; "
+            "open the run with supervisor.Run, or see 'The replay protocol' in the README)"
+        )
+        return lines
     for d in r.get("divergences", []):
         lines.extend(format_divergence(d))
     for s in r.get("live", []):
@@ -249,9 +445,24 @@ def format_result(res: ReplayResult) -> list[str]:
             lines.extend(format_value_diff(c.get("expected_inputs"), c.get("actual_inputs")))
     if r.get("error"):
         lines.append(f"replay failed: {r['error']}")
-    for name in res.touched:
-        lines.append(f"warning: the agent changed {name} in the run directory during the replay (its own side effect)")
     lines.append(summary_line(res))
+    return lines
+
+
+def _changed_lines(res: ReplayResult) -> list[str]:
+    """What the agent wrote: in its scratch copy (a warning), in the original (a failed replay)."""
+    lines = [
+        f"warning: the agent changed {name} in its run directory during the replay (its own side effect; "
+        "it went to the scratch copy, the original is unchanged)"
+        for name in res.touched
+    ]
+    if res.original_changed:
+        names = ", ".join(res.original_changed[:10]) + (", ..." if len(res.original_changed) > 10 else "")
+        lines.append(
+            f"replay FAILED: the run directory {res.run_dir} changed during the replay ({names}): "
+            "the agent wrote to it by a path that replay could not point at the scratch copy, "
+            "or another process writes to this run"
+        )
     return lines
 
 
@@ -266,12 +477,12 @@ def summary_line(res: ReplayResult) -> str:
         verdict = "replay verified" if res.exit_code == EXIT_OK else f"replay FAILED ({_plural(n_div, 'divergence')})" if n_div else "replay FAILED"
         return f"{verdict}: {r.get('replayed', 0)} of {r.get('journal_steps', '?')} steps replayed in {secs} ({checked}); no step function ran"
     live = r.get("live", [])
-    changed = sum(1 for s in live if s.get("changed"))
+    n_changed = sum(1 for s in live if s.get("changed"))
     pats = ", ".join(repr(p) for p in res.mode.patterns)
     verdict = "partial replay" if res.exit_code == EXIT_OK else f"partial replay FAILED ({_plural(n_div, 'divergence')})" if n_div else "partial replay FAILED"
     return (
         f"{verdict}: {r.get('replayed', 0)} steps served from the journal, {len(live) + len(r.get('new_steps', []))} "
-        f"run live (matching {pats}), {changed} outputs changed, in {secs}"
+        f"run live (matching {pats}), {n_changed} outputs changed, in {secs}"
     )
 
 

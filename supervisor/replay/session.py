@@ -8,7 +8,9 @@ file. The SDK keeps a :class:`ReplaySession` that collects what happened
 (steps served, steps run live and how their output changed, divergences) and
 writes that file when the run closes; the command reads it to print a summary
 and choose its exit code. The report is the only file a replay writes, and it
-is never inside the run directory.
+is never inside the run directory (which is, besides, a scratch copy: see
+:mod:`supervisor.replay.runner`). The README's "replay protocol" documents the
+variables and the report's JSON for agents written in other languages.
 """
 
 from __future__ import annotations
@@ -259,12 +261,43 @@ class ReplaySession:
         rundir.atomic_write(self.report_path, self.redactor(data))
 
 
+_REPORT_LISTS = ("divergences", "live", "new_steps", "input_changes")
+
+
 def read_report(path: Path) -> dict[str, Any] | None:
-    """The report the agent wrote, or ``None`` if it wrote none (it crashed, or does not use the SDK)."""
+    """The report the agent wrote, or ``None`` if it wrote none (it crashed, or does not use the SDK).
+
+    An agent in another language writes it too (the README's replay protocol), so
+    its shape is checked: a JSON object with ``"format": 1``, a string ``run_dir``,
+    lists of objects where lists are expected, a string or null ``error``.
+    """
     try:
         doc = orjson.loads(path.read_bytes())
     except FileNotFoundError:
         return None
     except orjson.JSONDecodeError as e:
-        raise ReplayError(f"the replay report {path} is not valid JSON ({e})") from None
-    return doc if isinstance(doc, dict) else None
+        raise ReplayError(f"the agent's replay report is not valid JSON ({e}); see 'The replay protocol' in the README") from None
+    problem = _report_problem(doc)
+    if problem:
+        raise ReplayError(f"the agent's replay report is not valid: {problem}; see 'The replay protocol' in the README")
+    assert isinstance(doc, dict)
+    return doc
+
+
+def _report_problem(doc: Any) -> str | None:
+    if not isinstance(doc, dict):
+        return f"a JSON object is expected, not {type(doc).__name__}"
+    if doc.get("format") != REPORT_FORMAT:
+        return f'"format" is {doc.get("format")!r}, expected {REPORT_FORMAT}'
+    if not isinstance(doc.get("run_dir"), str):
+        return '"run_dir" (the run directory the agent replayed) is missing'
+    for key in _REPORT_LISTS:
+        v = doc.get(key, [])
+        if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+            return f'"{key}" must be a list of objects'
+    if not isinstance(doc.get("error"), (str, type(None))):
+        return '"error" must be a string or null'
+    for key in ("replayed", "journal_steps", "inputs_checked", "inputs_unchecked"):
+        if not isinstance(doc.get(key, 0), int):
+            return f'"{key}" must be an integer'
+    return None
