@@ -385,7 +385,9 @@ class Run:
         self._cursor.applied(rec["seq"])
 
     def _with_state_patch(self, rec: Record) -> None:
-        patch = state_mod.make_patch(self._shadow, self._state)
+        # fix_keys: the state's non-string keys become JSON's strings in place, so the state
+        # in memory after a step is the state a resume gives (README, "State")
+        patch = state_mod.make_patch(self._shadow, self._state, fix_keys=True)
         if patch:
             rec["state_patch"] = patch
             self._shadow = state_mod.apply_patch(self._shadow, patch)

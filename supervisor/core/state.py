@@ -2,7 +2,22 @@
 
 Each step record carries ``state_patch``, the JSON Patch (``add``, ``remove``,
 ``replace``; list appends as ``/path/-``) from the state after the previous
-step. Changing one key of a large state writes bytes in proportion to the change.
+record that had one. Changing one key of a large state writes bytes in
+proportion to the change, and so does shrinking a list: ``queue.pop(0)`` is one
+``remove /queue/0``, found from the list's common prefix and suffix.
+
+Values are compared as JSON, not as Python: ``1``, ``1.0`` and ``True`` are
+three different values (Python's ``==`` says they are equal), and so are ``0.0``
+and ``-0.0``; a tuple and a list with the same items are the same JSON. The
+rule is: the state after resume dumps (``orjson.dumps``) to the same bytes as
+the state the agent had.
+
+Dict keys follow JSON's rule: a key that is not a string becomes the string
+``orjson``/``json`` would write for it (``1`` -> ``"1"``, ``True`` -> ``"true"``,
+``None`` -> ``"null"``); if two keys of one dict become the same string, the
+later one wins, as ``json.loads`` keeps the last duplicate. The SDK converts
+the keys of its state in place when it records a patch (``fix_keys=True``), so
+its state in memory after a step is the state a resume gives.
 """
 
 from __future__ import annotations
@@ -15,16 +30,21 @@ import orjson
 
 Path_ = tuple[str | int, ...]
 _MISSING: Any = object()
+_NSK = orjson.OPT_NON_STR_KEYS
 
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One path-level difference: ``op`` is ``added``, ``removed`` or ``changed``."""
+    """One path-level difference: ``op`` is ``added``, ``removed`` or ``changed``.
+
+    ``append``: an ``added`` list item at the end of the list (``/path/-`` in a patch).
+    """
 
     op: str
     path: Path_
     old: Any = None
     new: Any = None
+    append: bool = False
 
     @property
     def pointer(self) -> str:
@@ -44,45 +64,215 @@ def from_pointer(ptr: str) -> list[str]:
     return [t.replace("~1", "/").replace("~0", "~") for t in ptr[1:].split("/")]
 
 
-def _walk(a: Any, b: Any, path: Path_, emit: Callable[[Change], None]) -> None:
+# ---------------------------------------------------------------------- JSON equality
+
+
+def json_bytes_equal(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` dump to the same JSON bytes (a value JSON cannot hold is never equal)."""
+    try:
+        return orjson.dumps(a, option=_NSK) == orjson.dumps(b, option=_NSK)
+    except TypeError:
+        return False
+
+
+def same(a: Any, b: Any) -> bool:
+    """JSON equality: ``same(1, True)`` and ``same(1, 1.0)`` are false, ``same([1], (1,))`` is true.
+
+    Python's ``==`` rejects most differences at C speed; a container it calls
+    equal is then compared as JSON bytes, which tells ``1`` from ``True`` inside it.
+    """
     if a is b:
+        return True
+    ta = type(a)
+    if ta is type(b):
+        if ta is str or ta is int or ta is bool or a is None:
+            return bool(a == b)
+        if ta is dict or ta is list:
+            return bool(a == b) and json_bytes_equal(a, b)
+    return json_bytes_equal(a, b)  # floats (-0.0, nan), tuples, subclasses, mixed types
+
+
+# ---------------------------------------------------------------------- dict keys
+
+
+def json_key(k: Any) -> str:
+    """The string JSON writes for the dict key ``k`` (as ``orjson`` with ``OPT_NON_STR_KEYS``)."""
+    if type(k) is str:
+        return k
+    try:
+        out = orjson.loads(orjson.dumps({k: None}, option=_NSK))
+    except TypeError:
+        raise TypeError(f"the state key {k!r} ({type(k).__name__}) cannot be a JSON object key; use a string") from None
+    return str(next(iter(out)))
+
+
+def _has_other_keys(d: dict[Any, Any]) -> bool:
+    return bool(d) and set(map(type, d)) != {str}
+
+
+def fix_keys(d: dict[Any, Any]) -> None:
+    """Convert the keys of ``d`` (this level) to JSON's strings in place; the later of two equal ones wins."""
+    if not _has_other_keys(d):
         return
-    ta, tb = type(a), type(b)
-    if ta is dict and tb is dict:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out[json_key(k)] = v
+    d.clear()
+    d.update(out)
+
+
+def fix_keys_deep(value: Any) -> None:
+    """:func:`fix_keys` on every dict inside ``value`` (a quick check first: usually there is nothing to do)."""
+    try:
+        orjson.dumps(value)  # raises on a non-string key (or another value JSON cannot hold)
+        return
+    except TypeError:
+        pass
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            fix_keys(v)
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+
+
+# ---------------------------------------------------------------------- the walk
+
+
+def _prefix(a: list[Any], b: Any, n: int) -> int:
+    """The length of the common prefix of ``a`` and ``b`` (at most ``n``), by JSON equality."""
+    if a[:n] == (b[:n] if type(b) is list else list(b[:n])):
+        p = n
+    else:
+        p = 0
+        while p < n and a[p] == b[p]:
+            p += 1
+    if p and not json_bytes_equal(a[:p], b[:p]):  # a loose match hid a type change: item by item
+        p = 0
+        while p < n and same(a[p], b[p]):
+            p += 1
+    return p
+
+
+def _suffix(a: list[Any], b: Any, n: int) -> int:
+    """The length of the common suffix of ``a`` and ``b`` (at most ``n``), by JSON equality."""
+    la, lb = len(a), len(b)
+    if n == 0:
+        return 0
+    if a[la - n :] == (b[lb - n :] if type(b) is list else list(b[lb - n :])):
+        s = n
+    else:
+        s = 0
+        while s < n and a[la - 1 - s] == b[lb - 1 - s]:
+            s += 1
+    if s and not json_bytes_equal(a[la - s :], b[lb - s :]):
+        s = 0
+        while s < n and same(a[la - 1 - s], b[lb - 1 - s]):
+            s += 1
+    return s
+
+
+def _reordered(kept: list[str], order: list[str]) -> tuple[list[str], set[str]]:
+    """Keys to add (in order) and kept keys to remove first, so that adding at the end gives ``order``."""
+    at = {k: i for i, k in enumerate(kept)}
+    j = -1
+    cut = len(order)
+    for n, k in enumerate(order):
+        i = at.get(k)
+        if i is None or i < j:
+            cut = n
+            break
+        j = i
+    tail = order[cut:]
+    return tail, {k for k in tail if k in at}
+
+
+class _Walk:
+    def __init__(self, emit: Callable[[Change], None], fix: bool, order: bool) -> None:
+        self.emit = emit
+        self.fix = fix
+        self.order = order
+        """Keep the order of dict keys too (a patch must; a diff for people need not)."""
+
+    def walk(self, a: Any, b: Any, path: Path_) -> None:
+        if a is b:
+            return
+        if type(a) is dict and isinstance(b, dict):
+            self.walk_dict(a, b, path)
+        elif type(a) is list and isinstance(b, (list, tuple)):
+            self.walk_list(a, b, path)
+        elif not same(a, b):
+            self.changed(path, a, b)
+
+    def changed(self, path: Path_, a: Any, b: Any) -> None:
+        if self.fix:
+            fix_keys_deep(b)
+        self.emit(Change("changed", path, old=a, new=b))
+
+    def added(self, path: Path_, b: Any, append: bool = False) -> None:
+        if self.fix:
+            fix_keys_deep(b)
+        self.emit(Change("added", path, new=b, append=append))
+
+    def walk_dict(self, a: dict[str, Any], b: dict[Any, Any], path: Path_) -> None:
+        if _has_other_keys(b):
+            if self.fix:
+                fix_keys(b)
+            else:
+                b = {json_key(k): v for k, v in b.items()}
+        emit = self.emit
+        kept = [k for k in a if k in b]
+        added = [k for k in b if k not in a] if len(b) > len(kept) else []
+        moved: set[str] = set()
+        if self.order and list(b) != kept + added:
+            # JSON Patch adds a key at the end of its object: the keys after the longest
+            # start of b's order that a's order already has are removed and added again
+            added, moved = _reordered(kept, list(b))
         for k, va in a.items():
             vb = b.get(k, _MISSING)
-            if vb is _MISSING:
+            if vb is _MISSING or k in moved:
                 emit(Change("removed", path + (k,), old=va))
-            elif va is not vb and va != vb:
-                _walk(va, vb, path + (k,), emit)
-        for k, vb in b.items():
-            if k not in a:
-                emit(Change("added", path + (k,), new=vb))
-        return
-    if ta is list and tb is list:
+            elif va is not vb and not same(va, vb):
+                self.walk(va, vb, path + (k,))
+        for k in added:
+            self.added(path + (k,), b[k])
+
+    def walk_list(self, a: list[Any], b: Any, path: Path_) -> None:
         la, lb = len(a), len(b)
-        if lb >= la and b[:la] == a:
-            for i in range(la, lb):
-                emit(Change("added", path + (i,), new=b[i]))
+        if la == lb and same(a, b):
             return
-        if la == lb:
-            for i in range(la):
-                if a[i] != b[i]:
-                    _walk(a[i], b[i], path + (i,), emit)
-            return
-    if a != b or ta is not tb:
-        emit(Change("changed", path, old=a, new=b))
+        n = min(la, lb)
+        p = _prefix(a, b, n)
+        s = _suffix(a, b, n - p)
+        m, k = la - s - p, lb - s - p  # the differing middles: a[p:p+m] became b[p:p+k]
+        for i in range(p, p + min(m, k)):
+            if not same(a[i], b[i]):
+                self.walk(a[i], b[i], path + (i,))
+        if m > k:  # removed, from the end backwards so each index is still the old one
+            for i in range(p + m - 1, p + k - 1, -1):
+                self.emit(Change("removed", path + (i,), old=a[i]))
+        elif k > m:  # inserted (appended when nothing follows)
+            for i in range(p + m, p + k):
+                self.added(path + (i,), b[i], append=s == 0)
 
 
 def diff(a: Any, b: Any) -> list[Change]:
-    """Path-level changes from ``a`` to ``b`` (for the CLI and the TUI)."""
+    """Path-level changes from ``a`` to ``b`` (for the CLI and the TUI), by JSON equality; key order is not a change."""
     out: list[Change] = []
-    _walk(a, b, (), out.append)
+    _Walk(out.append, False, False).walk(a, b, ())
     return out
 
 
-def make_patch(old: Any, new: Any) -> list[dict[str, Any]]:
-    """The JSON Patch that turns ``old`` into ``new``; appends to lists use ``/-``."""
+def make_patch(old: Any, new: Any, *, fix_keys: bool = False) -> list[dict[str, Any]]:
+    """The JSON Patch that turns ``old`` (a JSON document) into ``new``: empty if they dump to the same bytes.
+
+    Key order counts (an agent may iterate its dicts): a key moved in ``new`` is
+    removed and added again at the end, as are the keys after it. Appends to lists use ``/-``; removals from a list come from the end backwards.
+    ``fix_keys``: also convert ``new``'s non-string dict keys to JSON's strings
+    in place (the SDK's state, so that it is the state a resume gives).
+    """
     ops: list[dict[str, Any]] = []
 
     def emit(c: Change) -> None:
@@ -90,20 +280,18 @@ def make_patch(old: Any, new: Any) -> list[dict[str, Any]]:
             ops.append({"op": "remove", "path": c.pointer})
         elif c.op == "changed":
             ops.append({"op": "replace", "path": c.pointer, "value": c.new})
-        elif isinstance(c.path[-1], int):
+        elif c.append:
             ops.append({"op": "add", "path": to_pointer(c.path[:-1]) + "/-", "value": c.new})
         else:
             ops.append({"op": "add", "path": c.pointer, "value": c.new})
 
-    _walk(old, new, (), emit)
+    _Walk(emit, fix_keys, True).walk(old, new, ())
     return ops
 
 
 def json_copy(value: Any) -> Any:
     """A deep copy through JSON, so that the copy is exactly what the journal holds."""
     return orjson.loads(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
-
-
 def apply_patch(doc: Any, patch: list[dict[str, Any]]) -> Any:
     """Apply a JSON Patch (add, remove, replace) to ``doc`` in place where possible; return the result.
 
