@@ -32,7 +32,7 @@ from .core.history import Fold, History, rollback_record
 from .core.journal import JournalReader, JournalWriter, open_journal
 from .core.records import Kind, LazyRecord, Record, step_name
 from .core.redact import Redactor
-from .errors import DivergenceError, ReplayError
+from .errors import DivergenceError, JournalError, ReplayError
 from .replay.session import (
     ReplaySession,
     canonical_inputs,
@@ -396,20 +396,28 @@ class Run:
         if self.replay_mode or self._writer is None:
             return rec  # replay never writes to the journal it replays (and has no writer)
         try:
-            return self._writer.append(rec, sync=sync)
-        except TypeError:
-            # the record has a value JSON cannot hold: inputs are shown as repr, an output must be JSON
-            if "inputs" in rec:
-                rec["inputs"] = orjson.Fragment(orjson.dumps(rec["inputs"], default=repr, option=_DUMPS_OPTS))
-            if rec.get("kind") == Kind.STEP and "output" in rec:
-                try:
-                    orjson.dumps(rec["output"], option=_DUMPS_OPTS)
-                except TypeError as e:
-                    raise TypeError(
-                        f"step {rec.get('step')!r} returned a value that is not JSON ({e}); "
-                        "return dicts, lists, strings, numbers, booleans or None"
-                    ) from None
-            return self._writer.append(rec, sync=sync)
+            try:
+                return self._writer.append(rec, sync=sync)
+            except TypeError:
+                # the record has a value JSON cannot hold: inputs are shown as repr, an output must be JSON
+                if "inputs" in rec:
+                    rec["inputs"] = orjson.Fragment(orjson.dumps(rec["inputs"], default=repr, option=_DUMPS_OPTS))
+                if rec.get("kind") == Kind.STEP and "output" in rec:
+                    try:
+                        orjson.dumps(rec["output"], option=_DUMPS_OPTS)
+                    except TypeError as e:
+                        raise TypeError(
+                            f"step {rec.get('step')!r} returned a value that is not JSON ({e}); "
+                            "return dicts, lists, strings, numbers, booleans or None"
+                        ) from None
+                return self._writer.append(rec, sync=sync)
+        except (JournalError, TypeError):
+            if "state_patch" in rec:
+                # not written (a failed write is cut back by the writer), but its patch is in the shadow: the
+                # next patch must not be made against a state the journal never had. An unknown shadow makes
+                # the next record carry the whole state (one root ``replace``), once.
+                self._shadow = None
+            raise
 
     def _record_error(
         self, pos: int, name: str, inputs: dict[str, Any], e: BaseException, t0: float, *, transient: bool = False

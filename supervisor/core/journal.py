@@ -13,6 +13,7 @@ open of a writer: lock, repair a torn tail, load.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import gc
 import os
@@ -23,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
 from pathlib import Path
-from typing import Any, Self, cast
+from typing import Any, NoReturn, Self, cast
 
 import orjson
 
@@ -58,9 +59,10 @@ def repair_torn_tail(path: Path) -> int:
     A line is committed only with its newline. The torn bytes are appended to the
     ``.torn`` file, followed by a newline that separates them from later repairs,
     and made durable before the journal is truncated, so not one byte is lost.
+    Neither file is opened through a symbolic link (the link's target is never cut).
     """
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        fd = rundir.open_run_file(path, os.O_RDWR)
     except FileNotFoundError:
         return 0
     try:
@@ -69,7 +71,7 @@ def repair_torn_tail(path: Path) -> int:
         if keep == size:
             return 0
         torn = os.pread(fd, size - keep, keep)
-        tfd = os.open(str(path) + TORN_SUFFIX, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, rundir.FILE_MODE)
+        tfd = rundir.open_run_file(str(path) + TORN_SUFFIX, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         try:
             rundir.write_all(tfd, torn + b"\n")
             os.fsync(tfd)
@@ -113,7 +115,7 @@ class JournalWriter:
         self.rotate_bytes = rotate_bytes
         self._redact = redact
         self._durable = durable
-        self._lock_fd = os.open(run_dir / rundir.JOURNAL_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, rundir.FILE_MODE)
+        self._lock_fd = rundir.open_run_file(run_dir / rundir.JOURNAL_LOCK, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -131,15 +133,21 @@ class JournalWriter:
             raise
         self._id_prefix = secrets.token_hex(4)
         self._id_counter = 0
+        self._broken = ""
+        """Why the writer refuses to write (a failed write it could not cut back), or empty."""
         self._fd = -1
-        self._open_active()
-
-    def _open_active(self) -> None:
         try:
-            self._fd = os.open(self.active, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, rundir.FILE_MODE)
+            self._fd, self._size = self._open_active()
+        except BaseException:
+            os.close(self._lock_fd)
+            raise
+
+    def _open_active(self) -> tuple[int, int]:
+        try:
+            fd = rundir.open_run_file(self.active, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
         except PermissionError as e:
             raise JournalError(f"cannot write {self.active}: permission denied") from e
-        self._size = os.fstat(self._fd).st_size
+        return fd, os.fstat(fd).st_size
 
     def new_id(self) -> str:
         """A record id unique across processes: a random per-writer prefix and a counter."""
@@ -160,26 +168,74 @@ class JournalWriter:
         return rec
 
     def write_line(self, line: bytes, *, sync: bool = True) -> None:
-        """Append one already-serialised, newline-terminated line."""
+        """Append one already-serialised, newline-terminated line.
+
+        All or nothing: a write that fails or stops short (disk full, file size limit,
+        I/O error) is cut back to where the line began before the error is raised, so
+        the next line never fuses with a partial one. If even that cut fails, the
+        writer is broken and refuses every later write: a committed line is always whole.
+        """
+        if self._broken:
+            raise JournalError(self._broken)
+        at = self._size  # the file's end: the one writer (under the lock) appends only here
         try:
             rundir.write_all(self._fd, line)
             if sync and self._durable:
                 os.fdatasync(self._fd)
         except OSError as e:
-            raise JournalError(f"cannot append to {self.active}: {e.strerror}") from e
+            self._cut_back(at, e)
         self.next_seq += 1
-        self._size += len(line)
+        self._size = at + len(line)
         if self._size >= self.rotate_bytes:
-            self.rotate()
+            try:
+                self.rotate()
+            except JournalError:
+                if self._broken:
+                    raise
+                # the line is committed; the rotation is tried again after the next line
+
+    def _cut_back(self, at: int, e: OSError) -> NoReturn:
+        """Truncate the active file to ``at`` after a failed append and raise a clear error."""
+        what = f"cannot append to {self.active}: {e.strerror or e}"
+        try:
+            os.ftruncate(self._fd, at)
+            os.fsync(self._fd)
+        except OSError as cut:
+            self._broken = (
+                f"{what}, and the partial line could not be cut back ({cut.strerror or cut}); "
+                "this writer refuses further writes: free space or fix the disk, then restart the agent "
+                "(the next start moves the partial line aside to journal.jsonl.torn)"
+            )
+            raise JournalError(self._broken) from e
+        if e.errno == errno.EIO:
+            # after an I/O error the kernel may have dropped written pages: later syncs could lie
+            self._broken = f"{what}; after an I/O error this writer refuses further writes: restart the agent"
+            raise JournalError(self._broken) from e
+        raise JournalError(f"{what} (the record was not written; the journal is unchanged)") from e
 
     def rotate(self) -> Path:
-        """Seal the active file as the next numbered segment and start a new one."""
-        sealed = rundir.next_sealed(self.run_dir, "journal", ".jsonl")
-        os.fsync(self._fd)
+        """Seal the active file as the next numbered segment and start a new one.
+
+        Until the rename, a failure leaves everything as it was; after it, a new active
+        file that cannot be opened leaves the writer broken (it never appends to a sealed file).
+        """
+        try:
+            sealed = rundir.next_sealed(self.run_dir, "journal", ".jsonl")
+            os.fsync(self._fd)
+            os.rename(self.active, sealed)
+        except OSError as e:
+            raise JournalError(f"cannot rotate {self.active}: {e.strerror or e}") from e
+        try:
+            fd, size = self._open_active()
+        except (OSError, JournalError) as e:
+            self._broken = f"cannot start a new {self.active} after sealing {sealed.name}: {e}; restart the agent"
+            raise JournalError(self._broken) from e
         os.close(self._fd)
-        os.rename(self.active, sealed)
-        self._open_active()
-        rundir.fsync_dir(self.run_dir)
+        self._fd, self._size = fd, size
+        try:
+            rundir.fsync_dir(self.run_dir)
+        except OSError as e:
+            raise JournalError(f"cannot sync {self.run_dir} after a rotation: {e.strerror or e}") from e
         return sealed
 
     def close(self) -> None:

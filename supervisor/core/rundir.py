@@ -6,6 +6,7 @@ Nothing here imports Textual.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import re
@@ -72,6 +73,58 @@ def fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def open_run_file(path: Path | str, flags: int, mode: int = FILE_MODE, *, owner: bool = True) -> int:
+    """Open a file of a run directory: never through a symbolic link, never another user's file.
+
+    A link named ``journal.jsonl`` must not make the tool truncate, move aside or
+    append to the file it points to, and a file someone else owns is not ours to
+    read or write: both are refused with one line (:class:`RunDirError`), for
+    writers and readers alike. ``FileNotFoundError`` passes through. ``owner=False``:
+    the caller checks the owner itself (with :func:`check_owner` and its own ``fstat``).
+    """
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise RunDirError(
+                f"{path} is a symbolic link: run files are never opened through a link (it could point anywhere); "
+                "replace it with the file itself"
+            ) from None
+        raise
+    if not owner:
+        return fd
+    try:
+        check_owner(fd, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_owner(fd: int, path: Path | str, st: os.stat_result | None = None) -> None:
+    """Refuse a run file that another user owns (one line, :class:`RunDirError`)."""
+    uid = (st or os.fstat(fd)).st_uid
+    if uid != os.geteuid():
+        raise RunDirError(
+            f"{path} is owned by uid {uid}, not by you (uid {os.geteuid()}): run files are read and written "
+            "only by their owner; run as that user, or make the file yours if you trust it"
+        )
+
+
+def read_run_file(path: Path | str) -> bytes:
+    """The whole content of a run file, opened as :func:`open_run_file` does."""
+    fd = open_run_file(path, os.O_RDONLY)
+    try:
+        chunks: list[bytes] = []
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                return b"".join(chunks)
+            chunks.append(b)
     finally:
         os.close(fd)
 
@@ -155,7 +208,7 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
     """``run.json`` as a dict; ``{"format": 0}`` for a bare journal written by another program."""
     p = run_dir / RUN_JSON
     try:
-        data = p.read_bytes()
+        data = read_run_file(p)
     except FileNotFoundError:
         return {"format": 0}
     except PermissionError as e:
@@ -199,7 +252,7 @@ def flock_held(path: Path) -> bool:
     takes nothing the holder (a journal writer, a supervisor) would need.
     """
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_run_file(path, os.O_RDONLY)
     except (FileNotFoundError, NotADirectoryError):
         return False
     try:

@@ -157,6 +157,7 @@ class JournalFile:
         st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):  # os.open takes a directory; say so with its name, as open() does
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        rundir.check_owner(fd, path, st)
         self.ino = st.st_ino
         self.size = st.st_size
         self._end = -1
@@ -164,9 +165,11 @@ class JournalFile:
 
     @classmethod
     def open(cls, path: Path) -> JournalFile | None:
-        """Open ``path``; ``None`` if it is gone (a rotation renamed it: the next listing has it)."""
+        """Open ``path``; ``None`` if it is gone (a rotation renamed it: the next listing has it).
+
+        Never through a symbolic link, never another user's file (:func:`rundir.open_run_file`)."""
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = rundir.open_run_file(path, os.O_RDONLY, owner=False)
         except FileNotFoundError:
             return None
         try:

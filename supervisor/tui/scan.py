@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..core import rundir
 from ..core.history import ERROR, STEPS, Marker
 from ..core.journal import JournalReader
 from ..core.records import Kind, Record, parse_line
@@ -285,7 +286,7 @@ def search_regions(
                 if handle is not None:
                     handle.close()
                 try:
-                    handle = open(path, "rb")
+                    handle = os.fdopen(rundir.open_run_file(path, os.O_RDONLY), "rb")
                 except FileNotFoundError:
                     handle, current = None, None
                     continue
