@@ -12,6 +12,7 @@ from typing import Any
 
 from ..core import rundir
 from ..errors import SupervisorError
+from .ops_cmds import RUNS_ENV, runs_root
 
 DEMO_AGENT = Path(__file__).resolve().parents[2] / "sample_runs" / "research_agent.py"
 
@@ -23,7 +24,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="open the dashboard on a run or a directory of runs",
         description="Open the Textual dashboard on a run directory, a bare journal .jsonl, or a runs root (default ./runs).",
     )
-    p.add_argument("path", type=Path, nargs="?", default=Path("runs"), metavar="RUN_DIR | RUNS_ROOT")
+    p.add_argument("path", type=Path, nargs="?", default=None, metavar="RUN_DIR | RUNS_ROOT",
+                   help=f"default ${RUNS_ENV}, else ./runs")
     p.set_defaults(func=cmd_tui)
 
     p = sub.add_parser(
@@ -35,7 +37,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             "Quitting the dashboard stops the demo's supervisor; the run directory stays."
         ),
     )
-    p.add_argument("--runs-root", type=Path, default=Path("runs"), help="where to create the run (default ./runs)")
+    p.add_argument("--runs-root", type=Path, default=None, help=f"where to create the run (default ${RUNS_ENV}, else ./runs)")
     p.add_argument("--step-delay", type=float, default=0.4, help="seconds each step of the sample agent takes")
     p.add_argument("--keep-running", action="store_true", help="leave the supervisor running when the dashboard quits")
     p.set_defaults(func=cmd_demo)
@@ -44,9 +46,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 def cmd_tui(args: argparse.Namespace) -> int:
     from ..tui.app import run_tui
 
-    path: Path = args.path
-    if path == Path("runs") and not path.exists():
-        raise SupervisorError("no ./runs directory here: pass a run directory, or start one with 'agent-supervisor demo'")
+    path: Path = args.path if args.path is not None else runs_root()
+    if args.path is None and not path.exists():
+        raise SupervisorError(
+            f"no runs root {path} here (the default: ${RUNS_ENV}, else ./runs): pass a run directory, "
+            "or start one with 'agent-supervisor demo'"
+        )
     return run_tui(path)
 
 
@@ -114,7 +119,7 @@ def stop_demo(proc: subprocess.Popen[bytes], run_dir: Path, timeout: float = 10.
 def cmd_demo(args: argparse.Namespace) -> int:
     from ..tui.app import make_app
 
-    proc, run_dir = start_demo(args.runs_root, args.step_delay)
+    proc, run_dir = start_demo(args.runs_root if args.runs_root is not None else runs_root(), args.step_delay)
     print(f"demo run: {run_dir}", file=sys.stderr)
     try:
         app = make_app(run_dir)
