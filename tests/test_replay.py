@@ -279,6 +279,18 @@ def test_sdk_agent_given_the_original_run_dir_replays_the_copy(tmp_path: Path) -
     assert snapshot(run_dir) == before
 
 
+def test_a_new_file_named_in_the_run_directory_goes_to_the_copy(tmp_path: Path) -> None:
+    """``--ledger=RUN_DIR/side.jsonl`` (a file that does not exist yet) is pointed at the copy too."""
+    run_dir = tmp_path / "research"
+    assert run_agent(run_dir, "--ledger", str(tmp_path / "rec.jsonl")).returncode == 0
+    before = snapshot(run_dir)
+    r = replay(run_dir, "--live", "summarize", cmd=[PY, str(SAMPLE_AGENT), f"--ledger={run_dir}/side.jsonl"])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"note: the command names the run directory in '--ledger={run_dir}/side.jsonl'" in r.stdout
+    assert "warning: the agent changed side.jsonl in its run directory" in r.stdout
+    assert snapshot(run_dir) == before
+
+
 # The replay protocol implemented without the SDK, in sh: what the README promises an agent in another language.
 SH_PROTOCOL_AGENT = r"""
 n=$(grep -c '"kind":"step"' "$AGENT_SUPERVISOR_RUN_DIR/journal.jsonl")

@@ -197,8 +197,9 @@ def retarget_command(command: list[str], run_dir: Path, scratch: Path, cwd: Path
     """``command`` with every argument that names the run directory (or a path in it) pointed at the scratch copy.
 
     Also ``--opt=PATH``. Relative paths are taken from ``cwd``; an argument inside
-    the run directory is rewritten only if that path exists there, so a word such
-    as ``summarize`` is left alone even when the agent runs in its run directory.
+    the run directory is rewritten if it looks like a path (it has a ``/``) or
+    exists there, so a word such as ``summarize`` is left alone even when the
+    agent runs in its run directory.
     Returns the new command and one note per rewritten argument.
     """
     out: list[str] = []
@@ -230,7 +231,7 @@ def _in_scratch(value: str, run_dir: Path, scratch: Path, cwd: Path) -> Path | N
         return None
     if resolved == run_dir:
         return scratch
-    if resolved.is_relative_to(run_dir) and os.path.lexists(p):
+    if resolved.is_relative_to(run_dir) and ("/" in value or os.path.lexists(p)):
         return scratch / resolved.relative_to(run_dir)
     return None
 
