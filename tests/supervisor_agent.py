@@ -1,6 +1,9 @@
 """Misbehaving agents for the supervisor tests (run as real processes).
 
     grandchildren N crash|sleep  start N grandchildren (one leaves the session), write their pids, then exit 1 or sleep
+    tree crash|sleep|exit        a setsid child that starts its own setsid child, and a double-forked daemon with a
+                                 cleared environment; their pids in tree.txt; then exit 1, sleep or exit 0
+    lockholder SECONDS           take the journal like an agent run by hand (the SDK, no supervisor): steps, then exit
     crashloop                    SDK steps a, checkpoint cp, step b, then a hard crash, every attempt
     hog MB                       hold MB of memory on the first attempt, then sleep; later attempts exit 0
     bench N                      append one journal step and exit 1, until N steps: exit 0 (restart benchmark)
@@ -43,6 +46,70 @@ def grandchildren(n: int, then: str) -> int:
         os._exit(1)
     while True:
         time.sleep(1)
+
+
+_CHAIN = """
+import os, subprocess, sys, time
+b = subprocess.Popen([sys.executable, "-c", "import time\\nwhile True: time.sleep(1)"], start_new_session=True)
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+os.write(fd, f"{os.getpid()} {b.pid}\\n".encode())
+while True:
+    time.sleep(1)
+"""
+_DAEMON = """
+import os, sys, time
+if os.fork():
+    os._exit(0)
+os.setsid()
+if os.fork():
+    os._exit(0)
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+os.write(fd, f"{os.getpid()}\\n".encode())
+while True:
+    time.sleep(1)
+"""
+
+
+def tree(then: str) -> int:
+    if ATTEMPT > 1:
+        print("tree: resumed, done", flush=True)
+        return 0
+    out = str(RUN_DIR / "tree.txt")
+    subprocess.Popen([sys.executable, "-c", _CHAIN, out], start_new_session=True, stdin=subprocess.DEVNULL)
+    # the daemon: its own session, no environment at all, its parent gone: nothing points to us
+    subprocess.run([sys.executable, "-c", _DAEMON, out], env={}, start_new_session=True, stdin=subprocess.DEVNULL,
+                   check=True)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        try:
+            if len(Path(out).read_text().split()) >= 3:
+                break
+        except FileNotFoundError:
+            pass
+        time.sleep(0.02)
+    print(f"tree: started {Path(out).read_text().split()}", flush=True)
+    if then == "crash":
+        os._exit(1)
+    if then == "exit":
+        return 0
+    while True:
+        time.sleep(1)
+
+
+def lockholder(seconds: float) -> int:
+    """An agent run by hand on the run directory: it holds the journal lock and commits steps."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from supervisor import Run
+
+    with Run.open() as run:
+        append(RUN_DIR / "lockholder.txt", str(os.getpid()))
+        t0 = time.monotonic()
+        i = 0
+        while time.monotonic() - t0 < seconds:
+            run.step(f"other:{i}", lambda i: i, i)
+            i += 1
+            time.sleep(0.02)
+    return 0
 
 
 def hog(mb: int) -> int:
@@ -104,6 +171,10 @@ def main() -> int:
         return grandchildren(int(rest[0]), rest[1])
     if mode == "crashloop":
         return crashloop()
+    if mode == "tree":
+        return tree(rest[0])
+    if mode == "lockholder":
+        return lockholder(float(rest[0]))
     if mode == "hog":
         return hog(int(rest[0]))
     if mode == "bench":

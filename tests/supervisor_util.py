@@ -111,3 +111,22 @@ def kill_pids(pids: list[int]) -> None:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass  # already gone
+
+
+def guardian_of(sup_pid: int) -> int:
+    """The pid of a supervisor's guardian process (its child running ``guardian.py``)."""
+
+    def find() -> int | None:
+        try:
+            kids = psutil.Process(sup_pid).children()
+        except psutil.Error:
+            return None
+        for k in kids:
+            try:
+                if any(a.endswith("guardian.py") for a in k.cmdline()):
+                    return k.pid
+            except psutil.Error:
+                continue
+        return None
+
+    return int(wait_for(find, timeout=10, what="the guardian process"))  # type: ignore[arg-type]

@@ -14,7 +14,7 @@ from supervisor.core import rundir
 from supervisor.core.history import load
 
 from .conftest import run_cli, wait_for
-from .supervisor_util import Supervised, alive, helper_agent, kill_pids, research
+from .supervisor_util import Supervised, alive, guardian_of, helper_agent, kill_pids, research
 
 FAST = ("--backoff-initial", "0.05", "--backoff-max", "0.2", "--stop-grace", "3")
 
@@ -136,6 +136,9 @@ def test_supervisor_killed_with_9_then_supervise_again_runs_no_duplicate(tmp_pat
     try:
         pids = grandchild_pids(run_dir)
         agent = first.events("spawn")[0]["pid"]
+        # the guardian would stop the whole tree at once (test_supervisor_tree.py): without it,
+        # the next supervisor is the one to find what is left
+        os.kill(guardian_of(first.pid), signal.SIGKILL)
         first.kill()
         # parent-death signal: the agent does not run on unsupervised
         wait_for(lambda: not alive(agent), timeout=10, what="the agent to die with its supervisor")
@@ -296,6 +299,7 @@ def test_offline_rollback_after_a_kill_9_stops_the_leftovers_first(tmp_path: Pat
     pids: list[int] = []
     try:
         pids = grandchild_pids(run_dir)
+        os.kill(guardian_of(first.pid), signal.SIGKILL)  # else it stops them first
         first.kill()
         r = run_cli("rollback", str(run_dir), "--to", "start", "--json")
         assert r.returncode == 0, r.stderr

@@ -13,9 +13,12 @@ directory, so deep pytest temp dirs work too.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import re
 import selectors
 import socket
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,7 +32,16 @@ if TYPE_CHECKING:
     from ..core.status import RunStatus
 
 MAX_REQUEST = 64 * 1024
+"""The longest request line, blank lines before it included; a connection over it gets one error and is closed."""
+MAX_CONNECTIONS = 64
+"""Control connections open at once; more are answered with an error and closed (descriptors are finite)."""
+MAX_LINES_PER_TICK = 32
+"""Requests of one connection handled per wake-up of the loop; the rest wait for the next turn."""
+ACCEPT_BACKOFF_S = 0.2
+"""How long the socket is left alone after ``accept`` failed for want of descriptors or memory."""
 _SUN_PATH_MAX = 100
+_TOO_MANY = (b'{"ok": false, "error": "the supervisor has too many control connections open; '
+             b'close some and try again"}\n')
 
 
 
@@ -56,7 +68,12 @@ Handler = Callable[[dict[str, Any], Reply], None]
 class _Conn:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
-        self.buf = b""
+        self.buf = bytearray()
+        """Bytes received since the last request taken out (blank lines before it are dropped as they come)."""
+        self.scanned = 0
+        """How far ``buf`` is known to hold no newline: each byte is scanned once (no quadratic re-scan)."""
+        self.junk = 0
+        """Blank bytes received since the last request: they count toward ``MAX_REQUEST`` too."""
         self.closed = False
 
     def send(self, resp: dict[str, Any]) -> None:
@@ -67,33 +84,118 @@ class _Conn:
         except OSError:
             self.closed = True  # the client went away (or its buffer is full): nothing to answer to
 
+    def next_line(self) -> bytes | None:
+        """The next request line, ``None`` if no whole one is buffered. Raises ``_TooLong``.
+
+        Linear in the bytes received: a run of blank lines is skipped with one C-level
+        search, the front of the bytearray is dropped in place, and a partial line is
+        never scanned twice.
+        """
+        buf = self.buf
+        m = _NON_BLANK.search(buf)
+        if m is None:
+            self.junk += len(buf)
+            buf.clear()
+            self.scanned = 0
+        elif m.start():
+            self.junk += m.start()
+            del buf[: m.start()]
+            self.scanned = max(0, self.scanned - m.start())
+        nl = buf.find(b"\n", self.scanned)
+        if nl < 0:
+            self.scanned = len(buf)
+            if self.junk + len(buf) > MAX_REQUEST:
+                raise _TooLong
+            return None
+        if self.junk + nl > MAX_REQUEST:
+            raise _TooLong
+        line = bytes(buf[:nl])
+        del buf[: nl + 1]
+        self.scanned = 0
+        self.junk = 0
+        return line
+
+
+class _TooLong(Exception):
+    """A connection sent more than ``MAX_REQUEST`` bytes without a whole request line."""
+
+
+_NON_BLANK = re.compile(rb"[^ \t\r\n]")
+
 
 class ControlServer:
-    """The listening socket and its connections, driven by the supervisor's selector loop."""
+    """The listening socket and its connections, driven by the supervisor's selector loop.
 
-    def __init__(self, run_dir: Path, sel: selectors.BaseSelector, handler: Handler) -> None:
+    Bounded so that no client can stall or starve the loop: at most ``MAX_CONNECTIONS``
+    at once (more are answered with an error and closed at once), at most ``MAX_REQUEST``
+    bytes per request line (blank lines before it included: over it, one error and the
+    connection is closed), at most ``MAX_LINES_PER_TICK`` requests of a connection handled
+    per wake-up (the rest waits in ``backlog`` for ``pump``). When ``accept`` fails for
+    want of resources (no descriptors, no memory) the socket is left alone for
+    ``ACCEPT_BACKOFF_S``, and the supervisor goes on supervising.
+    """
+
+    def __init__(self, run_dir: Path, sel: selectors.BaseSelector, handler: Handler,
+                 on_error: Callable[[str, OSError], None] | None = None) -> None:
         self.run_dir = run_dir
         self.path = run_dir / rundir.CONTROL_SOCK
         self._sel = sel
         self._handler = handler
+        self._on_error = on_error or (lambda what, e: None)
         self._conns: dict[int, _Conn] = {}
+        self.backlog: set[_Conn] = set()
+        """Connections holding whole request lines not handled yet (``pump`` takes them)."""
+        self.refused = 0
+        """Connections closed at once because ``MAX_CONNECTIONS`` were open."""
+        self.accept_errors = 0
+        self._accept_paused_until: float | None = None
         self.path.unlink(missing_ok=True)  # left by a supervisor killed with -9; we hold the lock
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)  # created 0600 from the start: no window where others could connect
         try:
-            with _sock_path(run_dir) as p:
-                self._sock.bind(p)
-        finally:
-            os.umask(old)
-        os.chmod(self.path, rundir.FILE_MODE)
-        self._sock.listen(16)
-        self._sock.setblocking(False)
+            old = os.umask(0o177)  # created 0600 from the start: no window where others could connect
+            try:
+                with _sock_path(run_dir) as p:
+                    self._sock.bind(p)
+            finally:
+                os.umask(old)
+            os.chmod(self.path, rundir.FILE_MODE)
+            self._sock.listen(64)
+            self._sock.setblocking(False)
+        except BaseException:
+            self._sock.close()
+            raise
         sel.register(self._sock, selectors.EVENT_READ, self._accept)
+
+    @property
+    def wake_at(self) -> float | None:
+        """When ``pump`` has work: now (a backlog), the end of an accept pause, or never."""
+        if self.backlog:
+            return 0.0
+        return self._accept_paused_until
 
     def _accept(self) -> None:
         try:
             conn, _ = self._sock.accept()
         except BlockingIOError:
+            return
+        except OSError as e:
+            if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                # the connection waits in the backlog; without a pause the loop would spin on it
+                self.accept_errors += 1
+                self._on_error(f"accepting a control connection (paused {ACCEPT_BACKOFF_S:g} s)", e)
+                with contextlib.suppress(KeyError, ValueError):
+                    self._sel.unregister(self._sock)
+                self._accept_paused_until = time.monotonic() + ACCEPT_BACKOFF_S
+                return
+            if e.errno in (errno.ECONNABORTED, errno.EPROTO, errno.EINTR):
+                return  # the client gave up before we accepted
+            raise
+        if len(self._conns) >= MAX_CONNECTIONS:
+            self.refused += 1
+            with contextlib.suppress(OSError):
+                conn.setblocking(False)
+                conn.send(_TOO_MANY)
+            conn.close()
             return
         conn.setblocking(False)
         c = _Conn(conn)
@@ -111,13 +213,39 @@ class ControlServer:
             self._drop(c)
             return
         c.buf += data
-        while b"\n" in c.buf:
-            line, c.buf = c.buf.split(b"\n", 1)
-            if line.strip():
-                self._dispatch(c, line)
-        if len(c.buf) > MAX_REQUEST:
-            c.send({"ok": False, "error": f"request longer than {MAX_REQUEST} bytes; send one JSON object per line"})
-            self._drop(c)
+        self._handle(c)
+
+    def _handle(self, c: _Conn) -> None:
+        """Handle up to ``MAX_LINES_PER_TICK`` buffered requests of ``c``; note it in ``backlog`` if more wait."""
+        self.backlog.discard(c)
+        for _ in range(MAX_LINES_PER_TICK):
+            if c.closed:
+                self._drop(c)
+                return
+            try:
+                line = c.next_line()
+            except _TooLong:
+                c.send({"ok": False, "error": f"request longer than {MAX_REQUEST} bytes; send one JSON object per line"})
+                self._drop(c)
+                return
+            if line is None:
+                return
+            self._dispatch(c, line)
+        if b"\n" in c.buf:
+            self.backlog.add(c)
+
+    def pump(self) -> None:
+        """Called on every turn of the loop: the requests left over from a busy connection, the end of an accept pause."""
+        for c in list(self.backlog):
+            self._handle(c)
+        if self._accept_paused_until is not None and time.monotonic() >= self._accept_paused_until:
+            self._accept_paused_until = None
+            with contextlib.suppress(KeyError, ValueError):
+                self._sel.register(self._sock, selectors.EVENT_READ, self._accept)
+
+    @property
+    def connections(self) -> int:
+        return len(self._conns)
 
     def _dispatch(self, c: _Conn, line: bytes) -> None:
         try:
@@ -132,6 +260,7 @@ class ControlServer:
 
     def _drop(self, c: _Conn) -> None:
         c.closed = True
+        self.backlog.discard(c)
         fd = c.sock.fileno()
         if fd >= 0:
             with contextlib.suppress(KeyError, ValueError):

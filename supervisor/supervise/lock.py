@@ -10,8 +10,10 @@ run directory.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,7 @@ import psutil
 
 from ..core import rundir
 from ..errors import LockedError, SupervisorError
-from .process import stop_tree
+from .process import CGROUP_PREFIX, Cgroup, stop_tree
 
 _SIZE = 1024
 """The content is padded to this size and written with one ``pwrite``: never torn, no truncate needed."""
@@ -82,6 +84,11 @@ class SupervisorLock:
 
     def clear_child(self) -> None:
         self.info["child"] = None
+        self._write()
+
+    def record_cgroup(self, path: Path | None) -> None:
+        """Remember the run's cgroup: after a kill -9 the next supervisor empties and removes it."""
+        self.info["cgroup"] = str(path) if path is not None else None
         self._write()
 
     def _write(self) -> None:
@@ -154,7 +161,8 @@ def _same_process(p: psutil.Process, create_time: Any) -> bool:
 def find_leftovers(run_dir: Path, previous: dict[str, Any] | None) -> list[psutil.Process]:
     """Processes of the previous holder's attempt that still run.
 
-    Three ways in: the recorded child (pid + create time, so a reused pid is not
+    Four ways in: every process in the recorded cgroup (nothing started inside can
+    leave it), the recorded child (pid + create time, so a reused pid is not
     mistaken for it), every process in the child's session (its grandchildren,
     started no earlier than the child), and every process whose environment
     names this run directory and the dead supervisor (grandchildren that left the
@@ -163,6 +171,11 @@ def find_leftovers(run_dir: Path, previous: dict[str, Any] | None) -> list[psuti
     if not previous:
         return []
     found: dict[int, psutil.Process] = {}
+    cg = recorded_cgroup(previous)
+    if cg is not None:
+        for pid in cg.procs():
+            with contextlib.suppress(psutil.Error):
+                found[pid] = psutil.Process(pid)
     child = previous.get("child") or {}
     cpid, ctime = child.get("pid"), child.get("create_time")
     if isinstance(cpid, int):
@@ -193,6 +206,14 @@ def find_leftovers(run_dir: Path, previous: dict[str, Any] | None) -> list[psuti
     return [p for p in found.values() if _running(p)]
 
 
+def recorded_cgroup(previous: dict[str, Any] | None) -> Cgroup | None:
+    """The cgroup a dead supervisor recorded, if it still exists and is one of ours (by its name)."""
+    path = (previous or {}).get("cgroup")
+    if not isinstance(path, str) or not Path(path).name.startswith(CGROUP_PREFIX + ".") or not Path(path).is_dir():
+        return None
+    return Cgroup(Path(path))
+
+
 def _running(p: psutil.Process) -> bool:
     """Alive and not a zombie (a dead process its new parent has not reaped yet runs nothing)."""
     try:
@@ -214,3 +235,17 @@ def stop_processes(procs: list[psutil.Process], grace: float, log: Callable[[str
             "stop them by hand before supervising this run again"
         )
     return [p.pid for p in procs]
+
+
+def remove_recorded_cgroup(previous: dict[str, Any] | None, wait_s: float = 2.0) -> None:
+    """Empty (SIGKILL) and remove the cgroup a dead supervisor left; a no-op when there is none."""
+    cg = recorded_cgroup(previous)
+    if cg is None:
+        return
+    deadline = time.monotonic() + wait_s
+    while True:
+        cg.kill()
+        if not cg.procs() or time.monotonic() >= deadline:
+            break
+        time.sleep(0.02)
+    cg.remove()

@@ -8,9 +8,21 @@ status is written, and at exit), so the order of writes is kept.
 
 from __future__ import annotations
 
+import errno
 import queue
 import threading
 from collections.abc import Callable
+
+RESOURCE_ERRNOS = frozenset({
+    errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG,  # the disk
+    errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS, errno.EAGAIN,  # descriptors, memory, processes
+})
+"""Errors of the machine, not of the user's input: the supervisor backs off and retries, and keeps supervising."""
+
+
+def is_resource_error(e: BaseException) -> bool:
+    """An ``OSError`` that says a resource ran out (disk, quota, descriptors, memory), not that the input is wrong."""
+    return isinstance(e, OSError) and e.errno in RESOURCE_ERRNOS
 
 
 class Persister:

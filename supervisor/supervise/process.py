@@ -7,6 +7,13 @@ directly (the supervisor forwards it, then escalates, as systemd does). The
 child also gets ``PR_SET_PDEATHSIG(SIGKILL)``: if the supervisor is killed with
 -9, the agent dies with it instead of running on unsupervised. The exit is
 learned through a ``pidfd`` in the supervisor's selector, not on a polling tick.
+
+A process can leave the group and the session (``setsid``, a double fork), so
+where Linux offers it the child is also put in a cgroup v2 of its own
+(``Cgroup``): nothing started inside can leave it, and ``cgroup.kill`` ends all
+of it. Without a writable cgroup the supervisor is a child subreaper, and the
+sweep after an exit (``kill_leftovers``) repeats until no process of the tree is
+left: a grandchild re-parented to us while the sweep runs is caught too.
 """
 
 from __future__ import annotations
@@ -18,8 +25,9 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -34,8 +42,12 @@ except OSError:  # not glibc/musl: no prctl, PDEATHSIG is skipped (Linux is the 
     _libc = None
 
 
-def _make_preexec(parent: int) -> Callable[[], None]:
-    """The function run in the child between fork and exec: die with the parent."""
+def _make_preexec(parent: int, cgroup_procs: str | None = None) -> Callable[[], None]:
+    """The function run in the child between fork and exec: die with the parent, enter the cgroup.
+
+    Entering the cgroup here, before ``exec``, means nothing the agent starts can
+    be outside it (moving it from the parent after ``Popen`` would race its first fork).
+    """
     libc = _libc
 
     def preexec() -> None:
@@ -44,8 +56,126 @@ def _make_preexec(parent: int) -> Callable[[], None]:
         # the supervisor died between fork and prctl: the signal will never come, so go now
         if os.getppid() != parent:
             os._exit(1)
+        if cgroup_procs is not None:
+            try:
+                fd = os.open(cgroup_procs, os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")  # "0": the writing process itself
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass  # the parent checks, moves it itself or falls back to the process group
 
     return preexec
+
+
+# --------------------------------------------------------------------------- cgroup v2
+
+
+CGROUP_PREFIX = "agent-supervisor"
+
+
+def cgroup2_base() -> Path | None:
+    """The directory of this process's own cgroup v2 (mount point + path), or ``None`` without cgroup v2."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            rel = next((ln.rstrip("\n")[3:] for ln in f if ln.startswith("0::")), None)
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            mounts = [ln.split() for ln in f]
+    except OSError:
+        return None
+    if rel is None or rel.endswith(" (deleted)"):
+        return None
+    for parts in mounts:
+        try:
+            fstype = parts[parts.index("-") + 1]
+        except (ValueError, IndexError):
+            continue
+        if fstype != "cgroup2":
+            continue
+        root, mount = parts[3], parts[4]
+        if root != "/" and not (rel == root or rel.startswith(root + "/")):
+            continue  # a bind mount of another part of the tree
+        sub = rel[len(root):] if root != "/" else rel
+        return Path(mount) / sub.lstrip("/")
+    return None
+
+
+class Cgroup:
+    """A cgroup v2 directory that holds one agent's whole tree (whatever sessions or groups it makes)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    @classmethod
+    def create(cls, name: str) -> Cgroup | None:
+        """Make ``name`` under our own cgroup; ``None`` where cgroup v2 is missing or not writable by us."""
+        base = cgroup2_base()
+        if base is None:
+            return None
+        path = base / name
+        try:
+            path.mkdir(mode=0o755)
+        except FileExistsError:
+            pass  # ours from before (same name): it is emptied before use
+        except OSError:
+            return None  # not delegated to us, read-only: the subreaper sweep does the work
+        cg = cls(path)
+        if not os.access(path / "cgroup.procs", os.W_OK):
+            cg.remove()
+            return None
+        return cg
+
+    @property
+    def procs_file(self) -> str:
+        return str(self.path / "cgroup.procs")
+
+    def procs(self) -> list[int]:
+        """The processes in it now (empty if it is gone)."""
+        try:
+            with open(self.path / "cgroup.procs", "rb") as f:
+                return [int(x) for x in f.read().split()]
+        except (FileNotFoundError, ValueError):
+            return []
+
+    def add(self, pid: int) -> bool:
+        try:
+            with open(self.path / "cgroup.procs", "wb") as f:
+                f.write(str(pid).encode())
+            return True
+        except OSError:
+            return False
+
+    def contains(self, pid: int) -> bool:
+        return pid in self.procs()
+
+    def kill(self) -> None:
+        """SIGKILL to every process in it at once (``cgroup.kill``, Linux 5.14), else one by one."""
+        try:
+            with open(self.path / "cgroup.kill", "wb") as f:
+                f.write(b"1")
+            return
+        except FileNotFoundError:
+            if not self.path.exists():
+                return
+        except OSError:
+            pass
+        self.signal(signal.SIGKILL)
+
+    def signal(self, sig: int) -> None:
+        for pid in self.procs():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, sig)
+
+    def remove(self) -> bool:
+        """Remove the directory (it must be empty); ``True`` if it is gone."""
+        try:
+            self.path.rmdir()
+        except FileNotFoundError:
+            return True
+        except OSError:
+            return False
+        return True
 
 
 def become_subreaper() -> bool:
@@ -76,7 +206,8 @@ class ExitStatus:
 class Child:
     """A spawned attempt: the ``Popen``, its pidfd and its output pipes."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: str | None = None) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], cwd: str | None = None, *,
+                 cgroup: Cgroup | None = None, pass_fds: tuple[int, ...] = ()) -> None:
         self.argv = argv
         self.started = time.monotonic()
         self.proc = subprocess.Popen(
@@ -87,12 +218,25 @@ class Child:
             env=env,
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=_make_preexec(os.getpid()),
+            preexec_fn=_make_preexec(os.getpid(), cgroup.procs_file if cgroup else None),
             close_fds=True,
+            pass_fds=pass_fds,  # the secrets pipe's write end (supervise.secrets)
         )
         self.pid = self.proc.pid
         self.pgid = self.pid  # setsid made it the leader of its own group and session
-        self.pidfd = os.pidfd_open(self.pid)
+        self.cgroup = cgroup
+        if cgroup is not None and not cgroup.contains(self.pid) and not cgroup.add(self.pid):
+            self.cgroup = None  # the group, the session and the subreaper sweep still hold it
+        try:
+            self.pidfd = os.pidfd_open(self.pid)
+        except OSError:
+            # out of descriptors: a child we cannot watch must not run on; the caller retries later
+            self.signal_group(signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                self.proc.wait()
+            self.pidfd = -1
+            self.close()
+            raise
         assert self.proc.stdout is not None and self.proc.stderr is not None
         self.out_fd = self.proc.stdout.fileno()
         self.err_fd = self.proc.stderr.fileno()
@@ -177,20 +321,32 @@ def _child_pids() -> list[int]:
         return [c.pid for c in psutil.Process().children()]
 
 
-def own_orphans(exclude: int | None = None) -> list[psutil.Process]:
-    """Our children other than the current agent: descendants adopted as subreaper."""
+Exclude = int | Collection[int] | None
+"""Our own children that are not orphans: the current agent, the guardian."""
+
+
+def _excluded(exclude: Exclude) -> Collection[int]:
+    if exclude is None:
+        return ()
+    return (exclude,) if isinstance(exclude, int) else exclude
+
+
+def own_orphans(exclude: Exclude = None) -> list[psutil.Process]:
+    """Our children other than ``exclude`` (the current agent, the guardian): descendants adopted as subreaper."""
+    skip = _excluded(exclude)
     out = []
     for pid in _child_pids():
-        if pid != exclude:
+        if pid not in skip:
             with contextlib.suppress(psutil.Error):
                 out.append(psutil.Process(pid))
     return out
 
 
-def reap_orphans(exclude: int | None = None) -> None:
+def reap_orphans(exclude: Exclude = None) -> None:
     """Collect the exit status of adopted orphans that died, so no zombie stays behind."""
+    skip = _excluded(exclude)
     for pid in _child_pids():
-        if pid != exclude:
+        if pid not in skip:
             with contextlib.suppress(ChildProcessError, OSError):
                 os.waitpid(pid, os.WNOHANG)
 
@@ -285,25 +441,68 @@ def _wait_gone(targets: Sequence[Stoppable], pgid: int | None, deadline: float, 
         time.sleep(0.01)
 
 
-def kill_leftovers(pgid: int, grace: float, exclude: int | None = None, log: Callable[[str], None] | None = None) -> list[int]:
-    """After the agent's exit, stop what it left: its group, and orphans adopted by us (``stop_tree``).
+SWEEP_ROUNDS_S = 3.0
+"""How long the sweep after an exit keeps looking for processes re-parented to us meanwhile."""
 
-    Returns the pids signalled; returns at once when nothing is left (the usual case).
-    """
-    reap_orphans(exclude)
-    targets: dict[int, psutil.Process] = {}
-    if group_alive(pgid):
+
+def tree_leftovers(pgid: int, exclude: Exclude = None, cgroup: Cgroup | None = None) -> dict[int, psutil.Process]:
+    """What is left of an agent's tree: its group and session, our adopted orphans and their descendants, its cgroup."""
+    found: dict[int, psutil.Process] = {}
+    me = os.getpid()
+    skip = set(_excluded(exclude)) | {me}
+
+    def add(pid: int) -> None:
+        if pid not in skip and pid not in found:
+            with contextlib.suppress(psutil.Error):
+                found[pid] = psutil.Process(pid)
+
+    if cgroup is not None:
+        for pid in cgroup.procs():
+            add(pid)
+    if pgid > 0 and group_alive(pgid):  # 0 would be our own group
         for p in psutil.process_iter(["pid"]):
             with contextlib.suppress(psutil.Error, OSError):
-                if os.getpgid(p.pid) == pgid:
-                    targets[p.pid] = p
-    for p in own_orphans(exclude):
-        targets.setdefault(p.pid, p)
+                if os.getpgid(p.pid) == pgid or os.getsid(p.pid) == pgid:
+                    add(p.pid)
+    for p in own_orphans(skip):
+        add(p.pid)
+        with contextlib.suppress(psutil.Error):
+            for c in p.children(recursive=True):
+                add(c.pid)
+    return {pid: p for pid, p in found.items() if _alive(p)}
+
+
+def kill_leftovers(pgid: int, grace: float, exclude: Exclude = None, log: Callable[[str], None] | None = None,
+                   cgroup: Cgroup | None = None) -> list[int]:
+    """After the agent's exit, stop what it left: its group, its cgroup, orphans adopted by us (``stop_tree``).
+
+    The first round gets SIGTERM and ``grace`` seconds; then the sweep repeats with
+    SIGKILL until a look finds nothing (a grandchild whose parent died in the first
+    round is re-parented to us only then), for at most ``SWEEP_ROUNDS_S`` seconds.
+    Returns the pids signalled; returns at once when nothing is left (the usual case).
+    """
+    def reap() -> None:
+        reap_orphans(exclude)
+
+    group = pgid if pgid > 0 else None  # 0 would be our own group
+    reap()
+    targets = tree_leftovers(pgid, exclude, cgroup)
     if not targets:
         return []
-    stop_tree(list(targets.values()), grace, pgid=pgid, on_wait=lambda: reap_orphans(exclude), log=log,
-              what="leftovers")
-    return list(targets)
+    stopped = list(targets)
+    stop_tree(list(targets.values()), grace, pgid=group, on_wait=reap, log=log, what="leftovers")
+    deadline = time.monotonic() + SWEEP_ROUNDS_S
+    while True:
+        if cgroup is not None:
+            cgroup.kill()
+        reap()
+        more = tree_leftovers(pgid, exclude, cgroup)
+        if not more or time.monotonic() >= deadline:
+            break
+        stopped += [pid for pid in more if pid not in stopped]
+        stop_tree(list(more.values()), 0.0, pgid=group, sig=signal.SIGKILL, kill_wait=0.5, on_wait=reap, log=log,
+                  what="leftovers re-parented meanwhile")
+    return stopped
 
 
 def _alive(p: psutil.Process) -> bool:

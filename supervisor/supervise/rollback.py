@@ -25,7 +25,7 @@ from ..core.redact import Redactor
 from ..core.rundir import check_readable_run_dir, read_run_json
 from ..errors import ControlUnavailable, JournalLockedError, SupervisorError
 from .control import ControlClient
-from .lock import SupervisorLock, find_leftovers, stop_processes
+from .lock import SupervisorLock, find_leftovers, remove_recorded_cgroup, stop_processes
 
 START = "start"
 
@@ -100,6 +100,7 @@ def _offline(run_dir: Path, ref: str, reason: str, by: str) -> dict[str, Any]:
         # a supervisor killed with -9 may have left processes of its attempt; our lock content replaces
         # the record of them, so stop them now, as the next 'supervise' would have
         stop_processes(find_leftovers(run_dir, previous), grace=5.0)
+        remove_recorded_cgroup(previous)
         rec = append_rollback(run_dir, ref, reason, by=by)
         events = EventLog(run_dir)
         try:

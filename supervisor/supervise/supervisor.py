@@ -22,32 +22,53 @@ through the state machine's one listener):
   ``give_up_after``, give up: status failed, a summary, exit 1.
 - hang (no journal record and no output for ``hang_timeout`` s) and memory
   limit (the tree's RSS over ``max_rss``): stop the tree, then as a crash.
+
+Progress is counted only from records the attempt's own process tree wrote: the
+SDK's ``start`` record names its pid, and after a ``start`` of another process (an
+agent run by hand that took the journal lock) nothing is credited until one of
+ours comes. An attempt that failed on that lock made no progress.
+
+Resources running out (disk full, no descriptors, no memory: ``is_resource_error``)
+are not the user's error and do not end supervision: an event that cannot be
+written waits in memory and is retried (the torn part is cut off the file), as is
+``run.json``; a spawn that fails for want of resources is retried after a backoff
+without counting as an attempt; the control socket pauses accepting. What
+happened is said on stderr at once and recorded as a ``resource-error`` event
+once ``supervisor.jsonl`` can be written again.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import errno
 import os
 import selectors
 import signal
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 from ..core import rundir
-from ..core.events import EventLog, read_events
+from ..core.events import EVENTS, EventLog, read_events
 from ..core.history import Fold
 from ..core.journal import JournalReader, journal_locked
 from ..core.records import Kind, step_name
-from ..core.redact import Redactor
+from ..core.redact import Redactor, argv_is_redacted, redact_argv
 from ..errors import JournalLockedError, SupervisorError
 from .agentlog import AgentLog
 from .commands import ControlCommands
+from .secrets import SecretsPipe
 from .control import ControlServer, Reply
-from .lock import SupervisorLock, find_leftovers, stop_processes
+from .lock import SupervisorLock, find_leftovers, remove_recorded_cgroup, stop_processes
+from .guardian import start_time as guardian_start_time
 from .metrics import TreeSample, TreeSampler
-from .persister import Persister
+from .persister import Persister, is_resource_error
 from .policy import (
     Action,
     Attempt,
@@ -59,6 +80,8 @@ from .policy import (
     is_progress,
 )
 from .process import (
+    CGROUP_PREFIX,
+    Cgroup,
     Child,
     ExitStatus,
     become_subreaper,
@@ -78,6 +101,89 @@ EXIT_GAVE_UP = 1
 
 JOURNAL_POLL_S = 0.1
 METRICS_INTERVAL_S = 1.0
+RETRY_WRITE_S = 1.0
+"""How often a write that failed for want of resources (disk full) is tried again."""
+RESOURCE_REPORT_S = 10.0
+"""At most one ``resource-error`` event (and one stderr line per kind of error) in this many seconds."""
+FINAL_WRITE_S = 10.0
+"""How long the final status keeps being retried on a full disk before the supervisor exits anyway."""
+MAX_DEFERRED_EVENTS = 10_000
+ENV_NO_CGROUP = "AGENT_SUPERVISOR_NO_CGROUP"
+"""Set to 1 to keep the agent out of a cgroup (the group, session and subreaper sweep only): tests, odd hosts."""
+EXIT_RESOURCES = 75
+"""The supervisor's exit code when it could not start or record its end for want of resources (EX_TEMPFAIL)."""
+
+
+class Guardian:
+    """The ``guardian.py`` process: stops the agent's tree if this supervisor is killed with -9.
+
+    Fed one line per spawn (``child PID``) through a pipe only we hold; ``done``
+    when we stopped everything ourselves. Its end of file without ``done`` is our death.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], fd: int) -> None:
+        self.proc = proc
+        self.fd = fd
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @classmethod
+    def start(cls, run_dir: Path, cgroup: Cgroup | None) -> Guardian | None:
+        """Start it (in a session of its own); ``None`` if it cannot be (the subreaper and PDEATHSIG remain)."""
+        if not sys.executable:
+            return None
+        script = Path(__file__).with_name("guardian.py")
+        argv = [sys.executable, "-I", "-S", str(script), "--supervisor", str(os.getpid()), "--run-dir", str(run_dir)]
+        if cgroup is not None:
+            argv += ["--cgroup", str(cgroup.path)]
+        try:
+            r, w = os.pipe()  # not inheritable: the agent never holds our end, so our death is its EOF
+        except OSError:
+            return None
+        try:
+            proc = subprocess.Popen(argv, stdin=r, stdout=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        except OSError:
+            os.close(w)
+            return None
+        finally:
+            os.close(r)
+        return cls(proc, w)
+
+    def tell(self, line: str) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self.fd, line.encode() + b"\n")
+
+    def done(self) -> None:
+        """We stopped everything: let it exit quietly, and reap it."""
+        self.tell("done")
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        try:
+            self.proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=2.0)
+
+
+def cut_torn_tail(path: Path) -> None:
+    """Cut ``path`` back to its last complete line (a write that failed half-way, on a full disk)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        try:
+            size = os.fstat(fd).st_size
+            start = max(0, size - 256 * 1024)
+            tail = os.pread(fd, size - start, start)
+            nl = tail.rfind(b"\n")
+            end = start + nl + 1 if nl >= 0 else (0 if start == 0 else size)
+            if end < size:
+                os.ftruncate(fd, end)
+        finally:
+            os.close(fd)
 
 
 class Supervisor:
@@ -86,7 +192,9 @@ class Supervisor:
     def __init__(self, run_dir: Path, argv: list[str], opts: Options, *, cwd: str | None = None) -> None:
         self.run_dir = run_dir.resolve()
         self.display_dir = run_dir
-        self.argv = argv
+        self.argv = argv  # the real command, in memory only: files get redact_argv(argv)
+        self.redactor = Redactor()  # secret env values; the agent's add_secret values come through the pipe
+        self.secrets: SecretsPipe | None = None  # the current attempt's secrets pipe
         self.opts = opts
         self.cwd = cwd or os.getcwd()
         self.sm = StateMachine()
@@ -124,6 +232,27 @@ class Supervisor:
         # the effective history, folded incrementally from what poll_journal reads (flat memory):
         # the effective step count and the checkpoint a rollback names, without re-reading the journal
         self.fold = Fold(keep=False)
+        # whose records the journal is getting now: True the current attempt's tree, False another
+        # process (an agent run by hand holding the journal lock), None not known (credited: an agent
+        # that writes the journal without the SDK has no start record)
+        self._writer_ours: bool | None = None
+        self._writer_pid: int | None = None
+        self.cgroup: Cgroup | None = None
+        self.guardian: Guardian | None = None
+        self._last_pgid = 0
+        self._told_tree = ""
+        # resources running out: what failed, since when; what waits to be written
+        self._deferred: collections.deque[tuple[str, int, dict[str, Any]]] = collections.deque()
+        self._deferred_dropped = 0
+        self._events_retry_at: float | None = None
+        self._rj_pending: dict[str, Any] = {}
+        self._rj_lock = threading.Lock()
+        self._rj_retry_at: float | None = None
+        self._problems: dict[str, dict[str, Any]] = {}
+        self._said: dict[str, float] = {}
+        self._next_report = 0.0
+        self._log_lost = 0
+        self._loop_pause_until = 0.0
 
     # ------------------------------------------------------------------ output
     def say(self, text: str) -> None:
@@ -135,8 +264,134 @@ class Supervisor:
             sys.stderr.flush()
 
     def emit(self, event: str, **fields: Any) -> None:
-        if self.events is not None:
-            self.events.emit(event, self.attempt_no, **fields)
+        """Append an event; on a full disk it waits in memory (with its time) and is retried."""
+        if self.events is None:
+            return
+        if len(self._deferred) >= MAX_DEFERRED_EVENTS:
+            self._deferred.popleft()
+            self._deferred_dropped += 1
+        self._deferred.append((event, self.attempt_no, {"ts": rundir.utc_now(), **fields}))
+        if self._events_retry_at is None:
+            self._flush_events()
+
+    def _flush_events(self) -> bool:
+        """Write the events that wait; ``False`` (and a retry later) if the disk still refuses."""
+        events = self.events
+        if events is None:
+            return False
+        while self._deferred:
+            event, attempt, fields = self._deferred[0]
+            try:
+                events.emit(event, attempt, **fields)
+            except OSError as e:
+                if not is_resource_error(e):
+                    raise
+                cut_torn_tail(events.path)
+                self._events_retry_at = time.monotonic() + RETRY_WRITE_S
+                self.resource_error(f"writing {rundir.SUPERVISOR_EVENTS}", e)
+                return False
+            self._deferred.popleft()
+        self._events_retry_at = None
+        return True
+
+    def resource_error(self, what: str, e: OSError) -> None:
+        """A resource ran out: say so (once per kind every ``RESOURCE_REPORT_S``), keep it for the event."""
+        name = errno.errorcode.get(e.errno or 0, str(e.errno))
+        key = f"{what}: {name}"
+        now = time.monotonic()
+        p = self._problems.setdefault(key, {"what": what, "errno": name, "error": e.strerror or str(e),
+                                            "count": 0, "first": rundir.utc_now()})
+        p["count"] += 1
+        p["last"] = rundir.utc_now()
+        if now >= self._said.get(key, 0.0):
+            self._said[key] = now + RESOURCE_REPORT_S
+            self.say(f"{what} failed: {e.strerror or e} ({name}); still supervising, retrying")
+
+    def _report_resources(self, now: float) -> None:
+        """Record what ran out as one ``resource-error`` event, once the event file takes writes again."""
+        if not self._problems or self._deferred or now < self._next_report or self.events is None:
+            return
+        self._next_report = now + RESOURCE_REPORT_S
+        problems, self._problems = list(self._problems.values()), {}
+        fields: dict[str, Any] = {"errors": problems}
+        if self._deferred_dropped:
+            fields["events_dropped"] = self._deferred_dropped
+            self._deferred_dropped = 0
+        if self._log_lost:
+            fields["agent_log_bytes_lost"] = self._log_lost
+            self._log_lost = 0
+        if "resource-error" in EVENTS:
+            self.emit("resource-error", **fields)
+        else:  # an event file of an older format: the stderr lines said it
+            self.say(f"resources ran out: {problems}")
+
+    def _run_json(self, **changes: Any) -> None:
+        """Change ``run.json`` off the loop (the persister thread); on a full disk it is retried."""
+        with self._rj_lock:
+            self._rj_pending.update(changes)
+        self._rj_retry_at = None
+        run_dir, lock, pending = self.run_dir, self._rj_lock, self._rj_pending
+
+        def write() -> None:
+            with lock:
+                snap = dict(pending)
+            if not snap:
+                return
+            rundir.update_run_json(run_dir, **snap)
+            with lock:
+                for k, v in snap.items():
+                    if k in pending and pending[k] is v:
+                        del pending[k]
+
+        self.persist.submit(write)
+
+    def _persist_errors(self, now: float) -> None:
+        for e in self.persist.take_errors():
+            if isinstance(e, OSError) and is_resource_error(e):
+                self.resource_error("writing run state", e)
+                if self._rj_pending:
+                    self._rj_retry_at = now + RETRY_WRITE_S
+            else:
+                self.say(f"could not write run state: {e}")
+
+    def _drain_secrets(self) -> None:
+        """Learn the secret values the agent registered so far (before its output is redacted)."""
+        sp = self.secrets
+        if sp is not None and sp.read_fd >= 0:
+            sp.drain()
+            if sp.eof:
+                with contextlib.suppress(KeyError, ValueError):
+                    self.sel.unregister(sp.read_fd)
+
+    def _end_secrets(self) -> None:
+        """The attempt is over: close its pipe (the values stay in the redactor for later attempts)."""
+        sp, self.secrets = self.secrets, None
+        if sp is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self.sel.unregister(sp.read_fd)
+            sp.close()
+
+    def _feed(self, stream: str, data: bytes) -> None:
+        """Output to ``agent.log`` (and the terminal); on a full disk the file loses it, the agent goes on."""
+        assert self.log is not None
+        self._drain_secrets()  # a value the agent registered before it printed it is in the pipe now
+        try:
+            self.log.feed(stream, data)
+        except OSError as e:
+            if not is_resource_error(e):
+                raise
+            cut_torn_tail(self.log.path)
+            self._log_lost += len(data)
+            self.resource_error(f"writing {rundir.AGENT_LOG}", e)
+
+    def _not_orphans(self) -> set[int]:
+        """Our own children that are not adopted leftovers: the current agent and the guardian."""
+        out = set()
+        if self.child is not None:
+            out.add(self.child.pid)
+        if self.guardian is not None:
+            out.add(self.guardian.pid)
+        return out
 
     def _on_state(self, ch: StateChange) -> None:
         """Write the change's event (the one place state changes are recorded); remember when the state changed."""
@@ -153,6 +408,11 @@ class Supervisor:
             self._stop_leftovers(previous)
             self._check_journal_free()
             meta = rundir.read_run_json(self.run_dir)
+            if argv_is_redacted(self.argv) and meta.get("command") == self.argv:
+                raise SupervisorError(
+                    f"the command recorded in {rundir.RUN_JSON} had secrets redacted, so it cannot be run again; "
+                    f"give it after '--': agent-supervisor supervise --run-dir {self.display_dir} -- CMD"
+                )
             exists = (self.run_dir / rundir.RUN_JSON).exists()
             # run.json is written after a spawn; the spawn event is written first (a supervisor killed
             # in between must not make the next one reuse an attempt number)
@@ -160,7 +420,7 @@ class Supervisor:
             self.attempt_no = max([int(meta.get("attempts") or 0) if exists else 0]
                                   + [a for a in recorded if isinstance(a, int)])
             changes: dict[str, Any] = {
-                "command": self.argv,
+                "command": redact_argv(self.argv, self.redactor),
                 "cwd": self.cwd,
                 "status": "running",
                 "supervisor_pid": os.getpid(),
@@ -172,19 +432,28 @@ class Supervisor:
             self.run_id = str(rundir.update_run_json(self.run_dir, **changes).get("id") or self.run_dir.name)
             self.events = EventLog(self.run_dir)
             self.log = AgentLog(
-                self.run_dir, redact=Redactor(), max_bytes=self.opts.log_max_bytes, tee=self.opts.tee
+                self.run_dir, redact=self.redactor, max_bytes=self.opts.log_max_bytes, tee=self.opts.tee
             )
             # one read of the journal at the start (the resume view: steps stay unparsed), then read_new
             self.fold.extend(self.reader.load(lazy=True))
             self.records = self.reader.end_seq
-            self.server = ControlServer(self.run_dir, self.sel, ControlCommands(self).handle)
+            self.server = ControlServer(self.run_dir, self.sel, ControlCommands(self).handle,
+                                        on_error=self.resource_error)
+            # the agent's tree in a cgroup of its own where Linux lets us (else: group, session, subreaper)
+            if os.environ.get(ENV_NO_CGROUP) != "1":
+                self.cgroup = Cgroup.create(f"{CGROUP_PREFIX}.{os.getpid()}.{int(time.time() * 1000)}")
+            if self.cgroup is not None:
+                with contextlib.suppress(OSError):
+                    self.lock.record_cgroup(self.cgroup.path)
+            self.guardian = Guardian.start(self.run_dir, self.cgroup)
         except BaseException:
             self._close_files()
+            self._release_tree()
             self.lock.release()
             raise
         become_subreaper()
         self.emit(
-            "supervisor-start", pid=os.getpid(), argv=self.argv, run_dir=str(self.run_dir),
+            "supervisor-start", pid=os.getpid(), argv=redact_argv(self.argv, self.redactor), run_dir=str(self.run_dir),
             resumed_run=self.attempt_no > 0, leftovers_stopped=self._leftovers,
         )
 
@@ -193,6 +462,7 @@ class Supervisor:
         if procs:
             self.say(f"stopping {len(procs)} leftover process(es) of the previous supervisor: {[p.pid for p in procs]}")
             self._leftovers = stop_processes(procs, self.opts.stop_grace, log=self.say)
+        remove_recorded_cgroup(previous)
 
     def _check_journal_free(self) -> None:
         """Refuse if an agent runs on this run directory without us (it holds the journal lock)."""
@@ -211,16 +481,45 @@ class Supervisor:
             while not self.sm.state.terminal:
                 timeout = self._timeout()
                 for key, _ in self.sel.select(timeout):
-                    key.data()
+                    self._guarded("the supervisor loop", key.data)
                     if self.sm.state.terminal:
                         break
-                self._timers()
+                if self.server is not None:
+                    self._guarded("the control socket", self.server.pump)
+                self._guarded("the supervisor loop", self._timers)
         finally:
             self._emergency_cleanup()
             self.signals.restore()
             self._close_files()
+            self._release_tree()
             self.lock.release()
         return self.exit_code
+
+    def _guarded(self, what: str, fn: Any) -> None:
+        """Run a handler of the loop; a resource running out there is reported, not fatal (the loop retries)."""
+        try:
+            fn()
+        except OSError as e:
+            if not is_resource_error(e):
+                raise
+            self.resource_error(what, e)
+            self._loop_pause_until = time.monotonic() + 0.05  # no hot spin on a level-triggered fd that fails
+
+    def _release_tree(self) -> None:
+        """At the end: a last sweep of anything left of the agent's tree, the cgroup removed, the guardian let go."""
+        try:
+            if self._last_pgid or self.cgroup is not None:
+                kill_leftovers(self._last_pgid, 0.5, exclude=self._not_orphans(), log=self.say, cgroup=self.cgroup)
+            if self.cgroup is not None:
+                if not self.cgroup.remove():
+                    self.say(f"could not remove the cgroup {self.cgroup.path}: processes are still in it")
+                self.cgroup = None
+        except OSError as e:
+            self.say(f"could not sweep the agent's process tree: {e}")
+        finally:
+            if self.guardian is not None:
+                self.guardian.done()
+                self.guardian = None
 
     def _timeout(self) -> float:
         now = time.monotonic()
@@ -229,16 +528,23 @@ class Supervisor:
             deadlines.append(self._stop_deadline)
         if self.sm.backoff_until is not None:
             deadlines.append(self.sm.backoff_until)
+        for at in (self._events_retry_at, self._rj_retry_at, self.server.wake_at if self.server else None):
+            if at is not None:
+                deadlines.append(at)
         if not deadlines:
             return 1.0
-        return max(0.0, min(deadlines) - now)
+        return max(0.0, min(deadlines) - now, self._loop_pause_until - now)
 
     def _timers(self) -> None:
         now = time.monotonic()
         if self.log is not None:
             self.log.flush_tee()
-        for e in self.persist.take_errors():
-            self.say(f"could not write run state: {e}")
+        self._persist_errors(now)
+        if self._events_retry_at is not None and now >= self._events_retry_at:
+            self._flush_events()
+        if self._rj_retry_at is not None and now >= self._rj_retry_at:
+            self._run_json()
+        self._report_resources(now)
         if self.sm.backoff_until is not None and now >= self.sm.backoff_until and self.sm.state is S.BACKOFF:
             self.spawn(reason=self._backoff_reason)
             return
@@ -284,12 +590,26 @@ class Supervisor:
         )
         # Python agents buffer a piped stdout: the terminal, agent.log and the hang watchdog would see nothing
         env.setdefault("PYTHONUNBUFFERED", "1")
+        self._end_secrets()
         try:
-            child = Child(argv, env, cwd=self.cwd)
+            self.secrets = SecretsPipe(self.redactor)
+            env.update(self.secrets.env())
+            child = Child(argv, env, cwd=self.cwd, cgroup=self.cgroup, pass_fds=self.secrets.pass_fds)
         except OSError as e:
+            self._end_secrets()
+            if is_resource_error(e):
+                # no descriptors, no memory, too many processes: not the agent's failure; try again later
+                self.attempt_no -= 1
+                self.resource_error("starting the agent", e)
+                delay = max(RETRY_WRITE_S, self.opts.backoff_initial)
+                self._backoff_reason = reason
+                self.sm.change(S.BACKOFF, delay_s=delay, attempts_without_progress=self.no_progress,
+                               reason=f"resources: {e.strerror or e}")
+                return
             # the command vanished or lost its x bit since the check: a failed attempt, not a crash of ours
             self.say(f"attempt {self.attempt_no} could not start: {e.strerror or e}")
-            self.emit("exit", pid=None, code=127, signal=None, uptime_s=0.0, step=None, stderr_tail=[str(e)],
+            self.emit("exit", pid=None, code=127, signal=None, uptime_s=0.0, step=None,
+                      stderr_tail=[os.fsdecode(self.redactor(os.fsencode(str(e))))],
                       progress=0, reason="spawn-failed", leftovers_killed=[])
             self.cur = Attempt(self.attempt_no, 0, self.records)
             self.cur.status = ExitStatus(127, None)
@@ -297,28 +617,35 @@ class Supervisor:
             self._after_exit(self.cur, None)
             return
         self.child = child
+        self._last_pgid = child.pgid
+        if self.guardian is not None:
+            self.guardian.tell(f"child {child.pid}")
+        if self._writer_ours or self._writer_pid is None or not psutil.pid_exists(self._writer_pid):
+            self._writer_ours = None  # the last writer was ours (now gone), or nobody: not known yet
         self.cur = Attempt(self.attempt_no, child.pid, self.records)
         self.attempts.append(self.cur)
         self.sampler = TreeSampler(child.pid)
         self.sel.register(child.pidfd, selectors.EVENT_READ, self._on_child_exit)
         self.sel.register(child.out_fd, selectors.EVENT_READ, lambda: self._on_output("stdout"))
         self.sel.register(child.err_fd, selectors.EVENT_READ, lambda: self._on_output("stderr"))
-        self.log.begin_attempt(self.attempt_no, child.pid, argv)
-        self.sm.change(S.RUNNING, pid=child.pid, argv=argv, resume=resume)
+        self.secrets.spawned()
+        self.sel.register(self.secrets.read_fd, selectors.EVENT_READ, self._drain_secrets)
+        shown = redact_argv(argv, self.redactor)
+        self.log.begin_attempt(self.attempt_no, child.pid, shown)
+        self.sm.change(S.RUNNING, pid=child.pid, argv=shown, resume=resume)
         now = time.monotonic()
         self._next_poll = now + JOURNAL_POLL_S
         self._next_metrics = now + 0.2  # a first figure soon, for a status right after the start
         self.say(f"attempt {self.attempt_no} started (pid {child.pid}){' with ' + self.opts.resume_flag if resume and self.opts.resume_flag else ''}")
-        self.lock.record_child(child.pid, child.create_time)
+        try:
+            self.lock.record_child(child.pid, child.create_time)
+        except OSError as e:
+            self.resource_error(f"writing {rundir.SUPERVISOR_LOCK}", e)
         # durability off the restart path (the spawn event above is already written, not yet fsynced)
-        events, n = self.events, self.attempt_no
+        events = self.events
         assert events is not None
-
-        def persist() -> None:
-            rundir.update_run_json(self.run_dir, attempts=n, status="running")
-            events.flush()
-
-        self.persist.submit(persist)
+        self._run_json(attempts=self.attempt_no, status="running")
+        self.persist.submit(events.flush)
 
     # ------------------------------------------------------------------ child I/O
     def _on_output(self, stream: str) -> None:
@@ -332,8 +659,7 @@ class Supervisor:
                 self.sel.unregister(fd)
             return
         if data:
-            assert self.log is not None
-            self.log.feed(stream, data)
+            self._feed(stream, data)
             if self.cur is not None:
                 self.cur.last_activity = time.monotonic()
 
@@ -357,9 +683,16 @@ class Supervisor:
                 self.records = max(self.records, ent.seq + 1)
                 continue
             self.records = max(self.records, int(ent.get("seq", 0)) + 1)
-            if cur is None:
-                continue
             kind = ent.get("kind", Kind.STEP)
+            if kind == Kind.START:
+                pid = ent.get("pid")
+                self._writer_pid = pid if isinstance(pid, int) else None
+                self._writer_ours = self._is_ours(pid)
+                if not self._writer_ours:
+                    self.say(f"the journal is written by pid {pid}, not by attempt {self.attempt_no}: "
+                             "its records are not this attempt's progress")
+            if cur is None or self._writer_ours is False:
+                continue
             if kind == Kind.BEGIN:
                 cur.in_flight = step_name(ent)
             elif kind in (Kind.STEP, Kind.START, Kind.ROLLBACK):
@@ -370,6 +703,45 @@ class Supervisor:
                 cur.rollbacks += 1
         if cur is not None:
             cur.last_activity = time.monotonic()
+
+    def _is_ours(self, pid: Any) -> bool:
+        """Whether ``pid`` (a ``start`` record's) is the current attempt's process or one of its descendants."""
+        child = self.child
+        if child is None or not isinstance(pid, int) or pid <= 0:
+            return False
+        if pid == child.pid:
+            return True
+        if child.cgroup is not None and child.cgroup.contains(pid):
+            return True
+        with contextlib.suppress(OSError):
+            if os.getsid(pid) == child.pgid:
+                return True
+        try:
+            return any(p.pid == child.pid for p in psutil.Process(pid).parents())
+        except psutil.Error:
+            return False  # gone already: nothing says it was ours
+
+    def _tell_guardian_tree(self, roots: set[int]) -> None:
+        """The processes outside the agent's session (adopted orphans and what they started), for the guardian.
+
+        Without a cgroup they are what a kill -9 of ours would leave that the guardian
+        cannot find by session or environment (a double-forked daemon with a cleared one).
+        """
+        if self.guardian is None or self.child is None or self.child.cgroup is not None:
+            return
+        pids = set(roots)
+        for pid in roots:
+            with contextlib.suppress(psutil.Error):
+                pids.update(c.pid for c in psutil.Process(pid).children(recursive=True))
+        items = []
+        for pid in sorted(pids):
+            start = guardian_start_time(pid)
+            if start is not None:
+                items.append(f"{pid}:{start}")
+        line = "tree " + " ".join(items)
+        if line != self._told_tree:
+            self._told_tree = line
+            self.guardian.tell(line)
 
     def _check_hang(self, now: float) -> None:
         limit = self.opts.hang_timeout
@@ -386,8 +758,14 @@ class Supervisor:
     def _sample_metrics(self) -> None:
         if self.sampler is None or self.child is None:
             return
-        reap_orphans(self.child.pid)  # adopted grandchildren that died meanwhile: no zombies
-        self.sample = self.sampler.sample([p.pid for p in own_orphans(self.child.pid)])
+        mine = self._not_orphans()
+        reap_orphans(mine)  # adopted grandchildren that died meanwhile: no zombies
+        extra = {p.pid for p in own_orphans(mine)}
+        if self.child.cgroup is not None:
+            extra.update(self.child.cgroup.procs())
+        extra.discard(self.child.pid)
+        self.sample = self.sampler.sample(sorted(extra))
+        self._tell_guardian_tree(extra)
         limit = self.opts.max_rss
         if limit and self.sample.rss_bytes > limit and self.sm.state is S.RUNNING:
             self.say(f"attempt {self.attempt_no} uses {self.sample.rss_bytes} bytes of memory, over --max-rss {limit}; stopping it")
@@ -423,18 +801,36 @@ class Supervisor:
         for fd, stream in ((child.out_fd, "stdout"), (child.err_fd, "stderr")):
             data = child.read_available(fd)
             if data:
-                self.log.feed(stream, data)
+                self._feed(stream, data)
         self._journal_stat = (-1, -1)
-        self.poll_journal()
+        self._guarded("reading the journal", self.poll_journal)
         grace = min(self.opts.stop_grace, 3.0)
-        killed = kill_leftovers(child.pgid, grace, log=self.say)
+        exclude = {self.guardian.pid} if self.guardian is not None else set()
+        try:
+            killed = kill_leftovers(child.pgid, grace, exclude=exclude, log=self.say, cgroup=child.cgroup)
+        except OSError as e:
+            if not is_resource_error(e):
+                raise
+            # no descriptors to look through /proc: the blunt way, the next sweeps look again
+            self.resource_error("stopping the agent's leftovers", e)
+            child.signal_group(signal.SIGKILL)
+            if child.cgroup is not None:
+                child.cgroup.kill()
+            killed = []
         for fd, stream in ((child.out_fd, "stdout"), (child.err_fd, "stderr")):
             data = child.read_available(fd)
             if data:
-                self.log.feed(stream, data)
+                self._feed(stream, data)
             with contextlib.suppress(KeyError, ValueError):
                 self.sel.unregister(fd)
-        self.log.end_attempt()
+        self._drain_secrets()
+        try:
+            self.log.end_attempt()
+        except OSError as e:
+            if not is_resource_error(e):
+                raise
+            self.resource_error(f"writing {rundir.AGENT_LOG}", e)
+        self._end_secrets()
         child.close()
         self.child = None
         self.sampler = None
@@ -517,6 +913,11 @@ class Supervisor:
         except SupervisorError as e:
             self.say(f"automatic rollback failed: {e}")
             return
+        except OSError as e:
+            if not is_resource_error(e):
+                raise
+            self.resource_error("appending the crash-loop rollback", e)
+            return
         self._high_water = high_water
 
     def do_rollback(self, checkpoint: str, reason: str, by: str, reply: Reply | None = None) -> None:
@@ -528,6 +929,12 @@ class Supervisor:
             if reply is None:
                 raise
             reply({"ok": False, "error": str(e)})
+            return
+        except OSError as e:
+            if reply is None or not is_resource_error(e):
+                raise
+            self.resource_error("appending the rollback", e)
+            reply({"ok": False, "error": f"could not append the rollback record: {e.strerror}; free space and retry"})
             return
         name = rec.get("checkpoint")
         self.emit("rollback", checkpoint=name, seq=rec["seq"], reason=reason, by=by)
@@ -555,8 +962,7 @@ class Supervisor:
         if state is S.STOPPED and self._stop_signal:
             fields["signal"] = signal.Signals(self._stop_signal).name
         self.sm.change(state, status=status, restarts=self.restarts, **fields)
-        self.persist.drain()  # the final status is written last
-        rundir.update_run_json(self.run_dir, status=status, ended=rundir.utc_now(), attempts=self.attempt_no)
+        self._write_final(status=status, ended=rundir.utc_now(), attempts=self.attempt_no)
         if state is S.SUCCEEDED:
             self.exit_code = 0
             self.say(f"run succeeded after {self.attempt_no} attempt(s)")
@@ -565,6 +971,39 @@ class Supervisor:
         else:
             self.exit_code = 128 + self._stop_signal if self._stop_signal else 0
             self.say(f"stopped; resume with 'agent-supervisor supervise --run-dir {self.display_dir}'")
+
+    def _write_final(self, **changes: Any) -> None:
+        """The final status, written last; retried for ``FINAL_WRITE_S`` on a full disk, then said on stderr."""
+        self.persist.drain()
+        with self._rj_lock:
+            self._rj_pending.update(changes)
+            final = dict(self._rj_pending)
+        deadline = time.monotonic() + FINAL_WRITE_S
+        while True:
+            self._persist_errors(time.monotonic())
+            events_ok = self._flush_events()
+            try:
+                rundir.update_run_json(self.run_dir, **final)
+            except OSError as e:
+                if not is_resource_error(e):
+                    raise
+                self.resource_error(f"writing the final status to {rundir.RUN_JSON}", e)
+            else:
+                with self._rj_lock:
+                    self._rj_pending.clear()
+                self._rj_retry_at = None
+                if events_ok:
+                    self._next_report = 0.0
+                    self._report_resources(time.monotonic())
+                    self._flush_events()
+                    return
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(RETRY_WRITE_S)
+        self.say(f"could not record the end of the run ({final.get('status')}) for want of resources; "
+                 f"{rundir.RUN_JSON} or {rundir.SUPERVISOR_EVENTS} may not say it: free space, then "
+                 f"'agent-supervisor supervise --run-dir {self.display_dir}' sets it right")
+        self.exit_code = EXIT_RESOURCES
 
     # ------------------------------------------------------------------ signals
     def _on_stop_signal(self, sig: int) -> None:
@@ -591,27 +1030,40 @@ class Supervisor:
         if child is None:
             return
         child.signal_group(signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
+        if child.cgroup is not None:
+            child.cgroup.kill()
+        with contextlib.suppress(ChildProcessError, subprocess.TimeoutExpired):
             child.proc.wait(timeout=5)
-        kill_leftovers(child.pgid, 0.5)
+        with contextlib.suppress(OSError):
+            kill_leftovers(child.pgid, 0.5, exclude=self._not_orphans() - {child.pid}, cgroup=child.cgroup)
         child.close()
         self.child = None
         if not self.sm.state.terminal:
             with contextlib.suppress(SupervisorError, OSError):
                 rundir.update_run_json(self.run_dir, status="stopped", ended=rundir.utc_now())
-        reap_orphans()
+        reap_orphans(self._not_orphans())
 
     def _close_files(self) -> None:
+        self._end_secrets()
         self.persist.close()
-        for e in self.persist.take_errors():
-            self.say(f"could not write run state: {e}")
+        self._persist_errors(time.monotonic())
+        if self._deferred and self.events is not None:
+            self._flush_events()
+            if self._deferred:
+                self.say(f"{len(self._deferred)} event(s) could not be written to {rundir.SUPERVISOR_EVENTS} (disk full)")
         if self.server is not None:
             self.server.close()
             self.server = None
         if self.log is not None:
-            self.log.close()
+            try:
+                self.log.close()
+            except OSError as e:
+                self.say(f"could not finish {rundir.AGENT_LOG}: {e.strerror or e}")
             self.log = None
         if self.events is not None:
-            self.events.close()
+            try:
+                self.events.close()
+            except OSError as e:
+                self.say(f"could not finish {rundir.SUPERVISOR_EVENTS}: {e.strerror or e}")
             self.events = None
         self.sel.close()

@@ -1,0 +1,201 @@
+"""The guardian: a tiny process that stops the agent's tree if its supervisor is killed with -9.
+
+``PR_SET_PDEATHSIG`` reaches only the supervisor's direct child: an agent started
+through ``sh -c``, a grandchild that left the session or a double-forked daemon
+would run on unsupervised. The supervisor starts this script once (``python -I -S
+guardian.py``: the standard library only, about 40 ms and a few MiB), in a session
+of its own so a Ctrl-C or a hang-up meant for the supervisor does not reach it,
+with the read end of a pipe as its stdin. The supervisor keeps the write end and
+tells it, one line each:
+
+    child PID        the attempt now running (its session id is PID: it is started with setsid)
+    tree PID:START.. the agent's processes outside its session the supervisor saw on its last look
+                     (about once a second), with their start times (so a reused pid is not hit)
+    done             the supervisor stopped everything itself: exit quietly
+
+End of file without ``done`` means the supervisor died. The guardian then sends
+SIGKILL, round after round until a round finds nothing (at most ``SWEEP_S``), to:
+every process in the run's cgroup (``cgroup.kill``; the cgroup is removed after),
+every process in the last child's session, every process whose environment
+names this supervisor and run directory, and the processes of the last ``tree``
+line that still have the same start time. What it cannot find: a process that
+left the session and cleared its environment less than a second before the
+supervisor died, where no cgroup is available (the README's section on
+process-tree cleanup lists what is caught where).
+
+Run by ``Guardian.start`` in ``supervisor.py``; not imported by anything else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+
+SWEEP_S = 5.0
+ENV_SUPERVISED = "AGENT_SUPERVISOR_PID"
+ENV_RUN_DIR = "AGENT_SUPERVISOR_RUN_DIR"
+
+
+def _pids() -> list[int]:
+    return [int(n) for n in os.listdir("/proc") if n.isdigit()]
+
+
+def _environ(pid: int) -> dict[bytes, bytes]:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return {}
+    env: dict[bytes, bytes] = {}
+    for item in raw.split(b"\0"):
+        k, sep, v = item.partition(b"=")
+        if sep:
+            env[k] = v
+    return env
+
+
+def _kill(pid: int) -> bool:
+    try:
+        os.kill(pid, signal.SIGKILL)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def _cgroup_procs(cgroup: str) -> list[int]:
+    try:
+        with open(os.path.join(cgroup, "cgroup.procs"), "rb") as f:
+            return [int(x) for x in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def start_time(pid: int) -> int | None:
+    """Field 22 of ``/proc/PID/stat``: the start time in clock ticks since boot (with the pid, a process's identity)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def sweep_once(supervisor: int, run_dir: str, child: int | None, cgroup: str | None,
+               known: dict[int, int] | None = None) -> set[int]:
+    """One round: SIGKILL to every live process of the dead supervisor's tree; return the pids hit."""
+    me = os.getpid()
+    hit: set[int] = set()
+    for pid, start in (known or {}).items():
+        if pid != me and not _zombie(pid) and start_time(pid) == start and _kill(pid):
+            hit.add(pid)
+    if cgroup:
+        try:
+            with open(os.path.join(cgroup, "cgroup.kill"), "wb") as f:
+                f.write(b"1")
+        except OSError:
+            pass
+        for pid in _cgroup_procs(cgroup):
+            if pid != me and _kill(pid):
+                hit.add(pid)
+    sup = str(supervisor).encode()
+    target = run_dir.encode()
+    for pid in _pids():
+        if pid in (me, supervisor) or pid in hit or _zombie(pid):
+            continue
+        try:
+            in_session = child is not None and os.getsid(pid) == child
+        except OSError:
+            continue
+        if not in_session:
+            env = _environ(pid)
+            if env.get(ENV_SUPERVISED.encode()) != sup or env.get(ENV_RUN_DIR.encode()) != target:
+                continue
+        if _kill(pid):
+            hit.add(pid)
+    return hit
+
+
+def sweep(supervisor: int, run_dir: str, child: int | None, cgroup: str | None,
+          known: dict[int, int] | None = None) -> set[int]:
+    """Rounds of ``sweep_once`` until one finds nothing (a process started during a round is caught by the next)."""
+    killed: set[int] = set()
+    deadline = time.monotonic() + SWEEP_S
+    while time.monotonic() < deadline:
+        hit = sweep_once(supervisor, run_dir, child, cgroup, known)
+        if not hit:
+            break
+        killed |= hit
+        time.sleep(0.02)
+    if cgroup:
+        while _cgroup_procs(cgroup) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        try:
+            os.rmdir(cgroup)
+        except OSError:
+            pass  # still busy, or gone: the next supervise start removes it
+    return killed
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="agent-supervisor-guardian")
+    p.add_argument("--supervisor", type=int, required=True)
+    p.add_argument("--run-dir", required=True)
+    p.add_argument("--cgroup", default=None)
+    args = p.parse_args(argv)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
+        signal.signal(sig, signal.SIG_IGN)  # only the supervisor's end of the pipe ends us
+    child: int | None = None
+    known: dict[int, int] = {}
+    buf = b""
+    while True:
+        try:
+            data = os.read(0, 4096)
+        except InterruptedError:
+            continue
+        except OSError:
+            data = b""
+        if not data:
+            break
+        buf += data
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            word, _, rest = line.partition(b" ")
+            if word == b"done":
+                return 0
+            if word == b"child":
+                try:
+                    child = int(rest)
+                except ValueError:
+                    child = None
+            elif word == b"tree":
+                known = {}
+                for item in rest.split():
+                    pid, _, start = item.partition(b":")
+                    if pid.isdigit() and start.isdigit():
+                        known[int(pid)] = int(start)
+    killed = sweep(args.supervisor, args.run_dir, child, args.cgroup, known)
+    if killed:
+        try:
+            sys.stderr.write(
+                f"agent-supervisor: the supervisor (pid {args.supervisor}) died without stopping its agent: "
+                f"killed {len(killed)} process(es) of its tree {sorted(killed)}; "
+                f"resume with 'agent-supervisor supervise --run-dir {args.run_dir}'\n"
+            )
+            sys.stderr.flush()
+        except (OSError, ValueError):
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
