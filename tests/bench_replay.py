@@ -11,7 +11,10 @@ recording takes seconds, not minutes; the bytes are the same. Figures are the be
 * verify: the whole ``agent-supervisor replay RUN --verify -- python research_agent.py ...``
   command, two Python processes included: parse, fold, and every step served
   with its inputs hashed and compared, state patches applied;
-* also the SDK's load and fold alone, and the two interpreters' start-up, to show where the time goes.
+* also the SDK's load and fold alone, the scratch copy of the run directory
+  (copied and hashed, then the original and the copy hashed again after the
+  agent: a replay never writes into the run directory), and the two
+  interpreters' start-up, to show where the time goes.
 """
 
 from __future__ import annotations
@@ -68,6 +71,17 @@ def load_fold(run_dir: Path) -> float:
     return dt
 
 
+def scratch_copy(run_dir: Path) -> float:
+    from supervisor.replay.runner import copy_run_dir, snapshot
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        copy_run_dir(run_dir, Path(tmp) / run_dir.name)
+        snapshot(run_dir)
+        snapshot(Path(tmp) / run_dir.name)
+        return time.perf_counter() - t0
+
+
 def startup() -> float:
     t0 = time.perf_counter()
     subprocess.run([PY, "-c", "import supervisor.replay.runner, supervisor.sdk"], check=True, env=env())
@@ -99,6 +113,7 @@ def main() -> None:
         scans = [raw_scan(run_dir) for _ in range(args.repeat)]
         floor, lines = min(s[0] for s in scans), scans[0][1]
         fold_t = min(load_fold(run_dir) for _ in range(args.repeat))
+        copy_t = min(scratch_copy(run_dir) for _ in range(args.repeat))
         boot = min(startup() for _ in range(args.repeat))
         runs = [verify(run_dir, Path(tmp) / "replay-ledger.jsonl", args.steps) for _ in range(args.repeat)]
         best, verdict = min(runs)
@@ -107,6 +122,7 @@ def main() -> None:
     print(f"run: {args.steps:,} steps, {lines:,} journal lines, {size / 1e6:.1f} MB (recorded in {rec:.1f} s)")
     print(f"floor  raw scan (read + orjson.loads per line): {floor:.3f} s")
     print(f"       SDK load + fold:                         {fold_t:.3f} s  ({fold_t / floor:.2f}x floor)")
+    print(f"       scratch copy + hashes before/after:      {copy_t:.3f} s  ({copy_t / floor:.2f}x floor)")
     print(f"       2 interpreters start + import:           {boot:.3f} s  ({boot / floor:.2f}x floor)")
     print(f"verify whole command, best of {args.repeat}:          {best:.3f} s  ({best / floor:.2f}x floor)")
     print(f"       per step: {best / args.steps * 1e6:.1f} us; verdict of that run: {verdict}")

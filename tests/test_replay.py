@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -288,6 +289,18 @@ def test_a_new_file_named_in_the_run_directory_goes_to_the_copy(tmp_path: Path) 
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"note: the command names the run directory in '--ledger={run_dir}/side.jsonl'" in r.stdout
     assert "warning: the agent changed side.jsonl in its run directory" in r.stdout
+    assert snapshot(run_dir) == before
+
+
+def test_sdk_agent_that_finds_the_original_by_itself_replays_it_read_only(tmp_path: Path) -> None:
+    """A run directory hidden in an ``sh -c`` string is not rewritten: the SDK replays the original, writing nothing."""
+    run_dir = record_test_run(tmp_path)
+    before = snapshot(run_dir)
+    inner = shlex.join([PY, str(TEST_AGENT), "--run-dir", str(run_dir), "--ledger", str(tmp_path / "l.jsonl")])
+    r = replay(run_dir, "--verify", cmd=["sh", "-c", inner])
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"note: the agent opened {run_dir} itself, not the scratch copy; it wrote nothing there" in r.stdout
+    assert "replay verified: 6 of 6 steps replayed" in r.stdout
     assert snapshot(run_dir) == before
 
 

@@ -339,7 +339,10 @@ def run_replay(
         shutil.rmtree(tmp, ignore_errors=True)
     if report is not None and not original_changed:
         reported = Path(str(report.get("run_dir")))
-        if reported != scratch:
+        if reported == run_dir:
+            # it found the original by a path replay could not see; the SDK opens it read-only, and the hashes agree
+            notes.append(f"the agent opened {run_dir} itself, not the scratch copy; it wrote nothing there")
+        elif reported != scratch:
             raise ReplayError(
                 f"the agent replayed {reported}, not {run_dir}: drop --run-dir from the command "
                 "or pass the same directory to replay"
