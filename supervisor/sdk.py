@@ -13,12 +13,15 @@ does not have runs live. See README.md for the failure policy and exit codes.
 
 from __future__ import annotations
 
+import errno
+import mmap
 import os
 import random
 import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
@@ -27,12 +30,12 @@ import orjson
 
 from .core import checkpoints, rundir
 from .core import state as state_mod
-from .core.cursor import StateCursor
+from .core.cursor import Shape, StateCursor
 from .core.history import Fold, History, rollback_record
 from .core.journal import JournalReader, JournalWriter, open_journal
 from .core.records import Kind, LazyRecord, Record, step_name
 from .core.redact import Redactor
-from .errors import DivergenceError, JournalError, ReplayError
+from .errors import DivergenceError, JournalError, JournalLockedError, ReplayError, RunDirError, SupervisorError
 from .replay.session import (
     ReplaySession,
     canonical_inputs,
@@ -48,6 +51,184 @@ _DUMPS_OPTS = orjson.OPT_NON_STR_KEYS
 # member at half the speed of a str, and looking one up costs ~100 ns in Python 3.11.
 _BEGIN: str = Kind.BEGIN.value
 _STEP: str = Kind.STEP.value
+
+
+class StepNames(Sequence[str]):
+    """Names of steps in the order they came: ``len`` counts every one, the last :attr:`KEEP` are kept.
+
+    ``run.replayed`` and ``run.executed`` are these, so a run of millions of steps
+    keeps flat memory. An index older than the kept names raises ``IndexError``.
+    """
+
+    KEEP = 10_000
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._last: deque[str] = deque(maxlen=self.KEEP)
+
+    def append(self, name: str) -> None:
+        self._count += 1
+        self._last.append(name)
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, i: Any) -> Any:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(self._count))]
+        k = i + self._count if i < 0 else i
+        if not 0 <= k < self._count:
+            raise IndexError(f"step name index {i} out of range ({self._count} names)")
+        first = self._count - len(self._last)
+        if k < first:
+            raise IndexError(f"step name {i} is not kept: only the last {self.KEEP} of {self._count} names are")
+        return self._last[k - first]
+
+    def __iter__(self) -> Iterator[str]:
+        """The kept names (all of them while there are at most :attr:`KEEP`)."""
+        return iter(self._last)
+
+    def __eq__(self, other: object) -> bool:
+        """Equal to a sequence of the same names, while all of them are kept."""
+        if isinstance(other, StepNames):
+            return self._count == other._count and self._last == other._last
+        if isinstance(other, Sequence) and not isinstance(other, str):
+            return len(other) == self._count == len(self._last) and list(self._last) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        """As a list (agents print it), with a mark for the names no longer kept."""
+        dropped = self._count - len(self._last)
+        kept = repr(list(self._last))
+        return f"[<{dropped} older names not kept>, {kept[1:]}" if dropped else kept
+
+
+class _JournalCursor(StateCursor):
+    """The SDK's state cursor once the run is live: it holds no records (the state moves by the live
+    patches the SDK applies itself). A move it is asked for (after a record that was not written)
+    reads the patches back from the journal's files along the run's rollbacks, without snapshots:
+    the shadow is exactly the patches."""
+
+    def __init__(self, run_dir: Path, fold: Fold, seq: int, doc: Any) -> None:
+        super().__init__(run_dir)
+        self._fold = fold
+        self.seq = seq
+        self.doc = doc
+
+    def advance(self, seq: int, current: Record | None = None) -> bool:
+        before = self.patches
+        self._move(seq, Shape((), tuple(self._fold.cuts)), current)
+        return self.patches != before
+
+
+EXIT_ERROR = 2
+"""Exit code of an agent whose run directory could not be opened or written: the error is one line on
+stderr, as for the command line's user errors. For the supervisor it is a crash like any other."""
+
+
+def _exiting(e: SupervisorError, code: int) -> SupervisorError:
+    """Print ``e`` on one line and return it as an exception that is both its own type and ``SystemExit(code)``.
+
+    An agent can still catch it as the error it is (``except JournalLockedError``);
+    if nothing does, the interpreter ends with ``code`` and prints no traceback.
+    """
+    print(f"agent-supervisor: {e}", file=sys.stderr)
+    cls = _exiting_type(type(e))
+    x: Any = cls.__new__(cls, *e.args)
+    x.__dict__.update(e.__dict__)
+    x.args = e.args
+    x.code = code
+    return x  # type: ignore[no-any-return]
+
+
+_EXITING: dict[type[SupervisorError], type[SupervisorError]] = {}
+
+
+def _exiting_type(cls: type[SupervisorError]) -> type[SupervisorError]:
+    """``cls`` and ``SystemExit`` in one class, under the name of ``cls`` (one per error class)."""
+    t = _EXITING.get(cls)
+    if t is None:
+        ns = {"__module__": cls.__module__, "__qualname__": cls.__qualname__, "__doc__": cls.__doc__}
+        t = _EXITING[cls] = type(cls.__name__, (cls, SystemExit), ns)
+    return t
+
+
+def _check_run_files(path: Path) -> None:
+    """Refuse a directory where a run file belongs, naming it (the OS error would not say which)."""
+    for name in (rundir.RUN_JSON, rundir.JOURNAL, rundir.JOURNAL_LOCK):
+        p = path / name
+        if p.is_dir() and not p.is_symlink():
+            raise RunDirError(f"{p} is a directory, where the run keeps a file: move it aside (mv {p} {p}.bak) and run again")
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse an existing run directory the agent cannot write (it would fail later, at a checkpoint or at exit)."""
+    try:
+        st = os.statvfs(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return  # created (or refused) by Run
+    if st.f_flag & os.ST_RDONLY:
+        raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(path))
+
+
+def _lock_holder(lock: Path) -> int | None:
+    """The pid of the process holding the ``flock`` on ``lock``, from ``/proc/locks`` (Linux); ``None`` if unknown."""
+    try:
+        st = os.stat(lock)
+        with open("/proc/locks") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in lines:
+        parts = line.split()
+        if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == dev and parts[4].isdigit():
+            return int(parts[4])
+    return None
+
+
+def _locked_message(path: Path) -> str:
+    """Which run is locked and by whom (the pid; not its command line, which may hold a secret)."""
+    pid = _lock_holder(path / rundir.JOURNAL_LOCK)
+    who = "another process" if pid is None else f"another process (pid {pid}, see 'ps -p {pid}')"
+    return (
+        f"{who} is writing the journal of {path}; stop it first, or give this agent another run directory "
+        "(two agents on one run would interleave their steps)"
+    )
+
+
+_OS_HINTS = {
+    errno.EROFS: "the file system is read-only; give the agent a run directory on a writable file system",
+    errno.EACCES: "permission denied; run the agent as the user who owns the run directory, or give it one it can write",
+    errno.EPERM: "operation not permitted (an immutable file or directory?); give the agent a run directory it can write",
+    errno.ENOSPC: "no space left on the device; free some space and run the agent again (it resumes)",
+    errno.EDQUOT: "disk quota exceeded; free some space and run the agent again (it resumes)",
+    errno.EISDIR: "a directory where the run keeps a file; move it aside and run again",
+    errno.ENOTDIR: "a file where the run keeps a directory; move it aside and run again",
+}
+
+
+def _os_error(run_dir: Path, e: OSError) -> RunDirError:
+    """An OS error on a run directory as a one-line error that says which file, what went wrong and what to do."""
+    hint = _OS_HINTS.get(e.errno or 0) or f"{e.strerror or e}; check the path and its permissions"
+    where = f" {e.filename}:" if e.filename and str(e.filename) != str(run_dir) else ""
+    return RunDirError(f"cannot use the run directory {run_dir}:{where} {hint}")
+
+
+_RELEASE_EVERY = 4095
+"""Replay gives the journal pages it has served back every 4,096 steps (a mask on the position)."""
+
+
+def _dontneed(m: mmap.mmap, length: int) -> None:
+    """Drop the first ``length`` bytes of a read-only file map from this process's memory (not from the file)."""
+    try:
+        m.madvise(mmap.MADV_DONTNEED, 0, length)
+    except (OSError, ValueError):
+        pass  # closed, or not supported here: the pages stay mapped, nothing else changes
 
 
 def default_run_dir() -> Path:
@@ -106,23 +287,28 @@ class Run:
             entries = JournalReader(self.run_dir).load(lazy=True)
         else:
             self._writer, entries = open_journal(self.run_dir, redact=self.redactor, **kw)
+        # The resume view (every recorded step, the effective records) serves positions not yet
+        # reached; the first live step lets go of it (_go_live), and live records are only counted:
+        # memory stays flat however long the run.
         self._fold = Fold()
         self._fold.extend(entries)
-        self.history: History = self._fold.history
-        self._steps = self.history.steps
-        self._pending_checkpoints = [c for c in self.history.checkpoints]
+        resumed = self._fold.history
+        self._steps = resumed.steps
+        self._pending_checkpoints = [c for c in resumed.checkpoints]
         self._pos = 0
         # the state as the journal has it (the shadow), replayed along the effective history
-        self._cursor = StateCursor(self.run_dir, records=self.history.effective)
+        self._cursor: StateCursor = StateCursor(self.run_dir, records=resumed.effective)
+        self._failures = resumed.consecutive_failures()  # failed tries in a row of the step at the next position
         self._state: dict[str, Any] = {}
-        self.replayed: list[str] = []
-        """Names of the steps served from the journal in this process."""
-        self.executed: list[str] = []
-        """Names of the steps that ran live in this process."""
+        self.replayed = StepNames()
+        """Names of the steps served from the journal in this process (``len``: all; the last names kept)."""
+        self.executed = StepNames()
+        """Names of the steps that ran live in this process (``len``: all; the last names kept)."""
         self._current_key: str | None = None
         self._closed = False
         self._live = False
-        starts = sum(1 for r in self.history.entries if isinstance(r, dict) and r.get("kind") == Kind.START)
+        self._released: tuple[mmap.mmap | None, int] = (None, 0)  # the map and bytes of it given back
+        starts = sum(1 for r in resumed.entries if isinstance(r, dict) and r.get("kind") == Kind.START)
         self.attempt = int(os.environ.get(rundir.ENV_ATTEMPT) or starts + 1)
         self.resuming = bool(self._steps) or os.environ.get(rundir.ENV_RESUME) == "1"
         self._session: ReplaySession | None = None
@@ -147,13 +333,29 @@ class Run:
         The environment wins over the default but not over an explicit argument.
         Options: ``max_failures``, ``max_rollbacks``, ``retries``, ``transient``,
         ``backoff``, ``backoff_max``, ``secrets``, ``rotate_bytes``.
+
+        A run directory that cannot be opened (another agent writes it, a bad
+        ``run.json``, a read-only file system, a directory where a run file belongs)
+        is an error of :mod:`supervisor.errors`, printed on one line to stderr: if
+        nothing catches it, the agent ends with exit 2 and no traceback (it is also
+        a ``SystemExit``). ``Run(...)`` raises the same errors without printing.
         """
         if run_dir is None:
             env = os.environ.get(rundir.ENV_RUN_DIR)
             path = Path(env) if env else default_run_dir()
         else:
             path = Path(run_dir)
-        return cls(path, **options)
+        try:
+            _check_run_files(path)
+            if not os.environ.get(rundir.ENV_REPLAY):  # a replay only reads
+                _check_writable(path)
+            return cls(path, **options)
+        except JournalLockedError as e:
+            raise _exiting(JournalLockedError(_locked_message(path)), EXIT_ERROR) from e
+        except SupervisorError as e:
+            raise _exiting(e, EXIT_ERROR) from None
+        except OSError as e:
+            raise _exiting(_os_error(path, e), EXIT_ERROR) from e
 
     def __enter__(self) -> Run:
         return self
@@ -166,20 +368,29 @@ class Run:
         if isinstance(exc, (DivergenceError, ReplayError)):
             self.note("divergence", error=str(exc))
             self.close(status="failed")
-            print(f"agent-supervisor: {exc}", file=sys.stderr)
-            raise SystemExit(rundir.EXIT_FAILED) from None
-        if exc is None:
-            self.close(status="succeeded")
-        else:
-            self.close()
+            raise _exiting(exc, rundir.EXIT_FAILED) from None
+        # The journal or the run directory failing under the agent (a SupervisorError: disk full, the
+        # file system gone read-only) ends it with one line and exit 2, as at open; closing may fail
+        # the same way. The agent's own exceptions (an OSError of its own included) pass through.
+        err = exc if isinstance(exc, SupervisorError) else None
+        try:
+            self.close(status="succeeded" if exc is None else None)
+        except (SupervisorError, OSError) as e:
+            if self._writer is not None:
+                self._writer.close()  # the lock goes with it
+            if exc is not None and err is None:
+                raise  # shown with the agent's own exception, its context
+            err = err or (e if isinstance(e, SupervisorError) else _os_error(self.run_dir, e))
+        if err is not None:
+            raise _exiting(err, EXIT_ERROR) from None
 
     def close(self, status: str | None = None) -> None:
         """Close the journal; outside a supervisor, record ``status`` in ``run.json``."""
         if self._closed:
             return
         self._closed = True
-        if not self._live and self._pos >= len(self._steps) and self.history.effective:
-            self._replay_state(self.history.effective[-1]["seq"])
+        if not self._live and self._pos >= len(self._steps) and self._fold.history.effective:
+            self._replay_state(self._fold.history.effective[-1]["seq"])
             self._live = True
         if self._live and not self.replay_mode and self._state != self._shadow:
             # changes made after the last step would be lost on resume: record them
@@ -194,6 +405,19 @@ class Run:
             self._writer.close()
 
     # ------------------------------------------------------------------ state
+    @property
+    def history(self) -> History:
+        """The journal folded into its effective history (for inspection, not for a loop).
+
+        Until the first live step, the view resume built; after it, the journal is read
+        and folded anew on each access: a live run keeps no record of its steps in memory.
+        """
+        if self._fold.keep:
+            return self._fold.history
+        f = Fold()
+        f.extend(JournalReader(self.run_dir).load(lazy=True))
+        return f.history
+
     @property
     def _shadow(self) -> Any:
         """The state as the journal records it (the patches so far): the next patch is made against it."""
@@ -218,7 +442,7 @@ class Run:
         """The rollbacks so far: how many (``len``), why (``reason``) and to which ``checkpoint``."""
         return [
             {k: r.get(k) for k in ("seq", "ts", "checkpoint", "reason", "failed_step", "by")}
-            for r in self.history.rollbacks
+            for r in self._fold.rollbacks
         ]
 
     def idempotency_key(self, pos: int | None = None) -> str:
@@ -241,18 +465,55 @@ class Run:
         if self._session is not None:
             return self._replay_step(self._session, pos, name, fn, args, kwargs)  # type: ignore[no-any-return]
         if pos < len(self._steps):
-            return self._replay(pos, name)  # type: ignore[no-any-return]
-        eff = self.history.effective
-        if eff and not self._live and self._cursor.seq < eff[-1]["seq"]:
-            # the replay->live boundary: state saved after the last replayed step counts too
-            self._replay_state(self.history.effective[-1]["seq"])
-        self._live = True
+            out = self._replay(pos, name)
+            if not pos & _RELEASE_EVERY:
+                self._release_served(pos)
+            return out  # type: ignore[no-any-return]
+        if not self._live:
+            self._go_live()
         if self.replay_mode == "strict":
             raise ReplayError(
                 f"strict replay: the agent asked for step {name!r} at position {pos}, "
                 f"but the journal has only {len(self._steps)} finished steps"
             )
         return self._execute(pos, name, fn, args, kwargs)  # type: ignore[no-any-return]
+
+    def _go_live(self) -> None:
+        """The replay->live boundary: bring the state to the journal's end, then let go of the resume view.
+
+        State saved after the last replayed step counts too. From here on the fold only
+        counts (checkpoints and rollbacks stay, for the failure policy) and the cursor
+        keeps no records: positions already served are never asked for again.
+        """
+        eff = self._fold.history.effective
+        if eff and self._cursor.seq < eff[-1]["seq"]:
+            self._replay_state(eff[-1]["seq"])
+        self._live = True
+        if self.replay_mode:
+            return  # a replay's session reads the recorded steps to its end
+        self._cursor = _JournalCursor(self.run_dir, self._fold, self._cursor.seq, self._cursor.doc)
+        self._fold.stop_keeping()
+        self._steps = []
+
+    def _release_served(self, pos: int) -> None:
+        """Give the pages of the journal map served so far back to the kernel.
+
+        Resume reads step lines through a read-only map of the journal; each page a
+        replayed step touched would stay in the process's RSS to the end of the
+        replay (a 3 GB journal: 3 GB, enough to trip ``--max-rss``). The pages are
+        the file's, so dropping them loses nothing: a later read faults them in again.
+        """
+        rec: object = self._steps[pos]  # a LazyRecord in place of a dict (see JournalReader.iter_entries)
+        if type(rec) is not LazyRecord or not isinstance(rec.src, mmap.mmap):
+            return
+        old, upto = self._released
+        if old is not None and old is not rec.src:
+            _dontneed(old, len(old))  # the replay has moved on to the next segment
+            upto = 0
+        end = rec.start - rec.start % mmap.PAGESIZE
+        if end > upto:
+            _dontneed(rec.src, end)
+        self._released = (rec.src, max(end, upto))
 
     def task(self, name: str | Callable[..., str] | None = None) -> Callable[[Callable[P, T]], Callable[P, T]]:
         """Decorator form of :meth:`step`. ``name`` is a string, or a function of the call's arguments."""
@@ -375,12 +636,15 @@ class Run:
         self._with_state_patch(rec)
         self._append(rec)
         self._took(rec)
+        self._failures = 0
         self._pos = pos + 1
         self.executed.append(name)
         return out
 
     def _took(self, rec: Record) -> None:
         """Fold a record this process just wrote; its state patch is already in the shadow."""
+        if not self._fold.keep and "state_patch" in rec:
+            rec = {k: v for k, v in rec.items() if k != "state_patch"}  # a kept checkpoint needs no patch
         self._fold.add(rec)
         self._cursor.applied(rec["seq"])
 
@@ -435,11 +699,13 @@ class Run:
             rec["transient"] = True
         self._append(rec)
         self._took(rec)
+        if not transient:
+            self._failures += 1
 
     def _fail(self, pos: int, name: str, inputs: dict[str, Any], e: BaseException, t0: float) -> None:
         """Record a failed step; past ``max_failures`` in a row, roll back (or give up) and exit."""
         self._record_error(pos, name, inputs, e, t0)
-        failures = self.history.consecutive_failures(pos)
+        failures = self._failures  # as History.consecutive_failures counts them, without keeping the records
         if failures >= self.max_failures:
             self._rollback_or_give_up(name, failures, e)
 
@@ -451,7 +717,7 @@ class Run:
             self.close(status="failed")
             print(f"agent-supervisor: gave up after {done} rollbacks: {reason}", file=sys.stderr)
             raise SystemExit(rundir.EXIT_FAILED)
-        cps = [c for c in self.history.checkpoints if c.get("pos", 0) <= self._pos]
+        cps = [c for c in self._fold.checkpoints if c.get("pos", 0) <= self._pos]
         target = cps[-1] if cps else None
         rec = rollback_record(target, reason, by="sdk", failed_step=name)
         self._append(rec)
@@ -468,7 +734,8 @@ class Run:
             pending.pop(0)
         if pending and pending[0].get("pos") == self._pos and pending[0].get("name") == name:
             done = pending.pop(0)
-            self._replay_state(done["seq"])
+            if not self._live:  # live, the state is already past it
+                self._replay_state(done["seq"])
             return str(done.get("file", ""))
         if self.replay_mode or self._writer is None:
             return ""

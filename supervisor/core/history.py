@@ -186,6 +186,20 @@ class Fold:
         """The latest effective checkpoint whose name, file or seq is ``ref``."""
         return _find_checkpoint(self.checkpoints, ref)
 
+    def stop_keeping(self) -> None:
+        """Go on as a counting fold (``keep=False``) and let go of the records kept so far.
+
+        The effective checkpoints and rollbacks, the counters and the cuts stay: the
+        SDK calls it once it runs live, so a run of millions of steps keeps flat memory.
+        """
+        if not self.keep:
+            return
+        h = self._history
+        self.keep = False
+        self.step_count = len(h.steps)
+        self._history = History([], checkpoints=h.checkpoints, rollbacks=h.rollbacks)
+        self._cp_at.clear()
+
     @property
     def steps_after_checkpoint(self) -> int:
         """Successful steps after the latest effective checkpoint (all of them without one)."""
