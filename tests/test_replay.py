@@ -514,3 +514,63 @@ def test_replay_warns_when_the_agent_itself_writes_into_the_run_directory(tmp_pa
     assert [rec["step"] for rec in map(orjson.loads, (run_dir / "ledger.jsonl").read_bytes().splitlines())] == [
         "plan", "search:q1", "search:q2", "summarize"
     ]  # the live summarize's model call went to the copy's ledger
+
+
+# --------------------------------------------------------------------------- the scratch copy, in process
+
+
+def test_copy_run_dir_copies_the_agent_files_and_hashes_everything(tmp_path: Path) -> None:
+    import socket
+
+    from supervisor.replay.runner import changed, copy_run_dir, snapshot
+
+    src = tmp_path / "run"
+    (src / "checkpoints").mkdir(parents=True)
+    files = {
+        "journal.000001.jsonl": b'{"step": "a", "output": 1}\n', "journal.jsonl": b'{"step": "b", "output": 2}\n',
+        "journal.jsonl.torn": b"{\"st\n", "run.json": b"{}", "checkpoints/0001-x.json": b"{}", "ledger.jsonl": b"x\n",
+        "agent.log": b"log\n", "agent.000001.log": b"old log\n", "supervisor.jsonl": b"{}\n", "supervisor.lock": b"",
+    }
+    for name, data in files.items():
+        (src / name).write_bytes(data)
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(src / "control.sock"))
+    try:
+        snap, copied = copy_run_dir(src, tmp_path / "copy")
+    finally:
+        sock.close()
+    assert set(snap) == set(files) | {"checkpoints", "control.sock"}
+    assert sorted(copied) == ["checkpoints", "checkpoints/0001-x.json", "journal.000001.jsonl", "journal.jsonl",
+                              "journal.jsonl.torn", "ledger.jsonl", "run.json"]
+    assert snapshot(tmp_path / "copy") == copied
+    assert (tmp_path / "copy" / "journal.jsonl").stat().st_ino != (src / "journal.jsonl").stat().st_ino
+    with open(tmp_path / "copy" / "journal.jsonl", "ab") as f:  # an append to the copy does not reach the original
+        f.write(b"more\n")
+    assert changed(snap, snapshot(src)) == []
+    assert changed(copied, snapshot(tmp_path / "copy")) == ["journal.jsonl"]
+
+
+def test_retarget_command_points_run_dir_arguments_at_the_copy(tmp_path: Path) -> None:
+    from supervisor.replay.runner import retarget_command
+
+    run, scratch = tmp_path / "runs" / "r", tmp_path / "scratch" / "r"
+    run.mkdir(parents=True)
+    (run / "summarize").mkdir()  # a word is not a path in the run directory unless the agent runs there
+    cmd = ["python", "agent.py", "--run-dir", "runs/r", f"--ledger={run}/new.jsonl", "summarize", "--task", "r", "-x"]
+    new, notes = retarget_command(cmd, run.resolve(), scratch, tmp_path)
+    assert new == ["python", "agent.py", "--run-dir", str(scratch), f"--ledger={scratch}/new.jsonl", "summarize", "--task", "r", "-x"]
+    assert len(notes) == 2
+    # started inside the run directory: a relative word that names nothing there stays
+    new, _ = retarget_command(["python", "agent.py", "plan", ".", "summarize"], run.resolve(), scratch, run)
+    assert new == ["python", "agent.py", "plan", str(scratch), str(scratch / "summarize")]
+
+
+def test_portable_program() -> None:
+    from supervisor.replay.runner import portable_program
+
+    assert portable_program("python") == PY
+    assert portable_program("python3.11") == PY
+    assert portable_program("/nonexistent/venv/bin/python3") == PY
+    assert portable_program("/bin/sh") == "/bin/sh"
+    assert portable_program("node") == "node"
+    assert portable_program(PY) == PY

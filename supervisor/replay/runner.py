@@ -143,16 +143,25 @@ def snapshot(root: Path) -> _Snapshot:
     return snap
 
 
-def copy_run_dir(src: Path, dst: Path) -> _Snapshot:
-    """Copy every regular file and directory of ``src`` into the new directory ``dst``; return ``src``'s snapshot.
+_SUPERVISOR_FILES = re.compile(
+    rf"{re.escape(rundir.SUPERVISOR_EVENTS)}|{re.escape(rundir.SUPERVISOR_LOCK)}|{re.escape(rundir.CONTROL_SOCK)}|agent(\.\d+)?\.log"
+)
+"""The supervisor's own files at the top of a run directory: no agent reads them, and ``agent.log`` can be large."""
+
+
+def copy_run_dir(src: Path, dst: Path) -> tuple[_Snapshot, _Snapshot]:
+    """Copy the run directory ``src`` into the new directory ``dst``; return the snapshots of ``src`` and of the copy.
 
     A real copy, not hard links: an agent that appends to its journal would append
-    to the original through a link. Each file is read once, for the copy and its
-    hash. Sockets and fifos (``control.sock``) are left out. A symbolic link is
-    refused: copying its target would replay another file than the run's, and
+    to the original through a link. Everything is copied (the journal's segments
+    and torn tails, ``run.json``, checkpoints, the agent's own files) except the
+    supervisor's files (events, ``agent.log``, lock, socket); every file of
+    ``src`` is hashed, each read once for its copy and its hash. A symbolic link
+    is refused: copying its target would replay another file than the run's, and
     keeping it would let the agent write through it, outside the copy.
     """
     snap: _Snapshot = {}
+    copied: _Snapshot = {}
     os.mkdir(dst, 0o700)
     for rel, st in _walk(src):
         s, d = src / rel, dst / rel
@@ -163,12 +172,18 @@ def copy_run_dir(src: Path, dst: Path) -> _Snapshot:
             )
         if stat.S_ISDIR(st.st_mode):
             os.mkdir(d, 0o700)
-            snap[rel] = "dir"
-        elif stat.S_ISREG(st.st_mode):
-            snap[rel] = _copy_file(s, d, st)
+            snap[rel] = copied[rel] = "dir"
+        elif not stat.S_ISREG(st.st_mode):
+            snap[rel] = "other"  # a socket or a fifo: nothing to copy
+        elif "/" not in rel and _SUPERVISOR_FILES.fullmatch(rel):
+            fd = os.open(s, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                snap[rel] = _hash_fd(fd)
+            finally:
+                os.close(fd)
         else:
-            snap[rel] = "other"
-    return snap
+            snap[rel] = copied[rel] = _copy_file(s, d, st)
+    return snap, copied
 
 
 def _copy_file(src: Path, dst: Path, st: os.stat_result) -> str:
@@ -304,7 +319,7 @@ def run_replay(
     try:
         scratch = tmp / run_dir.name  # the same name: an agent may take its run id from it
         try:
-            before = copy_run_dir(run_dir, scratch)
+            before, copied = copy_run_dir(run_dir, scratch)
         except OSError as e:
             raise ReplayError(
                 f"cannot copy {run_dir} to a scratch directory in {tmp.parent} ({e.strerror or e}); "
@@ -329,7 +344,7 @@ def run_replay(
             raise
         seconds = time.perf_counter() - t0
         original_changed = changed(before, snapshot(run_dir))
-        touched = changed(before, snapshot(scratch))
+        touched = changed(copied, snapshot(scratch))
         problem = None
         try:
             report = read_report(report_path)
