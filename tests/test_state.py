@@ -105,12 +105,12 @@ def test_state_cursor_moves_forward_by_the_patches_in_between_only(tmp_path: Pat
     run = tmp_path / "run"
     _patched_journal(run, 200)
     cur = StateCursor(run, chunk=64)  # small chunks: the stream crosses many of them
-    first = cur.state_at(10, Shape())
+    first = cur.state_at(10, Shape(), after_result=False)
     assert first == {f"k{i}": i for i in range(11)} and cur.patches == 11
-    assert cur.state_at(150, Shape()) == {f"k{i}": i for i in range(151)}
+    assert cur.state_at(150, Shape(), after_result=False) == {f"k{i}": i for i in range(151)}
     assert cur.patches == 151  # 140 more, not 151 again
     assert first == {f"k{i}": i for i in range(11)}  # an answer handed out is never changed afterwards
-    assert cur.state_at(5, Shape()) == {f"k{i}": i for i in range(6)}  # backwards: from the start again
+    assert cur.state_at(5, Shape(), after_result=False) == {f"k{i}": i for i in range(6)}  # backwards: from the start again
     assert cur.origin == -1
 
 
@@ -122,17 +122,17 @@ def test_state_cursor_starts_from_the_nearest_snapshot_on_the_path(tmp_path: Pat
     fname = checkpoint_files(run)[0].name
     shape = Shape(checkpoints=((120, fname),))
     cur = StateCursor(run)
-    assert cur.state_at(130, shape) == {f"k{i}": i for i in range(131)}
+    assert cur.state_at(130, shape, after_result=False) == {f"k{i}": i for i in range(131)}
     assert cur.origin == 120 and cur.patches == 10
     # a rollback at 150 to the start abandons every record before it
     cut = Shape(checkpoints=((120, fname),), cuts=((-1, 150),))
     assert path_ranges(cut, 160) == [(150, 161)]
-    assert cur.state_at(160, cut) == {f"k{i}": i for i in range(150, 161)}
+    assert cur.state_at(160, cut, after_result=False) == {f"k{i}": i for i in range(150, 161)}
     assert cur.origin == -1  # the snapshot at 120 is on the abandoned branch
     # the snapshot file gone: the same state from the patches alone
     (run / "checkpoints" / fname).unlink()
     fresh = StateCursor(run)
-    assert fresh.state_at(130, shape) == {f"k{i}": i for i in range(131)} and fresh.origin == -1
+    assert fresh.state_at(130, shape, after_result=False) == {f"k{i}": i for i in range(131)} and fresh.origin == -1
 
 
 def test_state_cursor_reads_on_from_where_it_stopped_as_the_journal_grows(tmp_path: Path) -> None:
@@ -141,13 +141,13 @@ def test_state_cursor_reads_on_from_where_it_stopped_as_the_journal_grows(tmp_pa
     run = tmp_path / "run"
     _patched_journal(run, 50)
     cur = StateCursor(run, chunk=100)
-    assert cur.state_at(49, Shape()) == {f"k{i}": i for i in range(50)}
+    assert cur.state_at(49, Shape(), after_result=False) == {f"k{i}": i for i in range(50)}
     with open(run / "journal.jsonl", "ab") as f:  # appended after the answer, then sealed by a rotation
         for seq in range(50, 60):
             f.write(orjson.dumps({"kind": "step", "seq": seq, "state_patch": [{"op": "add", "path": f"/k{seq}", "value": seq}]}) + b"\n")
     (run / "journal.jsonl").rename(run / "journal.000001.jsonl")
     (run / "journal.jsonl").write_bytes(orjson.dumps({"kind": "note", "seq": 60, "state_patch": [{"op": "add", "path": "/n", "value": 1}]}) + b"\n")
-    assert cur.state_at(60, Shape()) == {**{f"k{i}": i for i in range(60)}, "n": 1}
+    assert cur.state_at(60, Shape(), after_result=False) == {**{f"k{i}": i for i in range(60)}, "n": 1}
     assert cur.patches == 61
 
 
@@ -160,6 +160,79 @@ def test_state_cursor_steps_on_past_a_damaged_snapshot_instead_of_starting_over(
     (run / "checkpoints" / fname).write_bytes(b"{not json")
     shape = Shape(checkpoints=((120, fname),))
     cur = StateCursor(run)
-    assert cur.state_at(100, shape) == {f"k{i}": i for i in range(101)} and cur.patches == 101
-    assert cur.state_at(150, shape) == {f"k{i}": i for i in range(151)}
+    assert cur.state_at(100, shape, after_result=False) == {f"k{i}": i for i in range(101)} and cur.patches == 101
+    assert cur.state_at(150, shape, after_result=False) == {f"k{i}": i for i in range(151)}
     assert cur.patches == 151  # on from 100, not from the start again
+
+
+def test_the_state_at_a_step_is_after_its_result_in_every_reader(tmp_path: Path) -> None:
+    """``state --at``, ``diff``, history and the TUI's model (files, after the scan) agree: a step's state includes its result."""
+    from supervisor.core import history
+    from supervisor.tui.scan import scan_journal
+    from supervisor.tui.timeline_model import TimelineModel
+
+    from .conftest import run_agent, run_cli
+
+    run = tmp_path / "run"
+    assert run_agent(run).returncode == 0
+    h = history.load(run)
+    seq = {(r.get("kind"), r.get("step") or r.get("name")): r["seq"] for r in h.entries}
+    q1, q2, begin_q2 = seq[("step", "search:q1")], seq[("step", "search:q2")], seq[("begin", "search:q2")]
+    cp = seq[("checkpoint", "research-done")]
+
+    def cli_state(at: int) -> dict:
+        r = run_cli("state", str(run), "--at", str(at))
+        assert r.returncode == 0, r.stderr
+        return orjson.loads(r.stdout)
+
+    f1, f2 = ["durable agents q1 result 0"], ["durable agents q1 result 0", "durable agents q2 result 0"]
+    assert cli_state(q1)["findings"] == f1  # the agent appended q1's hit after the step returned
+    assert cli_state(begin_q2)["findings"] == f1  # q2 starts with it
+    assert cli_state(q2)["findings"] == f2
+    assert cli_state(cp)["findings"] == f2  # a checkpoint is its snapshot
+    r = run_cli("diff", str(run), str(q1), str(q2))
+    assert r.returncode == 0 and r.stdout == "+ /findings/1: durable agents q2 result 0\n", r.stdout
+    # the state right after the record (what a replay to it rebuilds) is still there for a fork
+    assert history.state_at(run, h, q1)["findings"] == []
+
+    m = TimelineModel(run, tail_rows=3)
+    m.open()
+    m.adopt(scan_journal(run))
+    for s in range(len(h.entries)):
+        m.forget_state()
+        assert m.state_at(s) == cli_state(s) == history.state_at(run, h, s, after_result=True), s
+
+
+def test_result_seq_crosses_begins_failures_and_restarts_and_stops_at_a_rollback(tmp_path: Path) -> None:
+    from supervisor.core.cursor import Shape, StateCursor
+
+    recs = [
+        {"kind": "step", "step": "a", "output": 1, "state_patch": [{"op": "add", "path": "/a", "value": 0}]},  # 0
+        {"kind": "checkpoint", "name": "cp", "state_patch": [{"op": "replace", "path": "/a", "value": 1}]},  # 1
+        {"kind": "begin", "step": "b"},  # 2
+        {"kind": "step", "step": "b", "output": 2},  # 3: no change made before or in it
+        {"kind": "begin", "step": "c"},  # 4
+        {"kind": "step", "step": "c", "error": {"message": "boom"}},  # 5: failed
+        {"kind": "start", "attempt": 2},  # 6: a restart
+        {"kind": "step", "step": "c", "output": 3, "state_patch": [{"op": "add", "path": "/b", "value": 2}]},  # 7
+        {"kind": "step", "step": "d", "output": 4},  # 8
+        {"kind": "rollback", "checkpoint": "cp", "checkpoint_seq": 1},  # 9
+        {"kind": "step", "step": "b", "output": 5, "state_patch": [{"op": "add", "path": "/z", "value": 9}]},  # 10
+        {"kind": "note", "message": "state at exit", "state_patch": [{"op": "add", "path": "/end", "value": True}]},  # 11
+    ]
+    for i, r in enumerate(recs):
+        r["seq"] = i
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "journal.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    want = {0: 1, 1: 1, 2: 3, 3: 7, 4: 7, 5: 7, 6: 6, 7: 8, 8: 8, 9: 9, 10: 11, 11: 11}
+    for cur in (StateCursor(run), StateCursor(run, records=recs)):
+        assert {s: cur.result_seq(s) for s in range(len(recs))} == want
+    shape = Shape(cuts=((1, 9),))
+    cur = StateCursor(run)
+    assert cur.state_at(0, shape) == {"a": 1}  # step a's result is carried by the checkpoint
+    assert cur.state_at(3, shape) == {"a": 1, "b": 2}  # through the failure and the restart
+    assert cur.state_at(8, shape) == {"a": 1, "b": 2}  # the rollback ends the branch
+    assert cur.state_at(9, shape) == {"a": 1}  # back at the checkpoint
+    assert cur.state_at(10, shape) == {"a": 1, "z": 9, "end": True}
+    assert cur.state_at(3, shape, after_result=False) == {"a": 1}

@@ -23,12 +23,15 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--all", action="store_true", help="include abandoned branches (marked)")
     p.set_defaults(func=cmd_log)
 
-    p = sub.add_parser("state", help="print the agent's state at a step", description="Print the agent's state after a record (default: the last).")
+    p = sub.add_parser("state", help="print the agent's state at a step", description=(
+        "Print the agent's state at a record (default: the last). The state at a step is the state after its "
+        "result: it includes what the agent did with the step's output before the next step."))
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     p.add_argument("--at", metavar="SEQ", help="a record's seq or a checkpoint name (default: the end)")
     p.set_defaults(func=cmd_state)
 
-    p = sub.add_parser("diff", help="diff the state at two points", description="Path-level diff of the state at A and at B.")
+    p = sub.add_parser("diff", help="diff the state at two points", description=(
+        "Path-level diff of the state at A and at B (for a step: after its result, as 'state --at' prints it)."))
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     p.add_argument("a", metavar="A", help="a seq or a checkpoint name")
     p.add_argument("b", metavar="B", help="a seq or a checkpoint name")
@@ -110,15 +113,15 @@ def resolve_point(h: history_mod.History, ref: str) -> int:
 def cmd_state(args: argparse.Namespace) -> int:
     h = _load(args.run_dir)
     seq = resolve_point(h, args.at or "end")
-    st = history_mod.state_at(args.run_dir, h, seq) if seq >= 0 else {}
+    st = history_mod.state_at(args.run_dir, h, seq, after_result=True) if seq >= 0 else {}
     sys.stdout.buffer.write(orjson.dumps(st, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
     return 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
     h = _load(args.run_dir)
-    a = history_mod.state_at(args.run_dir, h, resolve_point(h, args.a))
-    b = history_mod.state_at(args.run_dir, h, resolve_point(h, args.b))
+    a = history_mod.state_at(args.run_dir, h, resolve_point(h, args.a), after_result=True)
+    b = history_mod.state_at(args.run_dir, h, resolve_point(h, args.b), after_result=True)
     changes = state_mod.diff(a, b)
     out = sys.stdout
     for c in changes:

@@ -1,7 +1,9 @@
 """The one "state at": a checkpoint snapshot on the effective path, then the ``state_patch`` es after it.
 
-The state at ``seq`` is the state right after the record at ``seq`` on the
-*effective path to it*: the journal up to ``seq`` with the rollbacks before it
+The state at a step is the state after its result (:meth:`StateCursor.result_seq`:
+the patch that carries what the agent did with a step's result is on the next
+record that saves the state). Below, "the state at ``seq``" is the state right
+after the record at ``seq`` on the *effective path to it*: the journal up to ``seq`` with the rollbacks before it
 folded in (abandoned branches included: a point inside one has its own path).
 That path is ``0..seq`` minus the records each rollback cut, so a :class:`Shape`
 (every checkpoint with a snapshot file, and every rollback's cut) is all a
@@ -20,6 +22,7 @@ reader with another thread and a million-record journal costs it no index.
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -29,8 +32,10 @@ from typing import Any
 from ..errors import CheckpointError
 from . import checkpoints
 from . import state as state_mod
-from .records import BadLine, LazyRecord, Record, parse_line
+from .records import BadLine, Kind, LazyRecord, Record, parse_line
 from .segments import JournalFile, Region, segment_paths
+
+_STEP, _BEGIN, _CHECKPOINT, _ROLLBACK = Kind.STEP.value, Kind.BEGIN.value, Kind.CHECKPOINT.value, Kind.ROLLBACK.value
 
 READ_CHUNK = 1024 * 1024
 """Bytes read at a time when patches are streamed from the files."""
@@ -115,16 +120,68 @@ class StateCursor:
         self._shared = False  # ``doc`` was handed out: copy it before patching
         self._next: Region | None = None  # files: where the last read stopped (the next line's start)
 
-    def state_at(self, seq: int, shape: Shape | None = None, *, current: Record | None = None) -> Any:
-        """The state right after the record at ``seq``.
+    def state_at(
+        self, seq: int, shape: Shape | None = None, *, current: Record | None = None, after_result: bool = True
+    ) -> Any:
+        """The state at the record at ``seq``: for a step, the state after its result (see :meth:`result_seq`).
 
+        ``after_result=False``: the state right after the record itself, as the
+        patches so far have it (what a replay up to that record rebuilds; a fork).
         ``shape`` ``None``: the records are the effective path already and no
         snapshot is used (the SDK's own state must be exactly its patches).
         ``current`` is the parsed record at ``seq`` if the caller has it (a lazy one is not parsed again).
         """
-        self._move(seq, shape, current)
+        end = self.result_seq(seq) if after_result else seq
+        self._move(end, shape, current if end == seq else None)
         self._shared = True
         return self.doc
+
+    def result_seq(self, seq: int) -> int:
+        """The record whose patch completes the state at ``seq``: ``seq`` itself, or for a step a later one.
+
+        A step's record carries the changes made before and while it ran; what the
+        agent does with its result (``run.state["plan"] = plan``) is carried by the
+        next record that saves the state: the next successful step, a checkpoint,
+        or a record with a ``state_patch`` (the "state at exit" note). So for a
+        ``step`` (or ``begin``) record the state at it is the state after that
+        record, with the records in between (begins, starts, failed tries). A
+        rollback ends the branch: the state stops before it. A change a step's own
+        function makes to the state is in the step's record, so it shows at the
+        step before it too (the journal cannot tell the two apart).
+        Checkpoints, rollbacks, starts and notes: the record itself.
+        """
+        end = seq
+        first = True
+        for s, e in self._following(seq):
+            if s < seq:
+                continue
+            if type(e) is BadLine:
+                if first:
+                    return seq
+                continue
+            rec = e.record() if type(e) is LazyRecord else e
+            kind = rec.get("kind", _STEP)
+            if first:
+                first = False
+                if s != seq or (kind != _STEP and kind != _BEGIN):
+                    return seq
+                continue
+            if kind == _ROLLBACK:
+                return end
+            end = s
+            if (kind == _STEP and rec.get("error") is None) or kind == _CHECKPOINT or rec.get("state_patch"):
+                return end
+        return end
+
+    def _following(self, seq: int) -> Iterator[tuple[int, Any]]:
+        """``(seq, entry)`` from ``seq`` on, in seq order (without moving the cursor; files: bad lines left out)."""
+        recs = self.records
+        if recs is None:
+            yield from self._read(seq, 1 << 62)
+            return
+        i = bisect.bisect_left(recs, seq, key=_seq_of)
+        for e in itertools.islice(recs, i, None):
+            yield _seq_of(e), e
 
     def advance(self, seq: int, current: Record | None = None) -> bool:
         """Move forward to ``seq`` along ``records`` that are the effective path, patching ``doc`` in place.
@@ -256,7 +313,8 @@ class StateCursor:
     def _entries(self, a: int, b: int) -> Iterator[Any]:
         recs = self.records
         if recs is None:
-            yield from self._read(a, b)
+            for _, rec in self._read(a, b):
+                yield rec
             return
         i = self._i
         if not (0 <= i <= len(recs) and (i == 0 or _seq_of(recs[i - 1]) < a) and (i == len(recs) or _seq_of(recs[i]) >= a)):
@@ -282,8 +340,8 @@ class StateCursor:
             best = nxt
         return best
 
-    def _read(self, a: int, b: int) -> Iterator[Record]:
-        """The records with ``a <= seq < b``, parsed as they are read (bad lines carry no state)."""
+    def _read(self, a: int, b: int) -> Iterator[tuple[int, Record]]:
+        """``(seq, record)`` with ``a <= seq < b``, parsed as they are read (bad lines carry no state: left out)."""
         start = self._start(a)
         try:
             yield from self._read_from(start, a, b)
@@ -294,7 +352,7 @@ class StateCursor:
             self._next = None
             yield from self._read_from(None, a, b)
 
-    def _read_from(self, start: Region | None, a: int, b: int) -> Iterator[Record]:
+    def _read_from(self, start: Region | None, a: int, b: int) -> Iterator[tuple[int, Record]]:
         paths = segment_paths(self.source)
         first = 0
         if start is not None:
@@ -324,13 +382,13 @@ class StateCursor:
                     lines = c.lines()
                     lo = max(0, a - s0)
                     hi = min(cnt, b - s0)
-                    for raw in lines[lo:hi]:
+                    for n_, raw in enumerate(lines[lo:hi], s0 + lo):
                         if raw:
                             try:
                                 rec = parse_line(raw)
                             except ValueError:
                                 continue
-                            yield rec
+                            yield n_, rec
                     if hi < cnt:  # stopped inside the chunk: remember where line ``b`` starts
                         off = c.region.start + sum(map(len, lines[:hi])) + hi
                         self._next = Region(c.region.path, off, c.region.end, b, c.region.first_line + hi, c.region.ino)

@@ -389,16 +389,19 @@ def fold_shape(entries: Iterable[Any]) -> tuple[Shape, Fold]:
     return Shape(tuple(cps), tuple(f.cuts)), f
 
 
-def state_at(run_dir: Path, history: History, seq: int) -> Any:
+def state_at(run_dir: Path, history: History, seq: int, *, after_result: bool = False) -> Any:
     """The agent's state right after the record at ``seq``, abandoned branches included.
 
     Starts from the latest checkpoint snapshot on the effective path to ``seq``
-    and applies the ``state_patch`` of every record after it on that path.
+    and applies the ``state_patch`` of every record after it on that path: what a
+    replay up to that record rebuilds (a fork starts there). ``after_result=True``
+    is the state as the CLI and the TUI show it: for a step, after its result,
+    up to the record that carries what the agent did with it (:meth:`StateCursor.result_seq`).
     """
     cached = history._shape
     if cached is None or cached[0] != len(history.entries):
         cached = history._shape = (len(history.entries), shape_of(history.entries))
-    return StateCursor(run_dir, records=history.entries).state_at(seq, cached[1])
+    return StateCursor(run_dir, records=history.entries).state_at(seq, cached[1], after_result=after_result)
 
 
 def describe(rec: Record) -> str:

@@ -96,11 +96,11 @@ def test_model_matches_history_fold(ops: list[tuple[str, object]]) -> None:
         assert m.error_seqs == errs
         for seq in range(len(lines)):
             m.forget_state()
-            assert m.state_at(seq) == history.state_at(run, h, seq), seq
+            assert m.state_at(seq) == history.state_at(run, h, seq, after_result=True), seq
         # stepping forward from a cached state gives the same answers
         m.forget_state()
         for seq in range(len(lines)):
-            assert m.state_at(seq) == history.state_at(run, h, seq), seq
+            assert m.state_at(seq) == history.state_at(run, h, seq, after_result=True), seq
         # search finds exactly the lines that contain the text, in any case for a lower-case query
         want = [i for i, line in enumerate(lines) if b"error" in line.lower()]
         assert search_regions(journal_regions(run), "error") == want
@@ -150,4 +150,4 @@ def test_state_before_the_scan_comes_from_the_tail_or_says_to_wait(tmp_path: Pat
     with pytest.raises(ValueError, match="still being indexed"):
         m.state_at(8)  # before the tail: not known yet (never a wrong {})
     m.adopt(scan_journal(run))
-    assert m.state_at(8) == {f"k{i}": i for i in range(9)}
+    assert m.state_at(8) == {f"k{i}": i for i in range(10)}  # after its result: through the next step's record
