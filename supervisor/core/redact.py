@@ -1,27 +1,118 @@
-"""Secrets never reach disk: redaction of serialised journal lines, checkpoints and logs."""
+"""Secrets never reach disk: redaction of serialised journal lines, checkpoints, logs and command lines.
+
+What is redacted (replaced by ``[REDACTED]``):
+
+- literal values: environment variables whose names look secret, ``secrets=`` and
+  ``add_secret`` values (also as they appear inside a JSON string), at least
+  ``MIN_SECRET_LEN`` characters long;
+- token shapes (``SHAPES``): API keys of common providers, JWTs, PEM private keys,
+  the password of ``scheme://user:password@host``, ``Authorization:`` and ``x-api-key:``
+  header values.
+
+Speed: ``Redactor`` runs on every journal line the SDK writes and on every chunk
+of agent output, and almost none holds a secret. A prefilter (one regex of
+literal anchors, each starting with a fairly rare byte, so the regex engine skips
+most positions on a first-byte test) rejects such data; only the lines around a
+hit go through the full substitution.
+
+The values ``add_secret`` learns in the agent's process reach the supervisor
+(which writes ``agent.log`` and ``supervisor.jsonl``) through a pipe
+(``send_secrets``; the supervisor's end is ``supervisor.supervise.secrets``).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import re
-from collections.abc import Iterable, Mapping
+import stat
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 
 import orjson
 
 REDACTED = b"[REDACTED]"
-_SECRET_NAME = re.compile(r"(_KEY|_TOKEN|_SECRET)$|PASSWORD|PASSWD|SECRET", re.IGNORECASE)
-_TOKEN_MARKERS = (b"sk-", b"ghp_", b"gho_", b"ghu_", b"ghs_", b"ghr_", b"github_pat_", b"AKIA", b"xox", b"Bearer ")
-"""Every token shape below starts with one of these: a line without any is not scanned."""
-_TOKEN_SHAPES = [
-    rb"sk-[A-Za-z0-9_\-]{16,}",
-    rb"gh[pousr]_[A-Za-z0-9]{20,}",
-    rb"github_pat_[A-Za-z0-9_]{20,}",
-    rb"AKIA[0-9A-Z]{16}",
-    rb"xox[abpr]-[A-Za-z0-9\-]{10,}",
-    rb"(?<=Bearer )[A-Za-z0-9._~+/\-]{8,}=*",
-]
+REDACTED_STR = REDACTED.decode()
+ENV_SECRETS_FD = "AGENT_SUPERVISOR_SECRETS_FD"
+"""The write end of the pipe to the supervisor: one JSON string per line, each a secret value."""
 MIN_SECRET_LEN = 6
 """Shorter values are not redacted: replacing every ``1`` or ``true`` would garble the journal."""
+_SECRET_NAME = re.compile(r"(_KEY|_TOKEN|_SECRET)$|PASSWORD|PASSWD|SECRET", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A token shape: its ``patterns`` and the prefilter ``anchors`` they contain.
+
+    Each pattern starts with a literal byte (the regex engine then tests one
+    byte per position instead of trying every alternative: the full regex runs
+    about as fast as the prefilter). A group named ``s`` is the secret part; the
+    rest of the match is kept (``Authorization: Bearer ``). Without it, the whole match is redacted.
+    """
+
+    name: str
+    patterns: tuple[bytes, ...]
+    anchors: tuple[bytes, ...]
+
+
+def _ci(word: bytes) -> bytes:
+    return b"".join(b"[%s%s]" % (bytes([c]).upper(), bytes([c]).lower()) if chr(c).isalpha() else re.escape(bytes([c])) for c in word)
+
+
+_HEADER_SEP = rb"\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
+_KEYS = (b"key", b"Key", b"KEY")
+SHAPES: tuple[Shape, ...] = (
+    Shape("openai", (rb"sk-[A-Za-z0-9_\-]{16,}",), (rb"k-",)),
+    Shape("github", (rb"gh[pousr]_[A-Za-z0-9]{20,}",), (rb"_(?<=gh[pousr]_)",)),
+    Shape("github_pat", (rb"github_pat_[A-Za-z0-9_]{20,}",), (rb"_(?<=hub_pat_)",)),
+    Shape("aws", (rb"AKIA[0-9A-Z]{16}",), (rb"AKIA",)),
+    Shape("slack", (rb"xox[abpr]-[A-Za-z0-9\-]{10,}",), (rb"xox",)),
+    Shape("google", (rb"AIza[0-9A-Za-z_\-]{30,}",), (rb"AIza",)),
+    Shape("huggingface", (rb"hf_[A-Za-z0-9]{30,}",), (rb"_(?<=hf_)",)),
+    Shape("stripe", (rb"sk_(?:live|test)_[A-Za-z0-9]{10,}", rb"rk_(?:live|test)_[A-Za-z0-9]{10,}"), (rb"_(?<=k_)",)),
+    Shape("gitlab", (rb"glpat-[A-Za-z0-9_\-]{20,}",), (rb"glpat-",)),
+    Shape("groq", (rb"gsk_[A-Za-z0-9]{20,}",), (rb"_(?<=k_)",)),
+    Shape("npm", (rb"npm_[A-Za-z0-9]{30,}",), (rb"_(?<=npm_)",)),
+    Shape("pypi", (rb"pypi-[A-Za-z0-9_\-]{50,}",), (rb"ypi-",)),
+    Shape("jwt", (rb"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",), (rb"J(?<=eyJ)",)),
+    # scheme://user:PASSWORD@host: only the password (the user and host say where it went)
+    Shape("url_password", (rb"://[^\s/:@\"'\\?#]{0,256}:(?P<s>[^\s/@\"'\\?#]{1,256})(?=@)",), (rb"@",)),
+    Shape(
+        "authorization",
+        tuple(
+            z + rb"(?<=" + _ci(b"authori") + z + rb")" + _HEADER_SEP
+            + rb"(?:(?i:bearer|basic|token|digest)[ \t]+)?(?P<s>[A-Za-z0-9._~+/\-=:]{6,})"
+            for z in (b"zation", b"ZATION")
+        ),
+        (rb"zation", rb"ZATION"),
+    ),
+    Shape(  # x-api-key, x-goog-api-key, api_key, apikey, API_KEY=
+        "api_key",
+        tuple(
+            k + rb"(?:(?<=" + _ci(b"api") + k + rb")|(?<=" + _ci(b"api") + rb"[-_]" + k + rb"))" + _HEADER_SEP
+            + rb"(?P<s>[^\s\"'\\,;]{6,})"
+            for k in _KEYS
+        ),
+        tuple(k + rb"(?:(?<=" + _ci(b"api") + k + rb")|(?<=" + _ci(b"api") + rb"[-_]" + k + rb"))" for k in _KEYS),
+    ),
+    Shape("bearer", (rb"Bearer (?P<s>[A-Za-z0-9._~+/\-]{8,}=*)",), (rb"Bearer ",)),
+)
+"""The token shapes (after the literal values, the longest first, at one position)."""
+
+_PEM_MARK = b"PRIVATE KEY-----"
+_PEM_CHAR = rb"(?:[A-Za-z0-9+/= \t\r:,.\-]|\\[nrt])"
+"""What a PEM body holds: base64, its ``Proc-Type:``/``DEK-Info:`` headers, and newlines (raw or JSON-escaped)."""
+_PEM = re.compile(
+    rb"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----(?:" + _PEM_CHAR + rb"{0,65536}?-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----"
+    rb"|(?P<open>" + _PEM_CHAR + rb"*))"
+)
+"""A private key, up to its END line; without one, as far as PEM characters go (``open``: the key goes on)."""
+_PEM_END = re.compile(rb"^" + _PEM_CHAR + rb"*?-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----")
+_PEM_BODY = re.compile(rb"[A-Za-z0-9+/=]*\r?|(?:Proc-Type|DEK-Info|Comment): [^\r]*\r?")
+"""A line of a key's body in a stream: base64, or one of its headers (text after a cut-short key is not)."""
+MAX_SHAPE_LEN = 8192
+"""Longest token shape a stream must see whole before it may cut a long line (JWTs are the long ones)."""
 
 
 def secret_env_values(env: Mapping[str, str] | None = None) -> list[str]:
@@ -30,36 +121,239 @@ def secret_env_values(env: Mapping[str, str] | None = None) -> list[str]:
     return [v for k, v in env.items() if _SECRET_NAME.search(k) and len(v) >= MIN_SECRET_LEN]
 
 
+def _first_byte_groups(fragments: Iterable[bytes], *, keep_order: bool = False) -> bytes:
+    """``ab|ac|d`` -> ``a(?:b|c)|d``: one branch per first byte, so a position costs one byte test, not one per pattern.
+
+    Alternatives with different first bytes never match at the same position, so
+    grouping keeps the regex's meaning if the order within a group is kept.
+    """
+    groups: dict[bytes, list[bytes]] = {}
+    for f in fragments:
+        head = f[:2] if f.startswith(b"\\") else f[:1]
+        assert head and head not in (b"(", b"[", b"."), f  # a literal first byte (see Shape)
+        tails = groups.setdefault(head, [])
+        if f[len(head):] not in tails:
+            tails.append(f[len(head):])
+    parts = []
+    for head, tails in groups.items() if keep_order else sorted(groups.items()):
+        if b"" in tails and not keep_order:
+            parts.append(head)  # one anchor is the bare byte: the others add nothing
+        else:
+            parts.append(head + b"(?:" + b"|".join(tails if keep_order else sorted(tails)) + b")")
+    return b"|".join(parts)
+
+
+@dataclass
+class StreamState:
+    """What a line-oriented stream carries from one chunk to the next: inside a PEM private key or not."""
+
+    in_pem: bool = False
+
+
 class Redactor:
-    """Replaces secret values and token shapes in bytes with ``[REDACTED]``."""
+    """Replaces secret values and token shapes in bytes with ``[REDACTED]``.
+
+    ``redactor(data)`` redacts one complete piece of data (a journal line, a
+    checkpoint); ``redact_stream(data, state)`` redacts whole lines of a stream
+    whose PEM keys may span chunks.
+    """
 
     def __init__(self, values: Iterable[str] = (), *, from_env: bool = True) -> None:
-        self._values: set[str] = set()
+        self._values: dict[str, None] = {}  # ordered: send_secrets sends them in the order given
         if from_env:
-            self._values.update(secret_env_values())
-        self._values.update(v for v in values if len(v) >= MIN_SECRET_LEN)
+            for v in secret_env_values():
+                self._values.setdefault(v, None)
+        for v in values:
+            if len(v) >= MIN_SECRET_LEN:
+                self._values.setdefault(v, None)
         self._compile()
 
-    def add(self, value: str) -> None:
-        """Register one more secret value (e.g. a key read from a file)."""
-        if len(value) >= MIN_SECRET_LEN and value not in self._values:
-            self._values.add(value)
-            self._compile()
+    @property
+    def values(self) -> list[str]:
+        """The literal secret values known (those long enough to be redacted)."""
+        return list(self._values)
+
+    def overlap(self) -> int:
+        """How much text a stream must see past a cut to know no secret runs across it."""
+        return max(MAX_SHAPE_LEN, self.max_literal)
+
+    def add(self, value: str) -> bool:
+        """Register one more secret value (e.g. a key read from a file); ``True`` if it is new."""
+        if len(value) < MIN_SECRET_LEN or value in self._values:
+            return False
+        self._values[value] = None
+        self._compile()
+        return True
 
     def _compile(self) -> None:
-        alts: list[bytes] = []
-        for v in sorted(self._values, key=len, reverse=True):
-            alts.append(re.escape(v.encode()))
-            escaped = orjson.dumps(v)[1:-1]  # as the value appears inside a JSON string
-            if escaped != v.encode():
-                alts.append(re.escape(escaped))
-        self._re = re.compile(b"|".join(alts + _TOKEN_SHAPES))
-        # one search for literal markers (a secret's first bytes, a token's prefix) is
-        # several times cheaper than the full substitution; most lines have none
-        markers = set(_TOKEN_MARKERS) | {v.encode()[:4] for v in self._values}
-        self._prefilter = re.compile(b"|".join(re.escape(m) for m in sorted(markers)))
+        literals: set[bytes] = set()
+        for v in self._values:
+            raw = os.fsencode(v)
+            literals.add(raw)
+            with contextlib.suppress(orjson.JSONEncodeError):  # a lone surrogate has no JSON form
+                literals.add(orjson.dumps(v)[1:-1])  # as the value appears inside a JSON string
+            # a multi-line value printed to a stream is redacted line by line: each long-enough line is a secret too
+            literals.update(p for p in raw.replace(b"\r", b"\n").split(b"\n") if len(p) >= MIN_SECRET_LEN)
+        ordered = sorted(literals, key=len, reverse=True)  # the longest first: a value containing another
+        self.max_literal = len(ordered[0]) if ordered else 0
+        alts = [re.escape(v) for v in ordered]
+        for i, shape in enumerate(SHAPES):
+            for j, p in enumerate(shape.patterns):
+                alts.append(p.replace(b"(?P<s>", b"(?P<s%d_%d>" % (i, j)))
+        self._re = re.compile(_first_byte_groups(alts, keep_order=True))
+        anchors = [a for s in SHAPES for a in s.anchors] + [_PEM_MARK] + [re.escape(v[:4]) for v in ordered]
+        self._prefilter = re.compile(_first_byte_groups(anchors))
+
+    @staticmethod
+    def _repl(m: re.Match[bytes]) -> bytes:
+        g = m.lastgroup  # the secret part of a shape with context kept; None: all of it
+        if g is None:
+            return REDACTED
+        whole, at = m.group(0), m.start()
+        return whole[: m.start(g) - at] + REDACTED + whole[m.end(g) - at :]
+
+    def _sub(self, data: bytes) -> bytes:
+        return self._re.sub(self._repl, data)
 
     def __call__(self, data: bytes) -> bytes:
         if self._prefilter.search(data) is None:
             return data
-        return self._re.sub(REDACTED, data)
+        return self._redact(data, StreamState())
+
+    def redact_stream(self, data: bytes, state: StreamState) -> bytes:
+        """Redact whole lines of a stream (``data`` ends at a line end or a forced cut); ``state`` spans calls."""
+        if not state.in_pem and self._prefilter.search(data) is None:
+            return data
+        return self._redact(data, state)
+
+    def _redact(self, data: bytes, st: StreamState) -> bytes:
+        """The slow path: each line holding an anchor goes through the full substitution; PEM keys across lines."""
+        out: list[bytes] = []
+        pos, n = 0, len(data)
+        search = self._prefilter.search
+        while pos < n:
+            if st.in_pem:
+                if data[pos : pos + 1] == b"\n":
+                    out.append(b"\n")
+                    pos += 1
+                    continue
+                le = data.find(b"\n", pos)
+                le = n if le < 0 else le
+                out.append(self._pem_body_line(data[pos:le], st))
+                pos = le
+                continue
+            m = search(data, pos)
+            if m is None:
+                out.append(data[pos:])
+                break
+            ls = data.rfind(b"\n", pos, m.start()) + 1
+            ls = max(ls, pos)
+            le = data.find(b"\n", m.end())
+            le = n if le < 0 else le
+            out.append(data[pos:ls])
+            out.append(self._line(data[ls:le], st))
+            pos = le
+        return b"".join(out)
+
+    def _line(self, line: bytes, st: StreamState) -> bytes:
+        if _PEM_MARK not in line:
+            return self._sub(line)
+        out: list[bytes] = []
+        pos = 0
+        for m in _PEM.finditer(line):
+            out.append(self._sub(line[pos : m.start()]))
+            out.append(REDACTED)
+            pos = m.end()
+            if m.group("open") is not None and pos == len(line):
+                st.in_pem = True  # the key goes on in the next lines
+        out.append(self._sub(line[pos:]))
+        return b"".join(out)
+
+    def _pem_body_line(self, line: bytes, st: StreamState) -> bytes:
+        """A line after an unfinished BEGIN ... PRIVATE KEY: redacted while it looks like the key, up to its END."""
+        m = _PEM_END.match(line)
+        if m is not None:
+            st.in_pem = False
+            return REDACTED + self._line(line[m.end():], st)
+        if _PEM_BODY.fullmatch(line):
+            return REDACTED
+        st.in_pem = False  # not a key line: the key was cut short
+        return self._line(line, st)
+
+    def spans(self, data: bytes) -> Iterator[tuple[int, int]]:
+        """Where secrets are in ``data`` (one line or a piece of one), in order: a stream must not cut inside one."""
+        if self._prefilter.search(data) is None:
+            return
+        pem = [(m.start(), m.end()) for m in _PEM.finditer(data)] if _PEM_MARK in data else []
+        for m in self._re.finditer(data):
+            while pem and pem[0][0] <= m.start():
+                yield pem.pop(0)
+            yield m.start(), m.end()
+        yield from pem
+
+
+_SECRET_FLAG = re.compile(
+    r"^--?(?:[A-Za-z0-9]+[-_])*(?:api[-_]?key|access[-_]?key|secret[-_]?key|auth[-_]?key|token|secret|password|passwd|pwd)$",
+    re.IGNORECASE,
+)
+_ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def redact_argv(argv: Iterable[str], redactor: Redactor) -> list[str]:
+    """A command line as it may be written to disk: secret values and token shapes redacted.
+
+    Also the value of an option whose name says secret (``--api-key VALUE``,
+    ``--token=VALUE``) and of a ``NAME=VALUE`` whose name looks secret
+    (``OPENAI_API_KEY=...``, as given to ``env``). The real argv stays in memory.
+    """
+    out: list[str] = []
+    hide_next = False
+    for a in argv:
+        if hide_next and not a.startswith("--"):
+            out.append(REDACTED_STR)
+            hide_next = False
+            continue
+        hide_next = False
+        name, eq, value = a.partition("=")
+        if eq and value and (_SECRET_FLAG.match(name) or (_ENV_ASSIGN.match(name) and _SECRET_NAME.search(name))):
+            out.append(f"{name}={REDACTED_STR}")
+            continue
+        if _SECRET_FLAG.match(a):
+            hide_next = True
+        out.append(os.fsdecode(redactor(os.fsencode(a))))
+    return out
+
+
+def argv_is_redacted(argv: Iterable[str]) -> bool:
+    """Whether a command line holds ``[REDACTED]`` (it was read back from ``run.json``: it cannot run as is)."""
+    return any(REDACTED_STR in a for a in argv)
+
+
+def send_secrets(values: Iterable[str], env: Mapping[str, str] | None = None) -> None:
+    """Tell the supervisor (if any) of secret values: one JSON string per line on the ``ENV_SECRETS_FD`` pipe.
+
+    Silent when there is no supervisor, the descriptor is gone or is not a pipe
+    open for writing (a grandchild that inherited the variable but not the pipe
+    must not write into a file that reuses the number). Never writes a file.
+    """
+    env = os.environ if env is None else env
+    try:
+        fd = int(env.get(ENV_SECRETS_FD) or "")
+    except ValueError:
+        return
+    lines = []
+    for v in values:
+        if len(v) >= MIN_SECRET_LEN:
+            with contextlib.suppress(orjson.JSONEncodeError):
+                lines.append(orjson.dumps(v) + b"\n")
+    data = b"".join(lines)
+    if fd < 0 or not data:
+        return
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode) or fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_ACCMODE != os.O_WRONLY:
+            return
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    except OSError:
+        return  # EBADF, EPIPE (the supervisor is gone): the SDK still redacts its own files

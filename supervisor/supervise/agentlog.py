@@ -6,6 +6,12 @@ attempt and the stream, with secrets redacted (``supervisor.core.redact.Redactor
 
     2026-11-29T19:20:00.123Z [2:stderr] research_agent: crashing hard in search:q2
 
+Redaction sees every secret whole: complete lines are redacted before they are
+split, a PEM private key is followed across lines and chunks, and a line longer
+than ``MAX_LINE`` is cut only where no secret is (``_safe_cut``): the last
+``overlap`` bytes (the longest token shape or secret value) are held back until
+the next chunk shows whether a secret runs across the cut.
+
 Rotation seals ``agent.log`` as ``agent.000001.log``, ``agent.000002.log`` ... when
 it passes ``max_bytes``; sealed files are never deleted by the tool (the house
 rule: nothing the agent wrote is removed), so prune them yourself if needed.
@@ -19,14 +25,16 @@ import stat
 import sys
 import time
 from collections import deque
-from collections.abc import Callable
 from pathlib import Path
 
 from ..core import rundir
+from ..core.redact import REDACTED, Redactor, StreamState
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 MAX_LINE = 64 * 1024
 """A line longer than this is written in pieces (a child printing megabytes without a newline)."""
+MAX_HOLD = 1024 * 1024
+"""A secret-shaped run still growing at this length is cut anyway (nothing real is that long): bounded memory."""
 TEE_BUFFER = 4 * 1024 * 1024
 """Output held for a slow terminal or pipe reader; past this it is dropped from the terminal only."""
 
@@ -49,6 +57,31 @@ def _nonblocking_if_pipe(fd: int) -> bool:
     return True
 
 
+def _pieces(redacted: bytes) -> list[bytes]:
+    """Redacted whole lines, a long one in ``MAX_LINE`` pieces (cutting is safe once its secrets are gone)."""
+    out: list[bytes] = []
+    for ln in redacted.split(b"\n"):
+        while len(ln) > MAX_LINE:
+            cut = MAX_LINE
+            mark = ln.rfind(REDACTED, cut - len(REDACTED) + 1, cut + len(REDACTED) - 1)
+            if 0 < mark < cut:
+                cut = mark  # not inside a [REDACTED] marker
+            out.append(ln[:cut])
+            ln = ln[cut:]
+        out.append(ln)
+    return out
+
+
+class _Stream:
+    """One output stream of the current attempt: the bytes not written yet, and the redaction state."""
+
+    __slots__ = ("partial", "state")
+
+    def __init__(self) -> None:
+        self.partial = b""
+        self.state = StreamState()
+
+
 class AgentLog:
     """Tees child output; keeps the last stderr lines of the current attempt for the exit event."""
 
@@ -56,7 +89,7 @@ class AgentLog:
         self,
         run_dir: Path,
         *,
-        redact: Callable[[bytes], bytes] | None = None,
+        redact: Redactor | None = None,
         max_bytes: int = DEFAULT_MAX_BYTES,
         tee: bool = True,
         tail_lines: int = 20,
@@ -68,7 +101,7 @@ class AgentLog:
         self._fd = -1
         self._open()
         self.attempt = 0
-        self._partial: dict[str, bytes] = {"stdout": b"", "stderr": b""}
+        self._streams = {"stdout": _Stream(), "stderr": _Stream()}
         self._tail: deque[str] = deque(maxlen=tail_lines)
         self._tee_fds: dict[str, int] = {}
         self._tee_pending: dict[str, bytearray] = {}
@@ -91,8 +124,11 @@ class AgentLog:
         """Start a new attempt: a marker line in the file, an empty stderr tail."""
         self.attempt = attempt
         self._tail.clear()
-        self._partial = {"stdout": b"", "stderr": b""}
-        self._write_file(self._prefix("supervisor") + f"attempt {attempt} started, pid {pid}: {' '.join(argv)}\n".encode())
+        self._streams = {"stdout": _Stream(), "stderr": _Stream()}
+        line = f"attempt {attempt} started, pid {pid}: {' '.join(argv)}".encode(errors="surrogateescape")
+        if self._redact is not None:
+            line = self._redact(line)
+        self._write_file(self._prefix("supervisor") + line + b"\n")
 
     def _prefix(self, stream: str) -> bytes:
         return f"{rundir.utc_now()} [{self.attempt}:{stream}] ".encode()
@@ -100,34 +136,64 @@ class AgentLog:
     def feed(self, stream: str, data: bytes) -> None:
         """Bytes read from the child's ``stream`` (``stdout`` or ``stderr``)."""
         self._tee(stream, data)
-        buf = self._partial[stream] + data
+        st = self._streams[stream]
+        buf = st.partial + data
+        lines: list[bytes] = []
         cut = buf.rfind(b"\n") + 1
-        lines = buf[:cut].split(b"\n")[:-1] if cut else []
-        rest = buf[cut:]
-        while len(rest) >= MAX_LINE:
-            lines.append(rest[:MAX_LINE])
-            rest = rest[MAX_LINE:]
-        self._partial[stream] = rest
+        if cut:  # whole lines: redacted as one block, then split (a long one in pieces: its secrets are gone)
+            lines.extend(_pieces(self._clean(st, buf[: cut - 1])))
+            buf = buf[cut:]
+        hold = MAX_LINE + self._overlap()
+        while len(buf) >= hold:
+            piece = self._safe_cut(buf)
+            if not piece:
+                break  # a secret runs to the end of what we have: wait for its end
+            lines.append(self._clean(st, buf[:piece]))
+            buf = buf[piece:]
+        st.partial = buf
         if lines:
             self._write_lines(stream, lines)
+
+    def _overlap(self) -> int:
+        """Bytes a long line holds back past a cut: the longest secret that could run across it."""
+        return 0 if self._redact is None else self._redact.overlap()
+
+    def _safe_cut(self, buf: bytes) -> int:
+        """Where to cut a long unfinished line: at ``MAX_LINE``, or before (or after) a secret across it; 0 to wait."""
+        cut = MAX_LINE
+        if self._redact is None:
+            return cut
+        for start, end in self._redact.spans(buf):
+            if end <= cut:
+                continue
+            if start >= cut:
+                break
+            if start > 0:
+                return start
+            if end < len(buf):
+                return end  # a secret longer than a line, complete: one piece, redacted whole
+            return len(buf) if len(buf) >= MAX_HOLD else 0
+        return cut
+
+    def _clean(self, st: _Stream, data: bytes) -> bytes:
+        return data if self._redact is None else self._redact.redact_stream(data, st.state)
 
     def end_attempt(self) -> None:
         """The child exited: write its unfinished last lines."""
         for stream in ("stdout", "stderr"):
-            rest = self._partial[stream]
+            st = self._streams[stream]
+            rest, st.partial = st.partial, b""
             if rest:
-                self._partial[stream] = b""
-                self._write_lines(stream, [rest])
+                self._write_lines(stream, _pieces(self._clean(st, rest)))
+            st.state = StreamState()
 
     def _write_lines(self, stream: str, lines: list[bytes]) -> None:
+        """Write redacted lines with their prefix; stderr lines also go to the tail (so it holds redacted text only)."""
         prefix = self._prefix(stream)
-        out = b"".join(prefix + ln.rstrip(b"\r") + b"\n" for ln in lines)
-        if self._redact is not None:
-            out = self._redact(out)
+        lines = [ln.rstrip(b"\r") for ln in lines]
         if stream == "stderr":
-            for ln in out.decode("utf-8", "replace").splitlines():
-                self._tail.append(ln[len(prefix) :] if ln.startswith(prefix.decode()) else ln)
-        self._write_file(out)
+            self._tail.extend(ln.decode("utf-8", "replace") for ln in lines)
+        self._write_file(b"".join(prefix + ln + b"\n" for ln in lines))
 
     def stderr_tail(self, n: int = 10) -> list[str]:
         """The last ``n`` stderr lines of the current attempt (redacted, without prefix)."""
