@@ -34,7 +34,7 @@ from .core.cursor import Shape, StateCursor
 from .core.history import Fold, History, rollback_record
 from .core.journal import JournalReader, JournalWriter, open_journal
 from .core.records import Kind, LazyRecord, Record, step_name
-from .core.redact import Redactor
+from .core.redact import Redactor, redact_argv, send_secrets
 from .errors import DivergenceError, JournalError, JournalLockedError, ReplayError, RunDirError, SupervisorError
 from .replay.session import (
     ReplaySession,
@@ -267,18 +267,19 @@ class Run:
         self.backoff = backoff
         self.backoff_max = backoff_max
         self.supervised = bool(os.environ.get(rundir.ENV_SUPERVISED))
+        self.redactor = Redactor(secrets)
+        send_secrets(self.redactor.values)  # the supervisor redacts agent.log and its events with them too
         meta = rundir.read_run_json(self.run_dir)
         if not self.replay_mode and not (self.run_dir / rundir.RUN_JSON).exists():
             meta = rundir.update_run_json(
                 self.run_dir,
                 id=self.run_dir.name,
-                command=[sys.executable, *sys.argv],
+                command=redact_argv([sys.executable, *sys.argv], self.redactor),
                 cwd=os.getcwd(),
                 created=rundir.utc_now(),
                 status="running",
             )
         self.run_id: str = str(meta.get("id") or self.run_dir.name)
-        self.redactor = Redactor(secrets)
         kw: dict[str, Any] = {} if rotate_bytes is None else {"rotate_bytes": rotate_bytes}
         # lazy: finished steps stay unparsed until replayed, and begin records (which say only
         # that a step started) are not kept: resuming 1,000,000 steps builds no million dicts
@@ -321,7 +322,7 @@ class Run:
                 "pid": os.getpid(),
                 "resume": self.resuming,
                 "replayable_steps": len(self._steps),
-                "argv": sys.argv,
+                "argv": redact_argv(sys.argv, self.redactor),
             }
         )
 
@@ -455,8 +456,9 @@ class Run:
         return self._current_key
 
     def add_secret(self, value: str) -> None:
-        """Register a value that must never reach disk."""
-        self.redactor.add(value)
+        """Register a value that must never reach disk (the supervisor, if any, learns it before this returns)."""
+        if self.redactor.add(value):
+            send_secrets((value,))
 
     # ------------------------------------------------------------------ steps
     def step(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
