@@ -35,7 +35,14 @@ from .core.history import Fold, History, rollback_record
 from .core.journal import JournalReader, JournalWriter, open_journal
 from .core.records import Kind, LazyRecord, Record, step_name
 from .core.redact import Redactor, redact_argv, send_secrets
-from .errors import DivergenceError, JournalError, JournalLockedError, ReplayError, RunDirError, SupervisorError
+from .errors import (
+    DivergenceError,
+    JournalError,
+    JournalLockedError,
+    ReplayError,
+    RunDirError,
+    SupervisorError,
+)
 from .replay.session import (
     ReplaySession,
     canonical_inputs,

@@ -90,9 +90,8 @@ def test_a_second_writer_gets_one_line_naming_the_run_and_the_holders_pid(tmp_pa
 
 
 def test_in_process_the_error_is_still_catchable_as_itself(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    with Run.open(tmp_path / "run"):
-        with pytest.raises(JournalLockedError, match=f"pid {os.getpid()}") as exc:
-            Run.open(tmp_path / "run")
+    with Run.open(tmp_path / "run"), pytest.raises(JournalLockedError, match=f"pid {os.getpid()}") as exc:
+        Run.open(tmp_path / "run")
     assert isinstance(exc.value, SystemExit) and exc.value.code == 2  # uncaught, it ends the agent with exit 2
     assert capsys.readouterr().err.count("\n") == 1
 

@@ -115,3 +115,102 @@ def test_a_long_resume_holds_neither_the_replayed_journal_nor_its_records(fast_d
     assert replay_growth < journal / 4, f"RSS grew by {replay_growth / MiB:.1f} MiB over the replay ({journal / MiB:.0f} MiB journal)"
     # once live, the resume view (a record per step) is let go: less than at open, though 20,000 steps ran since
     assert rss["live"] < rss["open"], rss
+
+
+# --------------------------------------------------------------------------- what the SDK keeps instead, in process
+
+
+def test_step_names_count_every_step_and_keep_the_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    from supervisor.sdk import StepNames
+
+    monkeypatch.setattr(StepNames, "KEEP", 3)
+    names = StepNames()
+    for n in "ab":
+        names.append(n)
+    assert names == ["a", "b"] and repr(names) == "['a', 'b']" and names[0] == "a" and names[-1] == "b"
+    for n in "cde":
+        names.append(n)
+    assert len(names) == 5 and list(names) == ["c", "d", "e"] and names[-1] == "e" and names[2] == "c"
+    assert names != ["a", "b", "c", "d", "e"] and repr(names) == "[<2 older names not kept>, 'c', 'd', 'e']"
+    with pytest.raises(IndexError, match="not kept"):
+        names[1]
+
+
+def test_failures_in_a_row_are_counted_without_the_records(tmp_path: Path) -> None:
+    """Live, the SDK keeps no records: the failure policy counts failures of the step itself (transient tries
+    and failures before a success do not count) and still rolls back to the latest checkpoint."""
+    from supervisor import EXIT_ROLLBACK, Run
+    from supervisor.core.history import load
+
+    class Flaky(Exception):
+        pass
+
+    def boom() -> None:
+        raise ZeroDivisionError("always")
+
+    def flaky() -> None:
+        raise Flaky("once")
+
+    with Run.open(tmp_path / "run", max_failures=3, retries=1, transient=(Flaky,), backoff=0.001) as run:
+        with pytest.raises(ZeroDivisionError):
+            run.step("early", boom)  # a failure before a success of the same position: reset by the success
+        run.step("early", lambda: 0)
+        for i in range(50):
+            run.step(f"s{i}", lambda: None)
+        run.checkpoint("cp")
+        run.step("after", lambda: None)
+        for _ in range(2):
+            with pytest.raises(ZeroDivisionError):
+                run.step("bad", boom)
+        assert not run.history.rollbacks
+        with pytest.raises(SystemExit) as ex:
+            run.step("bad", flaky)  # a transient try (not counted), then past its retries: counted, the third
+        assert ex.value.code == EXIT_ROLLBACK
+    h = load(tmp_path / "run")
+    assert [r["checkpoint"] for r in h.rollbacks] == ["cp"] and "3 consecutive failures" in h.rollbacks[0]["reason"]
+    assert h.effective[-1]["kind"] == "rollback"
+
+
+def test_a_record_not_written_after_a_resume_with_a_rollback_leaves_the_shadow_as_the_journal_has_it(tmp_path: Path) -> None:
+    """Live, the shadow is rebuilt from the files along the run's rollbacks when a record fails to be written."""
+    from supervisor import Run
+    from supervisor.core.history import load, state_at
+    from supervisor.errors import JournalError
+
+    run_dir = tmp_path / "run"
+    with Run.open(run_dir) as run:
+        run.state["n"] = 1
+        run.step("a", lambda: 1)
+        run.checkpoint("cp")
+        run.state["n"] = 2
+        run.state["lost"] = "abandoned"
+        run.step("b", lambda: 2)
+    from supervisor.core.history import rollback_record
+    from supervisor.core.journal import JournalWriter
+
+    with JournalWriter(run_dir) as w:
+        w.append(rollback_record(load(run_dir).checkpoints[-1], "test", by="test"))
+    with Run.open(run_dir) as run:
+        run.step("a", lambda: 0)
+        run.checkpoint("cp")
+        assert run.state == {"n": 1}
+        run.state["n"] = 3
+        run.step("c", lambda: 3)  # live from here: the resume view is let go
+        assert run.history.steps[-1]["step"] == "c"  # read anew from the journal
+        run.state["n"] = 4
+        real = run._writer.write_line  # type: ignore[union-attr]
+
+        def fail_once(line: bytes, *, sync: bool = True) -> None:
+            run._writer.write_line = real  # type: ignore[union-attr, method-assign]
+            raise JournalError("cannot append: injected")
+
+        run._writer.write_line = fail_once  # type: ignore[union-attr, method-assign]
+        with pytest.raises(JournalError):
+            run.step("d", lambda: 4)
+        h = load(run_dir)
+        assert run._shadow == state_at(run_dir, h, h.effective[-1]["seq"]) == {"n": 3}
+        run.step("d", lambda: 4)
+    with Run.open(run_dir) as run:
+        for name in "acd":
+            run.step(name, lambda: None)
+        assert run.state == {"n": 4} and len(run.replayed) == 3
