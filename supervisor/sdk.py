@@ -752,13 +752,31 @@ class Run:
         self._with_state_patch(rec)
         ts = rundir.utc_now()
         snapshot = orjson.loads(self.redactor(orjson.dumps(self._shadow, option=_DUMPS_OPTS)))
-        rec["file"] = checkpoints.write_checkpoint(
-            self.run_dir, name, seq=self._writer.next_seq, pos=self._pos, ts=ts, state=snapshot
-        )
+        try:
+            rec["file"] = checkpoints.write_checkpoint(
+                self.run_dir, name, seq=self._writer.next_seq, pos=self._pos, ts=ts, state=snapshot
+            )
+        except (OSError, SupervisorError) as e:
+            # no record: the shadow must not keep the patch (the next one is made against it)
+            self._reload_shadow()
+            if isinstance(e, SupervisorError):
+                raise
+            raise _os_error(self.run_dir, e) from e
         rec["ts"] = ts
         self._append(rec)
         self._took(rec)
         return str(rec["file"])
+
+    def _reload_shadow(self) -> None:
+        """Bring the shadow back to the last record this process folded, after one that was not written.
+
+        Before the first live step the cursor replays its records in memory; after it,
+        it reads the patches back from the files (a live run keeps no records).
+        """
+        seq = self._cursor.seq
+        self._cursor.reset()
+        if seq >= 0:
+            self._cursor.advance(seq)
 
     def note(self, message: str, **fields: Any) -> None:
         """Append a free-form ``note`` record (shown in the log and the TUI)."""

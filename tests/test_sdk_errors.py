@@ -215,3 +215,24 @@ def test_error_classes_keep_their_names() -> None:
     e = _exiting(RunDirError("x"), 2)
     assert type(e).__name__ == "RunDirError" and type(e).__module__ == "supervisor.errors"
     assert isinstance(e, RunDirError) and isinstance(e, SystemExit) and not isinstance(e, JournalError)
+
+
+def test_a_checkpoint_that_cannot_be_written_leaves_no_patch_behind(tmp_path: Path) -> None:
+    """The checkpoint's file cannot be written (``checkpoints`` is a file): one-line error, no record, and the
+    state change it carried is saved by the next step instead (the shadow did not keep it)."""
+    run_dir = tmp_path / "run"
+    with Run.open(run_dir) as run:
+        run.step("a", lambda: 1)
+        (run_dir / "checkpoints").write_text("in the way")
+        run.state["k"] = 1
+        with pytest.raises(RunDirError, match="checkpoints"):
+            run.checkpoint("cp")
+        run.step("b", lambda: 2)
+    with Run.open(run_dir) as run:
+        run.step("a", lambda: 0)
+        run.step("b", lambda: 0)
+        assert run.state == {"k": 1}
+    script = tmp_path / "cp_agent.py"
+    script.write_text(f"from supervisor import Run\nwith Run.open({str(run_dir)!r}) as run:\n    run.checkpoint('again')\n")
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=clean_env(), cwd=ROOT, timeout=30)
+    one_line(p, "checkpoints")
