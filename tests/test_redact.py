@@ -110,7 +110,8 @@ def test_shape(r: Redactor, shape: str, text: str, expected: str, secret: str, n
 
 def test_ordinary_words_and_hashes_are_left_alone(r: Redactor) -> None:
     for text in ("skeleton", GIT_SHA, "desk-lamp", "task_runner_for_everything",
-                 "https://user@example.com/x", "api_key=None", "hf_", "Proc-Type: 4,ENCRYPTED"):
+                 "https://user@example.com/x", "api_key=None", "hf_", "Proc-Type: 4,ENCRYPTED",
+                 "took_ms_total_for_the_whole_batch_of_requests", "task_live_updates_for_everyone_here"):
         assert red(r, text) == text
 
 
