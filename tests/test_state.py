@@ -236,3 +236,31 @@ def test_result_seq_crosses_begins_failures_and_restarts_and_stops_at_a_rollback
     assert cur.state_at(9, shape) == {"a": 1}  # back at the checkpoint
     assert cur.state_at(10, shape) == {"a": 1, "z": 9, "end": True}
     assert cur.state_at(3, shape, after_result=False) == {"a": 1}
+
+
+def test_a_malformed_checkpoint_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """A snapshot whose ``format`` is a string (or that is otherwise malformed) is not used: one warning line,
+    the state from the journal's patches; a patch that cannot apply is one error line and exit 2."""
+    from .conftest import run_agent, run_cli
+
+    run = tmp_path / "run"
+    assert run_agent(run).returncode == 0
+    want = run_cli("state", str(run))
+    assert want.returncode == 0 and want.stderr == ""
+    cp = run / "checkpoints" / "0002-research-done.json"
+    good = cp.read_bytes()
+    for bad in ({"format": "1"}, {"format": None}, {"format": [1]}):
+        cp.write_bytes(orjson.dumps({**orjson.loads(good), **bad}))
+        r = run_cli("state", str(run))
+        assert r.returncode == 0 and r.stdout == want.stdout, r.stderr
+        assert r.stderr.count("\n") == 1 and "0002-research-done.json is damaged: its 'format' is" in r.stderr, r.stderr
+        assert "Traceback" not in r.stderr
+    for bad_doc in (b"[1, 2]", b'{"format": 1}', b"{not json"):
+        cp.write_bytes(bad_doc)
+        r = run_cli("state", str(run), "--at", "research-done")
+        assert r.returncode == 0 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    # a snapshot that loads but whose state the patches after it cannot apply to
+    cp.write_bytes(orjson.dumps({**orjson.loads(good), "state": "not a dict"}))
+    r = run_cli("state", str(run))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "cannot rebuild the state at seq" in r.stderr and "does not apply" in r.stderr

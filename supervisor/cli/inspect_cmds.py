@@ -11,7 +11,7 @@ import orjson
 
 from ..core import history as history_mod
 from ..core import state as state_mod
-from ..core.records import Kind, Record, preview, step_name
+from ..core.records import DAMAGED, Kind, Record, preview, step_name
 from ..core.rundir import check_readable_run_dir
 from ..errors import SupervisorError
 
@@ -69,6 +69,9 @@ def format_record(rec: Record) -> str:
         body = f"to {rec.get('checkpoint') or 'start'}: {rec.get('reason', '')}"
     elif kind == Kind.START:
         body = f"attempt {rec.get('attempt')} pid {rec.get('pid')}" + (" (resume)" if rec.get("resume") else "")
+    elif kind == DAMAGED:
+        held = f"step position {rec.get('pos')}" if rec.get("holds_step") else f"was {rec.get('was')!r}"
+        body = f"{rec.get('file')}:{rec.get('line')}: {rec.get('reason')} ({held}): {preview(rec.get('text'), 50)}"
     else:
         body = preview({k: v for k, v in rec.items() if k not in ("kind", "seq", "ts", "id", "pos")}, 90)
     return f"{head} {body}"
@@ -77,7 +80,12 @@ def format_record(rec: Record) -> str:
 def cmd_log(args: argparse.Namespace) -> int:
     h = _load(args.run_dir)
     abandoned = h.abandoned_seqs if args.all else set()
-    records = [e for e in h.entries if not isinstance(e, history_mod.BadLine)] if args.all else h.effective
+    # a damaged line is shown in its place (as the fold keeps it); a foreign one only as a warning
+    records = (
+        [e.record() if isinstance(e, history_mod.BadLine) else e for e in h.entries if not isinstance(e, history_mod.BadLine) or not e.foreign]
+        if args.all
+        else h.effective
+    )
     out = sys.stdout.buffer
     for rec in records:
         if args.json:
@@ -110,18 +118,30 @@ def resolve_point(h: history_mod.History, ref: str) -> int:
     return int(cp["seq"])
 
 
+def _state(run_dir: Path, h: history_mod.History, seq: int) -> Any:
+    """The state at ``seq`` as the TUI shows it (for a step: after its result); a snapshot that could
+    not be used (the patches rebuilt the state without it) is a one-line warning."""
+    problems: list[str] = []
+    try:
+        st = history_mod.state_at(run_dir, h, seq, after_result=True, problems=problems) if seq >= 0 else {}
+    except ValueError as e:  # a patch that does not apply: a damaged record or snapshot
+        raise SupervisorError(f"cannot rebuild the state at seq {seq}: {e}; see 'agent-supervisor log --json {run_dir}'") from None
+    for p in problems:
+        print(f"warning: {p}; the state was rebuilt from the journal's patches", file=sys.stderr)
+    return st
+
+
 def cmd_state(args: argparse.Namespace) -> int:
     h = _load(args.run_dir)
-    seq = resolve_point(h, args.at or "end")
-    st = history_mod.state_at(args.run_dir, h, seq, after_result=True) if seq >= 0 else {}
+    st = _state(args.run_dir, h, resolve_point(h, args.at or "end"))
     sys.stdout.buffer.write(orjson.dumps(st, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
     return 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
     h = _load(args.run_dir)
-    a = history_mod.state_at(args.run_dir, h, resolve_point(h, args.a), after_result=True)
-    b = history_mod.state_at(args.run_dir, h, resolve_point(h, args.b), after_result=True)
+    a = _state(args.run_dir, h, resolve_point(h, args.a))
+    b = _state(args.run_dir, h, resolve_point(h, args.b))
     changes = state_mod.diff(a, b)
     out = sys.stdout
     for c in changes:

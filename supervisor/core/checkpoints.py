@@ -11,8 +11,14 @@ import orjson
 
 from ..errors import CheckpointError
 from . import rundir
+from .journal import JournalReader
+from .records import Kind
 
 _FILE_RE = re.compile(r"^(\d{4,})-(.+)\.json$")
+_TMP_RE = re.compile(r"^\.\d{4,}-.+\.json\.(\d+)\.[0-9a-f]+\.tmp$")
+"""``rundir.atomic_write``'s temporary name for a checkpoint file: ``.0003-plan-done.json.<pid>.<hex>.tmp``."""
+_ORPHAN_LOOKBACK = 1024
+"""Records from the journal's end within which a killed write's seq is looked for."""
 
 
 def slugify(name: str) -> str:
@@ -37,15 +43,87 @@ def checkpoint_files(run_dir: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def write_checkpoint(run_dir: Path, name: str, *, seq: int, pos: int, ts: str, state: Any) -> str:
-    """Write a new checkpoint file; return its file name (relative to ``checkpoints/``).
+def _tmp_pid(name: str) -> int | None:
+    """The writer's pid of a temporary checkpoint file (``atomic_write``'s ``.NNNN-slug.json.PID.HEX.tmp``), else ``None``."""
+    m = _TMP_RE.match(name)
+    return int(m.group(1)) if m else None
 
-    The number is one more than the highest present, so no file is ever overwritten.
+
+def clean_stale_tmp(run_dir: Path) -> list[str]:
+    """Delete the temporary files a killed checkpoint write left in ``checkpoints/``; return their names.
+
+    Only files named as :func:`write_checkpoint` names its temporary files, and
+    only those whose writer process is gone (a live one may be writing it).
+    """
+    d = checkpoint_dir(run_dir)
+    try:
+        names = os.listdir(d)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    gone: list[str] = []
+    for n in names:
+        pid = _tmp_pid(n)
+        if pid is None or (pid != os.getpid() and _alive(pid)):
+            continue
+        try:
+            (d / n).unlink()
+        except FileNotFoundError:
+            continue
+        gone.append(n)
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _orphan(run_dir: Path, last: Path, name: str, pos: int, seq: int) -> bool:
+    """Whether ``last`` is the file of this same checkpoint (name and pos) whose record was never written.
+
+    A write killed between the file and its journal record leaves such a file;
+    the resumed agent writes the checkpoint again, and it takes that file's name
+    instead of a second one. Its record would have had the seq in the file: the
+    journal's record at that seq (a few lines from the end) is something else
+    (the next attempt's ``start``). A file a record names is never reused.
+    """
+    try:
+        doc = orjson.loads(last.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    if not isinstance(doc, dict) or doc.get("name") != name or doc.get("pos") != pos:
+        return False
+    at = doc.get("seq")
+    if type(at) is not int or not 0 <= at < seq or seq - at > _ORPHAN_LOOKBACK:
+        return False
+    for e in JournalReader(run_dir).tail(seq - at):
+        if isinstance(e, dict) and e.get("seq") == at:
+            return not (e.get("kind") == Kind.CHECKPOINT and e.get("file") == last.name)
+    return False
+
+
+def write_checkpoint(run_dir: Path, name: str, *, seq: int, pos: int, ts: str, state: Any) -> str:
+    """Write the checkpoint file for the record at ``seq``; return its file name (relative to ``checkpoints/``).
+
+    The number is one more than the highest present, so no file a record names is
+    ever overwritten; a write killed before its record (the file written, the
+    record not) is written again under the same name, so one checkpoint record has
+    one file. Atomic: temporary file, fsync, rename, fsync of the directory; the
+    temporary files of killed writes are deleted first.
     """
     d = rundir.ensure_dir(checkpoint_dir(run_dir))
+    clean_stale_tmp(run_dir)
     last = checkpoint_files(run_dir)
-    number = int(_FILE_RE.match(last[-1].name).group(1)) + 1 if last else 1  # type: ignore[union-attr]
-    fname = f"{number:04d}-{slugify(name)}.json"
+    if last and _orphan(run_dir, last[-1], name, pos, seq):
+        fname = last[-1].name
+    else:
+        number = int(_FILE_RE.match(last[-1].name).group(1)) + 1 if last else 1  # type: ignore[union-attr]
+        fname = f"{number:04d}-{slugify(name)}.json"
     doc = {"name": name, "seq": seq, "pos": pos, "ts": ts, "format": rundir.FORMAT, "state": state}
     rundir.atomic_write(d / fname, orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS))
     return fname
@@ -60,8 +138,13 @@ def load_checkpoint(run_dir: Path, fname: str) -> dict[str, Any]:
         raise CheckpointError(f"checkpoint file {p} is missing; the state is rebuilt from the journal instead") from None
     except orjson.JSONDecodeError as e:
         raise CheckpointError(f"checkpoint file {p} is not valid JSON ({e})") from None
+    except OSError as e:
+        raise CheckpointError(f"checkpoint file {p} cannot be read ({e.strerror})") from None
     if not isinstance(doc, dict) or "state" not in doc:
         raise CheckpointError(f"checkpoint file {p} has no 'state'")
-    if doc.get("format", 1) > rundir.FORMAT:
-        raise CheckpointError(f"checkpoint file {p} has a newer format; upgrade agent-supervisor")
+    fmt = doc.get("format", 1)
+    if type(fmt) is not int:
+        raise CheckpointError(f"checkpoint file {p} is damaged: its 'format' is {fmt!r}, not a number")
+    if fmt > rundir.FORMAT:
+        raise CheckpointError(f"checkpoint file {p} has a newer format ({fmt}); upgrade agent-supervisor")
     return doc

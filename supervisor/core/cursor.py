@@ -115,6 +115,8 @@ class StateCursor:
         """Patches applied so far (the SDK asks whether the state changed)."""
         self.origin = -1
         """The snapshot the last answer started from (its checkpoint's seq; -1: the start of the journal)."""
+        self.problems: list[str] = []
+        """Why a snapshot on a path could not be used (missing, damaged): the state came from the patches instead."""
         self._cuts: tuple[tuple[int, int], ...] = ()  # the cuts on the path of the last answer
         self._i = 0  # records: the index of the first record after ``seq``
         self._shared = False  # ``doc`` was handed out: copy it before patching
@@ -287,7 +289,9 @@ class StateCursor:
                 continue
             try:
                 return c, checkpoints.load_checkpoint(self.run_dir, fname)["state"]
-            except CheckpointError:
+            except CheckpointError as e:
+                if str(e) not in self.problems:
+                    self.problems.append(str(e))
                 continue  # a missing or damaged snapshot: an earlier one, or the patches from the start
         return -1, {}
 

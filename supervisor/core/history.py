@@ -389,7 +389,9 @@ def fold_shape(entries: Iterable[Any]) -> tuple[Shape, Fold]:
     return Shape(tuple(cps), tuple(f.cuts)), f
 
 
-def state_at(run_dir: Path, history: History, seq: int, *, after_result: bool = False) -> Any:
+def state_at(
+    run_dir: Path, history: History, seq: int, *, after_result: bool = False, problems: list[str] | None = None
+) -> Any:
     """The agent's state right after the record at ``seq``, abandoned branches included.
 
     Starts from the latest checkpoint snapshot on the effective path to ``seq``
@@ -397,11 +399,16 @@ def state_at(run_dir: Path, history: History, seq: int, *, after_result: bool = 
     replay up to that record rebuilds (a fork starts there). ``after_result=True``
     is the state as the CLI and the TUI show it: for a step, after its result,
     up to the record that carries what the agent did with it (:meth:`StateCursor.result_seq`).
+    ``problems`` collects why a snapshot on the way was not used (missing, damaged: the patches rebuilt it).
     """
     cached = history._shape
     if cached is None or cached[0] != len(history.entries):
         cached = history._shape = (len(history.entries), shape_of(history.entries))
-    return StateCursor(run_dir, records=history.entries).state_at(seq, cached[1], after_result=after_result)
+    cursor = StateCursor(run_dir, records=history.entries)
+    doc = cursor.state_at(seq, cached[1], after_result=after_result)
+    if problems is not None:
+        problems.extend(p for p in cursor.problems if p not in problems)
+    return doc
 
 
 def describe(rec: Record) -> str:

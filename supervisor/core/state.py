@@ -295,38 +295,51 @@ def json_copy(value: Any) -> Any:
 def apply_patch(doc: Any, patch: list[dict[str, Any]]) -> Any:
     """Apply a JSON Patch (add, remove, replace) to ``doc`` in place where possible; return the result.
 
-    Values are copied, so the patch and the document share nothing.
+    Values are copied, so the patch and the document share nothing. A patch
+    that does not apply to ``doc`` (a path that is not there, a damaged record
+    or snapshot) raises ``ValueError`` naming the operation.
     """
-    for op in patch:
-        kind = op.get("op")
-        tokens = from_pointer(op.get("path", ""))
-        if not tokens:
-            if kind in ("add", "replace"):
-                doc = json_copy(op["value"])
-                continue
-            raise ValueError("cannot remove the root of the state")
-        parent = doc
-        for t in tokens[:-1]:
-            parent = parent[int(t)] if isinstance(parent, list) else parent[t]
-        last = tokens[-1]
-        if isinstance(parent, list):
-            if kind == "add":
-                value = json_copy(op["value"])
-                if last == "-":
-                    parent.append(value)
-                else:
-                    parent.insert(int(last), value)
-            elif kind == "replace":
-                parent[int(last)] = json_copy(op["value"])
-            elif kind == "remove":
-                del parent[int(last)]
+    op: Any = None
+    try:
+        for op in patch:
+            doc = _apply_op(doc, op)
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as e:
+        what = f"{op.get('op')} {op.get('path')!r}" if isinstance(op, dict) else repr(op)[:80]
+        raise ValueError(f"the state patch operation {what} does not apply ({type(e).__name__}: {e})") from None
+    return doc
+
+
+def _apply_op(doc: Any, op: dict[str, Any]) -> Any:
+    kind = op.get("op")
+    tokens = from_pointer(op.get("path", ""))
+    if not tokens:
+        if kind in ("add", "replace"):
+            return json_copy(op["value"])
+        raise ValueError("cannot remove the root of the state")
+    parent = doc
+    for t in tokens[:-1]:
+        parent = parent[int(t)] if isinstance(parent, list) else parent[t]
+    last = tokens[-1]
+    if isinstance(parent, list):
+        if kind == "add":
+            value = json_copy(op["value"])
+            if last == "-":
+                parent.append(value)
             else:
-                raise ValueError(f"unsupported patch op {kind!r}")
+                parent.insert(int(last), value)
+        elif kind == "replace":
+            parent[int(last)] = json_copy(op["value"])
+        elif kind == "remove":
+            del parent[int(last)]
         else:
-            if kind in ("add", "replace"):
-                parent[last] = json_copy(op["value"])
-            elif kind == "remove":
-                parent.pop(last, None)
-            else:
-                raise ValueError(f"unsupported patch op {kind!r}")
+            raise ValueError(f"unsupported patch op {kind!r}")
+    elif isinstance(parent, dict):
+        if kind in ("add", "replace"):
+            parent[last] = json_copy(op["value"])
+        elif kind == "remove":
+            parent.pop(last, None)
+        else:
+            raise ValueError(f"unsupported patch op {kind!r}")
+    else:
+        raise ValueError(f"the parent of {op.get('path')!r} is a {type(parent).__name__}, not an object or a list")
     return doc
