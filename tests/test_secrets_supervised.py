@@ -52,10 +52,11 @@ def agent_env(**extra: str) -> dict[str, str]:
 def test_no_secret_in_any_file_of_a_supervised_run(tmp_path: Path, split_at: int) -> None:
     run_dir = tmp_path / "run"
     env = agent_env(AGENT_SPLIT_AT=str(split_at))
-    with Supervised(run_dir, [PY, str(AGENT), TOKEN], "--backoff-initial", "0.05", env=env) as sup:
+    # agent.log rotates at 4 KiB: the sealed agent.00000N.log files are searched too
+    with Supervised(run_dir, [PY, str(AGENT), TOKEN], "--log-max-bytes", "4096", env=env) as sup:
         assert sup.wait(45) == 0, sup.stderr()
     files = {p.name for p in run_dir.rglob("*") if p.is_file()}
-    assert {"run.json", "supervisor.jsonl", "agent.log", "journal.jsonl"} <= files
+    assert {"run.json", "supervisor.jsonl", "agent.log", "journal.jsonl", "agent.000001.log"} <= files
     assert any(p.parent.name == "checkpoints" for p in run_dir.rglob("*.json")), files
     assert secret_hits(run_dir) == []
     # what was written instead: redacted, not dropped
@@ -66,7 +67,7 @@ def test_no_secret_in_any_file_of_a_supervised_run(tmp_path: Path, split_at: int
     assert rundir.read_run_json(run_dir)["command"] == [PY, str(AGENT), "[REDACTED]"]
     assert sup.events("supervisor-start")[0]["argv"][-1] == "[REDACTED]"
     assert all(e["argv"][2] == "[REDACTED]" for e in sup.events("spawn"))
-    log = (run_dir / "agent.log").read_text()
+    log = "".join(p.read_text() for p in sorted(run_dir.glob("agent.0*.log"))) + (run_dir / "agent.log").read_text()
     assert "attempt 1 started" in log and f"{AGENT} [REDACTED]" in log
     assert "[1:stdout] attempt 1: token [REDACTED] option [REDACTED] added [REDACTED]" in log
     # the long line: every x and y is there, the token is one [REDACTED] across the split
