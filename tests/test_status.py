@@ -56,10 +56,34 @@ def test_succeeded_then_rolled_back(tmp_path: Path) -> None:
     r = run_cli("rollback", str(run), "--to", "plan-done")
     assert r.returncode == 0, r.stderr
     st = says(run)
-    assert st["state"] == ROLLED_BACK and "resumes from its checkpoint" in str(st["note"])
+    assert st["state"] == ROLLED_BACK and st["ended"] is None
+    assert st["note"] == f"rolled back to checkpoint 'plan-done', run 'agent-supervisor supervise --run-dir {run}' to continue (it resumes from there)"
     with Supervised(run, None, *FAST) as again:  # the next start takes the rollback up
         assert again.wait(30) == 0, again.stderr()
     assert says(run)["state"] == "succeeded"
+
+
+@pytest.mark.timeout(60)
+def test_rolled_back_is_one_status_with_or_without_run_json(tmp_path: Path) -> None:
+    """An agent run without a supervisor ends 'succeeded' in run.json; after an offline rollback the CLI, the
+    dashboard's status and the runs list all say 'rolled back' and how to continue, and so does a bare journal."""
+    from .conftest import run_agent
+
+    run = tmp_path / "run"
+    assert run_agent(run).returncode == 0
+    assert rundir.read_run_json(run)["status"] == "succeeded"
+    assert says(run)["state"] == "succeeded"
+    r = run_cli("rollback", str(run), "--to", "plan-done")
+    assert r.returncode == 0, r.stderr
+    st = says(run)
+    assert st["state"] == ROLLED_BACK
+    assert str(st["note"]).startswith("rolled back to checkpoint 'plan-done', run 'agent-supervisor supervise --run-dir ")
+    human = run_cli("status", str(run)).stdout
+    assert "state      rolled back (no supervisor running)" in human and "ended" not in human
+    assert "to continue" in human
+    (run / "run.json").unlink()  # a journal written without run.json: the same word, and the command to give
+    st = says(run)
+    assert st["state"] == ROLLED_BACK and str(st["note"]).endswith(f"--run-dir {run} -- COMMAND' to continue (it resumes from there)")
 
 
 @pytest.mark.timeout(60)

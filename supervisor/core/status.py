@@ -19,7 +19,9 @@ The state words offline (live ones are the supervisor's ``ProcessState`` values)
 - ``running``: the recorded supervisor still lives (pid and lock) but did not
   answer, or an agent holds the journal lock (it runs without a supervisor).
 - ``rolled back``: the journal ends with a rollback record no attempt has taken
-  up yet (an offline rollback): the next start resumes from its checkpoint.
+  up yet (an offline rollback), whatever ``run.json`` says (``succeeded`` too) and
+  with no ``run.json`` at all: the note says "rolled back to checkpoint X, run
+  'agent-supervisor supervise --run-dir RUN' to continue".
 - the other statuses ``run.json`` may hold as they are (``forked``); ``unknown``
   for a bare journal without ``run.json``; ``damaged run.json`` when it cannot be read.
 """
@@ -78,6 +80,9 @@ class RunFiles:
     """Why ``run.json`` could not be read."""
     last_exit: dict[str, Any] | None = None
     """The ``exit`` event of the last attempt, if no attempt was spawned after it."""
+    last_record: dict[str, Any] | None = None
+    """The journal's last committed record (a rollback names its checkpoint)."""
+    run_dir: Path | None = None
 
 
 def pid_alive(pid: int) -> bool:
@@ -139,7 +144,19 @@ def read_files(run_dir: Path) -> RunFiles:
     # the pid alone could be reused by another process: the supervisor also holds its lock while it lives
     alive = isinstance(pid, int) and pid_alive(pid) and is_dir and rundir.flock_held(run_dir / rundir.SUPERVISOR_LOCK)
     locked = journal_locked(run_dir) if is_dir else False
-    return RunFiles(meta, last_event, last_kind, alive, locked, damaged, last_exit)
+    return RunFiles(meta, last_event, last_kind, alive, locked, damaged, last_exit,
+                    last if isinstance(last, dict) else None, run_dir)
+
+
+def rolled_back_note(files: RunFiles) -> str:
+    """Where the rollback returns to and the command that continues the run."""
+    rb = files.last_record or {}
+    to = f"checkpoint {rb['checkpoint']!r}" if rb.get("checkpoint") else "the start of the run"
+    where = str(files.run_dir) if files.run_dir is not None else "RUN_DIR"
+    cmd = f"agent-supervisor supervise --run-dir {where}"
+    if not isinstance(files.meta.get("command"), list):
+        cmd += " -- COMMAND"  # no recorded command to start (a journal written without run.json)
+    return f"rolled back to {to}, run '{cmd}' to continue (it resumes from there)"
 
 
 def offline_state(files: RunFiles) -> tuple[str, str | None]:
@@ -153,7 +170,8 @@ def offline_state(files: RunFiles) -> tuple[str, str | None]:
     if files.journal_locked:
         return "running", "an agent writes the journal without a supervisor"
     if files.last_kind == Kind.ROLLBACK:
-        return ROLLED_BACK, "the journal ends with a rollback; the next 'supervise --run-dir' resumes from its checkpoint"
+        # whatever run.json says (succeeded, failed, stopped, or no run.json at all): the run goes on
+        return ROLLED_BACK, rolled_back_note(files)
     if status in _FINAL:
         return status, None
     if status == "running":
@@ -189,7 +207,7 @@ def offline_status(run_dir: Path, *, details: bool = False) -> RunStatus:
         "live": False,
         "id": meta.get("id"),
         "created": meta.get("created"),
-        "ended": meta.get("ended"),
+        "ended": None if state == ROLLED_BACK else meta.get("ended"),  # a rolled back run goes on
         "command": meta.get("command"),
         "note": note,
     }
