@@ -472,7 +472,10 @@ class Run:
         """Run ``fn(*args, **kwargs)`` as the step ``name`` or, on resume, return its recorded output."""
         pos = self._pos
         if self._session is not None:
-            return self._replay_step(self._session, pos, name, fn, args, kwargs)  # type: ignore[no-any-return]
+            out = self._replay_step(self._session, pos, name, fn, args, kwargs)
+            if not pos & _RELEASE_EVERY and pos < len(self._steps):
+                self._release_served(pos)
+            return out  # type: ignore[no-any-return]
         if pos < len(self._steps):
             out = self._replay(pos, name)
             if not pos & _RELEASE_EVERY:
