@@ -143,8 +143,8 @@ def fix_keys_deep(value: Any) -> None:
 
 def _prefix(a: list[Any], b: Any, n: int) -> int:
     """The length of the common prefix of ``a`` and ``b`` (at most ``n``), by JSON equality."""
-    if a[:n] == (b[:n] if type(b) is list else list(b[:n])):
-        p = n
+    if n and a[0] == b[0] and a[n - 1] == b[n - 1] and a[:n] == (b[:n] if type(b) is list else list(b[:n])):
+        p = n  # (the ends first: a whole-slice compare costs two copies)
     else:
         p = 0
         while p < n and a[p] == b[p]:
@@ -161,7 +161,7 @@ def _suffix(a: list[Any], b: Any, n: int) -> int:
     la, lb = len(a), len(b)
     if n == 0:
         return 0
-    if a[la - n :] == (b[lb - n :] if type(b) is list else list(b[lb - n :])):
+    if a[la - n] == b[lb - n] and a[-1] == b[-1] and a[la - n :] == (b[lb - n :] if type(b) is list else list(b[lb - n :])):
         s = n
     else:
         s = 0
