@@ -33,9 +33,10 @@ def helper_agent(*args: str) -> list[str]:
 class Supervised:
     """A ``supervise`` process; its stdout/stderr go to files (a full pipe would stall it)."""
 
-    def __init__(self, run_dir: Path, cmd: list[str] | None, *opts: str, env: dict[str, str] | None = None) -> None:
+    def __init__(self, run_dir: Path, cmd: list[str] | None, *opts: str, env: dict[str, str] | None = None,
+                 out_dir: Path | None = None) -> None:
         self.run_dir = run_dir
-        self.out_path = run_dir.parent / f"{run_dir.name}.sup-{os.urandom(3).hex()}.out"
+        self.out_path = (out_dir or run_dir.parent) / f"{run_dir.name}.sup-{os.urandom(3).hex()}.out"
         self.err_path = self.out_path.with_suffix(".err")
         argv = [PY, "-m", "supervisor", "supervise", "--run-dir", str(run_dir), *opts]
         if cmd is not None:

@@ -160,7 +160,8 @@ class Cgroup:
                 return
         except OSError:
             pass
-        self.signal(signal.SIGKILL)
+        with contextlib.suppress(OSError):
+            self.signal(signal.SIGKILL)
 
     def signal(self, sig: int) -> None:
         for pid in self.procs():
@@ -225,16 +226,18 @@ class Child:
         self.pid = self.proc.pid
         self.pgid = self.pid  # setsid made it the leader of its own group and session
         self.cgroup = cgroup
-        if cgroup is not None and not cgroup.contains(self.pid) and not cgroup.add(self.pid):
-            self.cgroup = None  # the group, the session and the subreaper sweep still hold it
+        self.pidfd = -1
         try:
+            if cgroup is not None and not cgroup.contains(self.pid) and not cgroup.add(self.pid):
+                self.cgroup = None  # the group, the session and the subreaper sweep still hold it
             self.pidfd = os.pidfd_open(self.pid)
-        except OSError:
+        except BaseException:
             # out of descriptors: a child we cannot watch must not run on; the caller retries later
             self.signal_group(signal.SIGKILL)
+            if cgroup is not None:
+                cgroup.kill()
             with contextlib.suppress(ChildProcessError):
                 self.proc.wait()
-            self.pidfd = -1
             self.close()
             raise
         assert self.proc.stdout is not None and self.proc.stderr is not None
@@ -318,7 +321,11 @@ def _child_pids() -> list[int]:
                 pids.extend(int(x) for x in f.read().split())
         return pids
     except OSError:
+        pass
+    try:
         return [c.pid for c in psutil.Process().children()]
+    except (OSError, psutil.Error):
+        return []  # no descriptor left to look: the next look finds them
 
 
 Exclude = int | Collection[int] | None

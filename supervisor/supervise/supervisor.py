@@ -322,8 +322,7 @@ class Supervisor:
             self._log_lost = 0
         if "resource-error" in EVENTS:
             self.emit("resource-error", **fields)
-        else:  # an event file of an older format: the stderr lines said it
-            self.say(f"resources ran out: {problems}")
+        # else: a core without the event: the stderr lines said it
 
     def _run_json(self, **changes: Any) -> None:
         """Change ``run.json`` off the loop (the persister thread); on a full disk it is retried."""
@@ -375,13 +374,18 @@ class Supervisor:
         """Output to ``agent.log`` (and the terminal); on a full disk the file loses it, the agent goes on."""
         assert self.log is not None
         self._drain_secrets()  # a value the agent registered before it printed it is in the pipe now
+        self._to_log(self.log.feed, stream, data, lost=len(data))
+
+    def _to_log(self, fn: Any, *args: Any, lost: int = 0) -> None:
+        """Call an ``AgentLog`` method that writes the file; a full disk costs the file those lines, nothing else."""
+        assert self.log is not None
         try:
-            self.log.feed(stream, data)
+            fn(*args)
         except OSError as e:
             if not is_resource_error(e):
                 raise
             cut_torn_tail(self.log.path)
-            self._log_lost += len(data)
+            self._log_lost += lost
             self.resource_error(f"writing {rundir.AGENT_LOG}", e)
 
     def _not_orphans(self) -> set[int]:
@@ -556,11 +560,11 @@ class Supervisor:
             self.child.signal_group(signal.SIGKILL)
         if now >= self._next_poll:
             self._next_poll = now + JOURNAL_POLL_S
-            self.poll_journal()
+            self._guarded("reading the journal", self.poll_journal)
             self._check_hang(now)
         if now >= self._next_metrics and self.child is not None:
             self._next_metrics = now + METRICS_INTERVAL_S
-            self._sample_metrics()
+            self._guarded("sampling the agent's processes", self._sample_metrics)
 
     # ------------------------------------------------------------------ spawning
     def _child_argv(self, resume: bool) -> list[str]:
@@ -631,7 +635,7 @@ class Supervisor:
         self.secrets.spawned()
         self.sel.register(self.secrets.read_fd, selectors.EVENT_READ, self._drain_secrets)
         shown = redact_argv(argv, self.redactor)
-        self.log.begin_attempt(self.attempt_no, child.pid, shown)
+        self._to_log(self.log.begin_attempt, self.attempt_no, child.pid, shown)
         self.sm.change(S.RUNNING, pid=child.pid, argv=shown, resume=resume)
         now = time.monotonic()
         self._next_poll = now + JOURNAL_POLL_S
@@ -687,7 +691,7 @@ class Supervisor:
             if kind == Kind.START:
                 pid = ent.get("pid")
                 self._writer_pid = pid if isinstance(pid, int) else None
-                self._writer_ours = self._is_ours(pid)
+                self._writer_ours = self._is_ours(pid, ent.get("supervisor"), ent.get("attempt"))
                 if not self._writer_ours:
                     self.say(f"the journal is written by pid {pid}, not by attempt {self.attempt_no}: "
                              "its records are not this attempt's progress")
@@ -704,13 +708,20 @@ class Supervisor:
         if cur is not None:
             cur.last_activity = time.monotonic()
 
-    def _is_ours(self, pid: Any) -> bool:
-        """Whether ``pid`` (a ``start`` record's) is the current attempt's process or one of its descendants."""
+    def _is_ours(self, pid: Any, supervisor: Any = None, attempt: Any = None) -> bool:
+        """Whether a ``start`` record was written by the current attempt: its process or a descendant.
+
+        ``supervisor`` and ``attempt`` are the record's fields of those names (an SDK
+        that records its supervisor's pid): they answer even when the writer is gone
+        already; else the pid must still be found in the attempt's tree.
+        """
         child = self.child
         if child is None or not isinstance(pid, int) or pid <= 0:
             return False
         if pid == child.pid:
             return True
+        if isinstance(supervisor, int):
+            return supervisor == os.getpid() and attempt == self.attempt_no
         if child.cgroup is not None and child.cgroup.contains(pid):
             return True
         with contextlib.suppress(OSError):
@@ -815,8 +826,9 @@ class Supervisor:
             self.resource_error("stopping the agent's leftovers", e)
             child.signal_group(signal.SIGKILL)
             if child.cgroup is not None:
-                child.cgroup.kill()
-            killed = []
+                with contextlib.suppress(OSError):
+                    child.cgroup.kill()
+            killed = []  # the next sweeps (the next exit, the end) look again
         for fd, stream in ((child.out_fd, "stdout"), (child.err_fd, "stderr")):
             data = child.read_available(fd)
             if data:
@@ -824,12 +836,7 @@ class Supervisor:
             with contextlib.suppress(KeyError, ValueError):
                 self.sel.unregister(fd)
         self._drain_secrets()
-        try:
-            self.log.end_attempt()
-        except OSError as e:
-            if not is_resource_error(e):
-                raise
-            self.resource_error(f"writing {rundir.AGENT_LOG}", e)
+        self._to_log(self.log.end_attempt)
         self._end_secrets()
         child.close()
         self.child = None
