@@ -264,3 +264,24 @@ def test_a_malformed_checkpoint_is_one_line_not_a_traceback(tmp_path: Path) -> N
     r = run_cli("state", str(run))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
     assert "cannot rebuild the state at seq" in r.stderr and "does not apply" in r.stderr
+
+
+def test_the_look_ahead_of_a_step_does_not_make_the_next_move_read_from_the_start(tmp_path: Path) -> None:
+    """Forward moves still apply only the patches in between, and read on from where the last read stopped."""
+    from supervisor.core.cursor import Shape, StateCursor
+
+    run = tmp_path / "run"
+    _patched_journal(run, 400)
+    cur = StateCursor(run, chunk=256)
+    reads: list[int] = []
+    real = cur._read_from
+
+    def spy(start, a, b):  # type: ignore[no-untyped-def]
+        reads.append(0 if start is None else start.first_seq)
+        return real(start, a, b)
+
+    cur._read_from = spy  # type: ignore[method-assign]
+    for seq in range(300, 400, 7):
+        assert cur.state_at(seq, Shape()) == {f"k{i}": i for i in range(min(seq + 2, 400))}
+    assert cur.patches == 400
+    assert reads.count(0) == 2  # the first answer (its look ahead, then its move) reads from the start, no other

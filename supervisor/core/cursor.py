@@ -179,7 +179,11 @@ class StateCursor:
         """``(seq, entry)`` from ``seq`` on, in seq order (without moving the cursor; files: bad lines left out)."""
         recs = self.records
         if recs is None:
-            yield from self._read(seq, 1 << 62)
+            saved = self._next  # a look ahead must not move the start of the next forward read past it
+            try:
+                yield from self._read(seq, 1 << 62)
+            finally:
+                self._next = saved
             return
         i = bisect.bisect_left(recs, seq, key=_seq_of)
         for e in itertools.islice(recs, i, None):
