@@ -24,14 +24,14 @@ from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 import orjson
 
 from .core import checkpoints, rundir
 from .core import state as state_mod
 from .core.cursor import Shape, StateCursor
-from .core.history import Fold, History, rollback_record
+from .core.history import Fold, History, damaged_message, rollback_record
 from .core.journal import JournalReader, JournalWriter, open_journal
 from .core.records import Kind, LazyRecord, Record, step_name
 from .core.redact import Redactor, redact_argv, send_secrets
@@ -547,7 +547,15 @@ class Run:
         return rec.record() if isinstance(rec, LazyRecord) else rec
 
     def _replay(self, pos: int, name: str) -> Any:
-        rec = self._step_record(pos)
+        try:
+            rec = self._step_record(pos)
+        except JournalError:  # a step line loaded unparsed (lazily) that does not parse: a damaged line
+            rec = cast(LazyRecord, self._steps[pos]).damaged().record()
+            rec["pos"] = pos
+            self._fold.damaged.insert(0, rec)  # the first: the lines before it were served
+        damaged = self._fold.damaged
+        if damaged and rec["seq"] >= damaged[0]["seq"]:
+            self._replay_state(rec["seq"])  # stops at the damaged line, before any step after it is served
         recorded = step_name(rec)
         if recorded != name:
             raise DivergenceError(pos, recorded, name)
@@ -564,7 +572,15 @@ class Run:
         Nothing is written. A live step's new output goes back to the agent; the
         state keeps following the recorded patches, as for served steps.
         """
-        rec = self._step_record(pos) if pos < len(self._steps) else None
+        try:
+            rec = self._step_record(pos) if pos < len(self._steps) else None
+        except JournalError:  # a damaged step line loaded unparsed: as in _replay
+            rec = cast(LazyRecord, self._steps[pos]).damaged().record()
+            rec["pos"] = pos
+            self._fold.damaged.insert(0, rec)
+        damaged = self._fold.damaged
+        if rec is not None and damaged and rec["seq"] >= damaged[0]["seq"]:
+            self._replay_state(rec["seq"])  # raises: a damaged line is never served nor passed
         live = s.mode.is_live(name)
         if rec is None and not live:
             raise s.missing(pos, name)
@@ -600,7 +616,24 @@ class Run:
         The recorded patches are the truth: what the step function did to the
         state, and what the agent did between steps, are both in them.
         ``current`` is the already parsed record at ``upto_seq``, if the caller has it.
+
+        It never goes past a damaged line (other than a damaged ``begin`` or ``start``,
+        which held nothing a resume needs): the agent stops there with a message that
+        names the line and how to repair it (exit 78, the run directory unchanged but
+        for a note), as it would never serve a step the journal cannot show.
         """
+        damaged = self._fold.damaged
+        if damaged and upto_seq >= damaged[0]["seq"]:
+            msg = damaged_message(damaged[0], self.run_dir, self._fold.checkpoints)
+            if self.replay_mode:
+                raise ReplayError(msg)
+            self.note("cannot resume past a damaged line", error=msg, damaged={
+                k: damaged[0].get(k) for k in ("file", "line", "seq", "offset", "reason", "pos")})
+            print(f"agent-supervisor: {msg}", file=sys.stderr)
+            self._closed = True  # nothing more to write: close() must not try to pass the line again
+            if self._writer is not None:
+                self._writer.close()
+            raise SystemExit(rundir.EXIT_FAILED)
         changed = self._cursor.advance(upto_seq, current)
         if changed and self._state != self._shadow:
             self._state.clear()

@@ -22,11 +22,12 @@ from typing import Any
 
 from .cursor import Shape, StateCursor
 from .journal import Entry, JournalReader
-from .records import BadLine, Kind, LazyRecord, Record, step_name
+from .records import DAMAGED, BadLine, Kind, LazyRecord, Record, damaged_holds_step, step_name
 
 __all__ = [
     "BadLine",
     "Branch",
+    "DAMAGED",
     "Fold",
     "History",
     "Marker",
@@ -42,6 +43,7 @@ ERROR = "error"
 """Marker kind of a failed step (a ``step`` record with an ``error``)."""
 STEPS = "steps"
 """Marker kind that carries only successful steps (those after the last marker of a scan)."""
+# DAMAGED (from records) is also a marker kind: a damaged line, ``name`` the kind its first bytes show
 MISSING_TARGET = "rollback names a checkpoint not in the effective history"
 
 # The fold runs once per record of a million-record resume, and looking up an enum member
@@ -100,6 +102,9 @@ class History:
     """Checkpoint records of the effective history, in order."""
     rollbacks: list[Record] = field(default_factory=list)
     """Rollback records of the effective history, in order (one naming no checkpoint included)."""
+    damaged: list[Record] = field(default_factory=list)
+    """The :data:`DAMAGED` records of the effective history that a resume cannot pass (all but damaged
+    ``begin`` and ``start`` lines), in order: the SDK stops at the first."""
     _shape: tuple[int, Shape] | None = field(default=None, repr=False)
 
     @property
@@ -166,6 +171,8 @@ class Fold:
         """Effective checkpoint records, in order."""
         self.rollbacks: list[Record] = self._history.rollbacks
         """Effective rollback records, in order."""
+        self.damaged: list[Record] = self._history.damaged
+        """The damaged lines of the effective history a resume cannot pass (``History.damaged``)."""
         self._cp_ok: list[int] = []  # successful steps before each effective checkpoint
         self._cp_at: list[int] = []  # keep: the index of each effective checkpoint in ``effective``
         self._rb_cps: list[int] = []  # effective checkpoints before each effective rollback
@@ -197,7 +204,7 @@ class Fold:
         h = self._history
         self.keep = False
         self.step_count = len(h.steps)
-        self._history = History([], checkpoints=h.checkpoints, rollbacks=h.rollbacks)
+        self._history = History([], checkpoints=h.checkpoints, rollbacks=h.rollbacks, damaged=h.damaged)
         self._cp_at.clear()
 
     @property
@@ -238,6 +245,8 @@ class Fold:
                 self._marker(e)  # type: ignore[arg-type]
             elif t is BadLine:
                 self.problem_count += 1
+                if e.holds_step:  # type: ignore[union-attr]
+                    self.step_count += 1  # a damaged line keeps its step position
             else:
                 self._record(e)  # type: ignore[arg-type]
 
@@ -269,6 +278,8 @@ class Fold:
             if t is BadLine:
                 h.problems.append(e)  # type: ignore[arg-type]
                 self.problem_count += 1
+                if not e.foreign:  # type: ignore[union-attr]
+                    self._damaged(e, h)  # type: ignore[arg-type]
                 continue
             if t is Marker:
                 raise TypeError("markers carry no records: fold them with Fold(keep=False)")
@@ -276,6 +287,18 @@ class Fold:
             self.step_count = len(steps)
             self._record(e.record() if isinstance(e, LazyRecord) else e)  # type: ignore[arg-type]
         self.step_count = len(steps)
+
+    def _damaged(self, bad: BadLine, h: History) -> None:
+        """A damaged line keeps its place: a :data:`DAMAGED` record in the effective history, and a step
+        position if it may have been a step (:func:`records.damaged_holds_step`), so nothing after it shifts."""
+        rec = bad.record()
+        rec["pos"] = len(h.steps)
+        if rec["holds_step"]:
+            h.steps.append(rec)
+        h.effective.append(rec)
+        if not bad.harmless:
+            h.damaged.append(rec)
+        self.step_count = len(h.steps)
 
     def _record(self, e: Record) -> None:
         """Fold one parsed record (in keep mode ``step_count`` is ``len(steps)`` on entry)."""
@@ -316,6 +339,9 @@ class Fold:
                 h = self._history
                 cut = self._cp_at[i] + 1 if i >= 0 else 0
                 h.branches.append(Branch(rb["seq"], rb.get("checkpoint"), h.effective[cut:]))
+                if h.damaged and cut < len(h.effective):
+                    first_cut = h.effective[cut]["seq"]
+                    h.damaged[:] = [d for d in h.damaged if d["seq"] < first_cut]
                 del h.effective[cut:]
                 del h.steps[n_ok:]
                 del self._cp_at[i + 1 :]
@@ -347,7 +373,11 @@ class Fold:
 
     def _marker(self, m: Marker) -> None:
         self.step_count += m.ok_before
-        if m.kind == Kind.CHECKPOINT:
+        if m.kind == DAMAGED:
+            self.problem_count += 1
+            if damaged_holds_step(m.name):
+                self.step_count += 1
+        elif m.kind == Kind.CHECKPOINT:
             self._record({"kind": Kind.CHECKPOINT, "seq": m.seq, "name": m.name, "file": m.file})
         elif m.kind == Kind.ROLLBACK:
             self._record({"kind": Kind.ROLLBACK, "seq": m.seq, "checkpoint": m.name, "checkpoint_seq": m.checkpoint_seq})
@@ -409,6 +439,30 @@ def state_at(
     if problems is not None:
         problems.extend(p for p in cursor.problems if p not in problems)
     return doc
+
+
+def damaged_message(rec: Record, run_dir: Path, checkpoints: list[Record]) -> str:
+    """Why a resume stops at the :data:`DAMAGED` record ``rec``, naming the line and how to repair it.
+
+    The repair keeps every position: put the line back as it was (from a backup),
+    or roll back to the latest effective checkpoint before it (the steps after that
+    checkpoint run again; the damaged line stays in the file, on an abandoned branch).
+    """
+    where = f"{rec.get('file')}:{rec.get('line')} (seq {rec.get('seq')}"
+    where += f", byte {rec['offset']})" if (rec.get("offset") or -1) >= 0 else ")"
+    if rec.get("holds_step"):
+        name = f" {rec['step']!r}" if rec.get("step") else ""
+        what = f"it held step{name} at position {rec.get('pos')}, which cannot be served"
+    else:
+        what = f"it held a {rec.get('was')!r} record the resume would need"
+    before = [c for c in checkpoints if int(c.get("seq", -1)) < int(rec.get("seq", -1))]
+    to = str(before[-1]["seq"]) if before else "start"
+    label = f"checkpoint {before[-1].get('name')!r}" if before else "the start of the run"
+    return (
+        f"cannot resume past a damaged journal line: {where} is damaged ({rec.get('reason')}); {what}. "
+        f"Repair it: put the line back from a backup, or roll back to {label} before it with "
+        f"'agent-supervisor rollback {run_dir} --to {to}' (the steps after it run again)"
+    )
 
 
 def describe(rec: Record) -> str:

@@ -361,11 +361,13 @@ class JournalReader:
     def _parse_lines(self, c: Chunk, out: list[Entry]) -> None:
         """Parse a region's lines into ``out``; bad lines also go to ``problems``."""
         seq, line, path = c.region.first_seq, c.region.first_line, c.region.path
-        for k, raw in enumerate(c.lines()):
+        lines = c.lines()
+        for k, raw in enumerate(lines):
             ent = _parse(raw, seq + k, path, line + k)
             if ent is None:
                 continue
             if type(ent) is BadLine:
+                ent = replace(ent, offset=c.region.start + sum(len(x) + 1 for x in lines[:k]))  # rare: no running sum
                 self.problems.append(ent)
             out.append(ent)
 
@@ -414,6 +416,7 @@ class JournalReader:
             if ent is None:
                 continue
             if type(ent) is BadLine:
+                ent = replace(ent, offset=starts[k])
                 self.problems.append(ent)
             out.append(ent)
         out.extend(steps[j:])
@@ -455,7 +458,7 @@ class JournalReader:
                 continue
             with jf:
                 lines, whole = jf.last_lines(n - got, block=min(self.chunk, _TAIL_BLOCK))
-                part = _TailPart(paths[i], lines)
+                part = _TailPart(paths[i], lines, end=jf.end)
                 if whole:
                     part.first_line = 1
                 elif i == 0:
@@ -488,6 +491,7 @@ class JournalReader:
                 ent = _parse(raw, seq + k, part.path, part.first_line + k)
                 if ent is not None:
                     if type(ent) is BadLine:
+                        ent = replace(ent, offset=part.end - sum(len(x) + 1 for x in part.lines[k:]))
                         self.problems.append(ent)
                     out.append(ent)
             seq += len(part.lines)
@@ -543,7 +547,8 @@ class JournalReader:
                 i = seq - seg.first_seq
                 with self._open(seg) as jf:
                     for c in jf.chunks(seg.starts[i], seq, i + 1, stop=seg.starts[i + 1], chunk=self.chunk):
-                        return _parse(c.lines()[0], seq, seg.path, i + 1)
+                        ent = _parse(c.lines()[0], seq, seg.path, i + 1)
+                        return replace(ent, offset=seg.starts[i]) if type(ent) is BadLine else ent
         raise IndexError(seq)
 
     def get_range(self, start: int, stop: int) -> list[Entry]:
@@ -601,6 +606,8 @@ class _TailPart:
     lines: list[bytes]
     first_line: int = -1
     file_seq: int | None = None
+    end: int = 0
+    """The file's committed end: where the last line's newline ends."""
 
 
 def read_json_lines(path: Path, *, chunk: int = CHUNK) -> list[dict[str, Any]]:

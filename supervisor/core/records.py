@@ -8,7 +8,8 @@ durable loops use. Unknown fields are kept.
 from __future__ import annotations
 
 import mmap
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
@@ -47,18 +48,115 @@ _OUTPUT_ALIASES = ("result",)
 _TS_ALIASES = ("timestamp", "time")
 
 
+DAMAGED = "damaged"
+"""The ``kind`` of the record a reader puts in place of a damaged line (never written to a file).
+
+A damaged line keeps its place: its seq, and the step position it may hold (see
+:attr:`BadLine.holds_step`), so no reader shifts the records after it. The record
+carries ``file``, ``line``, ``offset`` (of the line's first byte in its file),
+``reason``, ``text`` (the start of the line), ``was`` (the kind its first bytes
+still show, or ``None``) and ``holds_step``.
+"""
+
+_KIND_HEAD = re.compile(r'\s*\{\s*"kind"\s*:\s*"([a-z]+)"')
+_STEP_FIELD = re.compile(r'"step"\s*:\s*"((?:[^"\\]|\\.)*)"')
+# Kinds that carry no output and no state: a damaged line of these kinds costs a reader nothing.
+_HARMLESS = frozenset(("begin", "start"))
+
+
+def is_foreign(raw: bytes | str, reason: str) -> bool:
+    """Whether a line that is not a record never was one: a JSON value that is not an object, or text
+    without a ``{`` (a program's output mixed into a hand-written journal). Such a line is reported and
+    skipped; any other bad line is *damaged* (a record cut short, NUL bytes, invalid UTF-8)."""
+    if reason.startswith("a JSON "):
+        return True
+    return reason == "not JSON" and ("{" not in raw if isinstance(raw, str) else b"{" not in raw)
+
+
+def damaged_was(head: str | bytes) -> str:
+    """The kind a damaged line's first bytes still show (``""``: none readable)."""
+    if isinstance(head, bytes):
+        head = head[:64].decode("utf-8", "replace")
+    m = _KIND_HEAD.match(head)
+    return m.group(1) if m else ""
+
+
+def damaged_holds_step(was: str) -> bool:
+    """Whether a damaged line whose first bytes show ``was`` takes a step position.
+
+    Every reader applies this one rule, so they agree on the position of every
+    step after it. A line that still shows another kind (``begin``, ``note``,
+    ``checkpoint``...) is not a step; one that shows ``step``, or nothing at all
+    (NUL bytes, a cut before the kind, a record without ``kind``, which means
+    ``step``), is counted as one: a successful step lost, never one step's
+    output served for another's.
+    """
+    return was == "step" or was == ""
+
+
 @dataclass(frozen=True, slots=True)
 class BadLine:
-    """A journal line that is not a JSON object: where it is and why it was skipped."""
+    """A journal line that is not a JSON object: where it is and why.
+
+    Either *foreign* (never a record: skipped, as before) or *damaged* (a record
+    that was cut, overwritten or corrupted): a damaged line keeps its place, as a
+    :data:`DAMAGED` record (:meth:`record`) and maybe a step position."""
 
     path: str
     line: int
     seq: int
     reason: str
     text: str
+    offset: int = field(default=-1, compare=False)
+    """The byte offset of the line's start in its file (-1: not known to the reader that found it)."""
 
     def __str__(self) -> str:
-        return f"{self.path}:{self.line}: skipped, {self.reason}: {self.text[:80]!r}"
+        if self.foreign:
+            return f"{self.path}:{self.line}: skipped, {self.reason}: {self.text[:80]!r}"
+        where = f", byte {self.offset}" if self.offset >= 0 else ""
+        held = "; kept as a step that cannot be served" if self.holds_step else "; kept in its place"
+        return f"{self.path}:{self.line}: damaged line (seq {self.seq}{where}), {self.reason}{held}: {self.text[:80]!r}"
+
+    @property
+    def foreign(self) -> bool:
+        """Never a record (:func:`is_foreign`): skipped, holds no position; else a damaged record."""
+        return is_foreign(self.text, self.reason)
+
+    @property
+    def was(self) -> str:
+        """The kind its first bytes still show (``""``: none)."""
+        return damaged_was(self.text)
+
+    @property
+    def holds_step(self) -> bool:
+        """Whether it takes a step position (:func:`damaged_holds_step`; a foreign line never does)."""
+        return not self.foreign and damaged_holds_step(self.was)
+
+    @property
+    def harmless(self) -> bool:
+        """A damaged ``begin`` or ``start`` line: it carried no output and no state."""
+        return self.was in _HARMLESS
+
+    def record(self) -> Record:
+        """The record readers put in its place (kind :data:`DAMAGED`)."""
+        return {
+            "kind": DAMAGED,
+            "seq": self.seq,
+            "file": self.path,
+            "line": self.line,
+            "offset": self.offset,
+            "reason": self.reason,
+            "text": self.text,
+            "was": self.was or None,
+            "holds_step": self.holds_step,
+            "step": self.step,
+        }
+
+    @property
+    def step(self) -> str | None:
+        """The step name its bytes still show, if any (as written: escapes are not undone)."""
+        m = _STEP_FIELD.search(self.text)
+        return m.group(1) if m else None
 
 
 class LazyRecord:
@@ -98,6 +196,18 @@ class LazyRecord:
         rec["pos"] = self.pos
         return rec  # type: ignore[no-any-return]
 
+    def damaged(self) -> BadLine:
+        """This line, which does not parse, as a :class:`BadLine` (its line number is counted in the
+        file, once, when it is found damaged)."""
+        raw = bytes(self.src[self.start : self.end])
+        try:
+            parse_line(raw)
+            reason = "not JSON"
+        except ValueError as e:
+            reason = str(e)
+        line = self.src[: self.start].count(b"\n") + 1
+        return BadLine(self.path, line, self.seq, reason, raw[:200].decode("utf-8", "replace"), self.start)
+
     def get(self, key: str, default: Any = None) -> Any:
         if key == "kind":
             return self.kind
@@ -132,6 +242,12 @@ def parse_line(raw: bytes) -> Record:
     try:
         obj = orjson.loads(raw)
     except orjson.JSONDecodeError:
+        if b"\x00" in raw:  # never a text prefix: the line was overwritten, or its write never reached the disk
+            raise ValueError("NUL bytes in the line") from None
+        try:
+            raw.decode()
+        except UnicodeDecodeError as e:
+            raise ValueError(f"not valid UTF-8 (byte {e.start} of the line)") from None
         i = raw.find(b"{")
         if i <= 0:
             raise ValueError("not JSON") from None

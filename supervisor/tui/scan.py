@@ -21,10 +21,11 @@ from pathlib import Path
 from ..core import rundir
 from ..core.history import ERROR, STEPS, Marker
 from ..core.journal import JournalReader
-from ..core.records import Kind, Record, parse_line
+from ..core.records import DAMAGED, Kind, Record, damaged_holds_step, damaged_was, is_foreign, parse_line
 from ..core.segments import JournalFile, Region, read_stream, segment_paths
 
 __all__ = [
+    "DAMAGED",
     "ERROR",
     "STEPS",
     "Marker",
@@ -43,7 +44,7 @@ CHUNK = 4 * 1024 * 1024
 # Every line this package's writer (orjson) writes starts with its kind: such lines are told apart with
 # bytes.count and bytes.find. Other lines (json.dumps spacing, no kind, a text prefix) are classified one by one.
 _WRITER = b'{"kind":"'
-_NL_WRITER = b'\n' + _WRITER
+_END_WRITER = b'}\n' + _WRITER
 _STEP = b'{"kind":"step",'
 _NL_STEP = b'\n' + _STEP
 _FAST = (b'"kind":"checkpoint"', b'"kind":"rollback"', b'"kind":"start"', b'"error":')
@@ -106,21 +107,56 @@ def scan_bytes(data: bytes, base_seq: int, out: ScanResult) -> int:
 
     Markers go to ``out.markers``, each with the successful steps since the
     previous one; those after the last marker go in a closing :data:`STEPS` marker.
+    A damaged line gets a :data:`DAMAGED` marker (its ``name``: the kind its first
+    bytes show), and the fold gives it a step position by the readers' one rule
+    (:func:`records.damaged_holds_step`).
     """
     lines = data.count(b"\n")
-    if data.count(_NL_WRITER) + data.startswith(_WRITER) == lines:
+    suspects = _suspect_lines(data)
+    # every line in the writer's form: it starts with the kind, and ends with "}" (a line cut short does not)
+    writer = data.startswith(_WRITER) and data.endswith(b"}\n") and data.count(_END_WRITER) == lines - 1
+    if writer and not suspects:
         _scan_writer(data, base_seq, lines, out)
     else:
-        _scan_lines(data, base_seq, out)
+        _scan_lines(data, base_seq, out, suspects)
     return lines
+
+
+def _suspect_lines(data: bytes) -> set[int]:
+    """Indices of the lines that hold a NUL or a ``\\xff`` byte (never in a line this package writes:
+    damage that may leave a line's start and end looking whole). Two C-speed searches; usually none."""
+    found: set[int] = set()
+    for needle in (b"\x00", b"\xff"):
+        i = data.find(needle)
+        while i >= 0:
+            found.add(data.count(b"\n", 0, i))
+            i = data.find(b"\n", i)  # on from the end of this line
+            if i < 0:
+                break
+            i = data.find(needle, i)
+    return found
+
+
+def _damaged(line: bytes, seq: int, ok_before: int, out: ScanResult, reason: str) -> int:
+    """A :data:`DAMAGED` marker for a line that does not parse, unless it never was a record (then it is
+    skipped, as the readers skip it); return the successful steps still to be counted before the next marker."""
+    if is_foreign(line, reason):
+        return ok_before
+    m = Marker(seq, DAMAGED, damaged_was(line), ok_before=ok_before)
+    out.markers.append(m)
+    out.steps += damaged_holds_step(m.name)
+    return 0
 
 
 def _scan_writer(data: bytes, base_seq: int, lines: int, out: ScanResult) -> None:
     """Every line is in the writer's compact form: count step lines in C, parse only the lines a needle hits.
 
     A line that starts like a writer step line is counted as a successful step
-    unless a needle hits it; only a writer line damaged in the middle (not the
-    torn tail, which the writer moves aside) would be miscounted.
+    unless a needle hits it. A chunk with a line that does not end with ``}``
+    (cut short) or that holds a NUL or ``\\xff`` byte never comes here: it is
+    classified line by line, so a damaged line in the middle is found. A line
+    damaged in a way that leaves it looking whole (a byte flipped inside a
+    string) is counted by its first bytes, as the readers' rule counts it.
     """
     hits: list[int] = []
     for needle in _FAST:
@@ -142,8 +178,13 @@ def _scan_writer(data: bytes, base_seq: int, lines: int, out: ScanResult) -> Non
         line = data[start:end]
         try:
             rec = parse_line(line)
-        except ValueError:
-            not_ok += line.startswith(_STEP)  # not a record: the fold skips it
+        except ValueError as e:  # a damaged line (a writer line is never foreign): the fold gives it its place
+            ok_before = _step_lines(data, counted, start) - not_ok
+            if _damaged(line, seq, ok_before, out, str(e)) == 0:
+                total += ok_before
+                counted, not_ok = pos, 0
+            else:
+                not_ok += line.startswith(_STEP)
             seq += 1
             continue
         if add_marker(rec, seq, markers):
@@ -158,8 +199,10 @@ def _scan_writer(data: bytes, base_seq: int, lines: int, out: ScanResult) -> Non
         markers.append(Marker(base_seq + lines, STEPS, ok_before=ok))
 
 
-def _scan_lines(data: bytes, base_seq: int, out: ScanResult) -> None:
-    """Lines in other forms are present: classify line by line, parsing only those a look cannot tell."""
+def _scan_lines(data: bytes, base_seq: int, out: ScanResult, suspects: set[int] | None = None) -> None:
+    """Lines in other forms are present: classify line by line, parsing only those a look cannot tell.
+
+    ``suspects``: lines that hold a NUL or ``\\xff`` byte; they are parsed whatever they look like."""
     parts = data.split(b"\n")
     parts.pop()  # the bytes after the last newline (none in whole lines)
     markers = out.markers
@@ -167,7 +210,9 @@ def _scan_lines(data: bytes, base_seq: int, out: ScanResult) -> None:
     steps = 0
     step_kind = Kind.STEP.value  # looked up once, not per line (an enum member lookup costs ~100 ns)
     for k, line in enumerate(parts):
-        if line.startswith(_WRITER) and line.endswith(b"}"):
+        if suspects and k in suspects:
+            pass  # parsed below
+        elif line.startswith(_WRITER) and line.endswith(b"}"):
             kind = line[9 : line.find(b'"', 9)]
             if kind == b"step" and b'"error":' not in line:
                 steps += 1
@@ -189,8 +234,9 @@ def _scan_lines(data: bytes, base_seq: int, out: ScanResult) -> None:
                 continue  # a blank line: no record
         try:
             rec = parse_line(line)
-        except ValueError:
-            continue  # a bad line: the fold reports it, counts nothing
+        except ValueError as e:  # damaged: a marker, and the fold gives it its place; foreign: skipped
+            ok = _damaged(line, base_seq + k, ok, out, str(e))
+            continue
         kind_v = rec.get("kind")
         if kind_v is None or kind_v == step_kind:  # no kind: a step (the minimal format)
             steps += 1

@@ -31,7 +31,7 @@ from ..core import rundir
 from ..core.cursor import Shape, StateCursor
 from ..core.history import ERROR, STEPS, Fold, fold_shape
 from ..core.journal import Entry, JournalReader, read_json_lines
-from ..core.records import BadLine, Kind
+from ..core.records import DAMAGED, BadLine, Kind
 from ..core.segments import segment_paths
 from .scan import (
     Marker,
@@ -166,6 +166,8 @@ class TimelineModel:
         for ent in tail:
             if type(ent) is not BadLine:
                 add_marker(ent, _seq(ent), self._tail_markers)  # type: ignore[arg-type]
+            elif not ent.foreign:
+                self._tail_markers.append(Marker(ent.seq, DAMAGED, ent.was))
         self._apply_markers(self._tail_markers, provisional=True)
         self._reset_live(JournalReader(self.source), indexed=False, count=self.count)
         self.load_events()
@@ -225,6 +227,8 @@ class TimelineModel:
                 if not provisional:
                     self._mark_abandoned(m)
                     shape_changed = True
+            elif m.kind == DAMAGED:
+                self.bad_seqs.add(m.seq)  # a damaged line the scan found (the fold gave it its step position)
         if shape_changed:
             self.shape = Shape(tuple(self._snapshots), tuple(self.fold.cuts))
 
@@ -366,6 +370,8 @@ class TimelineModel:
             self.cache[s] = ent
             if type(ent) is BadLine:
                 self.bad_seqs.add(s)
+                if scanned is None and not ent.foreign:
+                    markers.append(Marker(s, DAMAGED, ent.was))
             elif scanned is None:
                 add_marker(ent, s, markers)  # type: ignore[arg-type]
                 if ent.get("kind") == Kind.STEP:  # type: ignore[union-attr]
