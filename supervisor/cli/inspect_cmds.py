@@ -71,7 +71,8 @@ def format_record(rec: Record) -> str:
         body = f"attempt {rec.get('attempt')} pid {rec.get('pid')}" + (" (resume)" if rec.get("resume") else "")
     elif kind == DAMAGED:
         held = f"step position {rec.get('pos')}" if rec.get("holds_step") else f"was {rec.get('was')!r}"
-        body = f"{rec.get('file')}:{rec.get('line')}: {rec.get('reason')} ({held}): {preview(rec.get('text'), 50)}"
+        text = repr(str(rec.get("text") or ""))[1:-1]  # escaped: NUL and control bytes never reach the terminal
+        body = f"{rec.get('file')}:{rec.get('line')}: {rec.get('reason')} ({held}): {preview(text, 40)}"
     else:
         body = preview({k: v for k, v in rec.items() if k not in ("kind", "seq", "ts", "id", "pos")}, 90)
     return f"{head} {body}"
