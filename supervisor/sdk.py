@@ -231,9 +231,9 @@ _RELEASE_EVERY = 4095
 
 
 def _dontneed(m: mmap.mmap, length: int) -> None:
-    """Drop the first ``length`` bytes of a read-only file map from this process's memory (not from the file)."""
+    """Drop the first ``length`` bytes (-1: all) of a read-only file map from this process's memory (not from the file)."""
     try:
-        m.madvise(mmap.MADV_DONTNEED, 0, length)
+        m.madvise(mmap.MADV_DONTNEED, 0, len(m) if length < 0 else length)
     except (OSError, ValueError):
         pass  # closed, or not supported here: the pages stay mapped, nothing else changes
 
@@ -520,7 +520,7 @@ class Run:
             return
         old, upto = self._released
         if old is not None and old is not rec.src:
-            _dontneed(old, len(old))  # the replay has moved on to the next segment
+            _dontneed(old, -1)  # the replay has moved on to the next segment: all of it
             upto = 0
         end = rec.start - rec.start % mmap.PAGESIZE
         if end > upto:
