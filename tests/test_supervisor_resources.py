@@ -338,3 +338,17 @@ def test_an_agent_behind_sh_is_credited_with_its_own_steps(tmp_path: Path) -> No
     assert exits[0]["code"] == 1 and exits[0]["progress"] == 1
     assert not sup.events("backoff")  # progress: restarted at once
     assert sys.platform == "linux" and not alive(exits[0]["pid"])
+
+
+@pytest.mark.timeout(60)
+def test_a_full_disk_at_the_start_is_not_bad_input(tmp_path: Path) -> None:
+    """Nothing can be written at the start: one line that says so, exit 75 (EX_TEMPFAIL), not 2 ("bad input")."""
+    with small_tmpfs(tmp_path / "mnt", "64k") as mnt:
+        run_dir = mnt / "run"
+        run_dir.mkdir(mode=0o700)
+        with kept_full(mnt / "filler"):
+            r = subprocess.run([PY, "-m", "supervisor", "supervise", "--run-dir", str(run_dir), "--", "true"],
+                               capture_output=True, text=True, timeout=30, env=clean_env(), cwd=ROOT)
+    assert r.returncode == 75, r.stderr
+    assert r.stderr.count("\n") == 1 and "No space left on device" in r.stderr and "Traceback" not in r.stderr
+    assert "run the same command again" in r.stderr

@@ -17,7 +17,8 @@ from ..errors import RunDirError, SupervisorError
 from ..supervise.control import run_status
 from ..supervise.metrics import format_size, parse_size
 from ..supervise.rollback import rollback
-from ..supervise.supervisor import Options, Supervisor
+from ..supervise.persister import is_resource_error
+from ..supervise.supervisor import EXIT_RESOURCES, Options, Supervisor
 
 
 def _positive(kind: type) -> Any:
@@ -58,7 +59,8 @@ _EPILOG = """examples:
 the agent's environment: AGENT_SUPERVISOR_RUN_DIR, AGENT_SUPERVISOR_RUN_ID, AGENT_SUPERVISOR_ATTEMPT (1-based),
 AGENT_SUPERVISOR_RESUME (0/1), AGENT_SUPERVISOR_PID.
 exit codes: 0 succeeded or stopped by 'stop' request; 1 failed (gave up, or the agent exited 78);
-2 bad input; 128+N stopped by signal N (the run stays resumable).
+2 bad input; 75 resources ran out (disk full, no file descriptors) at the start or recording the end;
+128+N stopped by signal N (the run stays resumable).
 """
 
 
@@ -196,6 +198,14 @@ def cmd_supervise(args: argparse.Namespace) -> int:
         if created:
             _remove_if_empty(run_dir)
         raise
+    except OSError as e:
+        if not is_resource_error(e):
+            raise
+        # not the user's input: a full disk or no descriptors; nothing started, the run resumes later
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"agent-supervisor: cannot start supervising {run_dir}: {where}{e.strerror or e}; "
+              "free disk space or file descriptors, then run the same command again", file=sys.stderr)
+        return EXIT_RESOURCES
     sup.say(f"run directory {run_dir}")
     return sup.run()
 
