@@ -224,3 +224,26 @@ def test_fork_at_every_seq_matches_the_origin(tmp_path: Path) -> None:
         prefix_steps = history.fold([e for e in history.load(run_dir).entries if e["seq"] <= seq]).steps
         assert [(step_name(s), s.get("output")) for s in hn.steps] == [(step_name(s), s.get("output")) for s in prefix_steps], seq
     assert snapshot(run_dir) == before
+
+
+def test_fork_of_a_run_with_a_relative_cwd_records_where_the_agent_ran(tmp_path: Path) -> None:
+    """The sample runs record ``cwd: ../..`` (relative to the run directory): the fork's run.json must not
+    take it relative to the fork, nor to the directory fork was called from."""
+    import shutil
+
+    from .conftest import ROOT
+
+    samples = tmp_path / "samples"
+    shutil.copytree(ROOT / "sample_runs", samples)
+    origin = samples / "runs" / "clean"
+    meta0 = rundir.read_run_json(origin)
+    assert meta0["cwd"] == "../.."
+    origin_meta = {**meta0, "command": [*meta0["command"], "--run-dir", "runs/clean"]}
+    rundir.write_run_json(origin, origin_meta)
+    new = tmp_path / "elsewhere" / "fork"
+    new.parent.mkdir()
+    fork(origin, 1, new)
+    meta = rundir.read_run_json(new)
+    assert meta["cwd"] == str(samples.resolve())  # where the agent ran, whatever the fork's place
+    assert meta["command"][:2] == ["python", "research_agent.py"]
+    assert meta["command"][-1] == str(new.resolve())  # the relative --run-dir, taken from the recorded cwd

@@ -551,7 +551,7 @@ def test_copy_run_dir_copies_the_agent_files_and_hashes_everything(tmp_path: Pat
 
 
 def test_retarget_command_points_run_dir_arguments_at_the_copy(tmp_path: Path) -> None:
-    from supervisor.replay.runner import retarget_command
+    from supervisor.core.command import retarget_command
 
     run, scratch = tmp_path / "runs" / "r", tmp_path / "scratch" / "r"
     run.mkdir(parents=True)
@@ -566,7 +566,7 @@ def test_retarget_command_points_run_dir_arguments_at_the_copy(tmp_path: Path) -
 
 
 def test_portable_program() -> None:
-    from supervisor.replay.runner import portable_program
+    from supervisor.core.command import portable_program
 
     assert portable_program("python") == PY
     assert portable_program("python3.11") == PY

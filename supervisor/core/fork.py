@@ -36,6 +36,7 @@ import orjson
 from ..errors import ForkError, RunDirError, SupervisorError
 from . import checkpoints, rundir
 from . import history as history_mod
+from .command import recorded_cwd, retarget_command
 from .records import Kind, Record
 
 __all__ = ["FORK_CHECKPOINT", "ForkError", "default_target", "fork"]
@@ -168,28 +169,13 @@ def _build(
         "forked_from": fork_rec["origin"],
         "format": rundir.FORMAT,
     }
+    cwd = recorded_cwd(origin, origin_meta)
     if "cwd" in origin_meta:
-        meta["cwd"] = origin_meta["cwd"]
-    if isinstance(origin_meta.get("command"), list):
-        meta["command"] = _retarget(origin_meta["command"], origin, target, Path(str(origin_meta.get("cwd") or ".")))
+        meta["cwd"] = str(cwd)  # a relative cwd is relative to the origin, not to the fork: written resolved
+    cmd = origin_meta.get("command")
+    if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
+        meta["command"], _ = retarget_command(cmd, origin.resolve(), target.resolve(), cwd)
     rundir.write_run_json(tmp, meta)
-
-
-def _retarget(command: list[Any], origin: Path, target: Path, cwd: Path) -> list[Any]:
-    """The origin's command with its run directory argument pointed at the fork.
-
-    ``supervise`` without ``-- CMD`` re-runs the recorded command; left as it
-    was, an explicit ``--run-dir ORIGIN`` would make the agent write to the original.
-    """
-    o = origin.resolve()
-    out: list[Any] = []
-    for arg in command:
-        if isinstance(arg, str):
-            flag, eq, value = arg.partition("=") if arg.startswith("-") else ("", "", arg)
-            if value and (cwd / value).resolve() == o:
-                arg = f"{flag}{eq}{target.resolve()}"
-        out.append(arg)
-    return out
 
 
 def _copy_checkpoint(origin: Path, tmp: Path, fname: str, seq: int) -> bool:

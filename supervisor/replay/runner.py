@@ -42,6 +42,7 @@ import orjson
 
 from ..core import rundir
 from ..core import state as state_mod
+from ..core.command import portable_program, recorded_cwd, retarget_command
 from ..core.records import preview
 from ..errors import ReplayError, RunDirError
 from ..supervise.process import stop_tree
@@ -208,49 +209,6 @@ def changed(before: _Snapshot, after: _Snapshot) -> list[str]:
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
-def retarget_command(command: list[str], run_dir: Path, scratch: Path, cwd: Path) -> tuple[list[str], list[str]]:
-    """``command`` with every argument that names the run directory (or a path in it) pointed at the scratch copy.
-
-    Also ``--opt=PATH``. Relative paths are taken from ``cwd``; an argument inside
-    the run directory is rewritten if it looks like a path (it has a ``/``) or
-    exists there, so a word such as ``summarize`` is left alone even when the
-    agent runs in its run directory.
-    Returns the new command and one note per rewritten argument.
-    """
-    out: list[str] = []
-    notes: list[str] = []
-    for i, arg in enumerate(command):
-        if i == 0 or not arg:
-            out.append(arg)
-            continue
-        prefix, value = "", arg
-        if arg.startswith("-") and "=" in arg:
-            prefix, _, value = arg.partition("=")
-            prefix += "="
-        new = _in_scratch(value, run_dir, scratch, cwd)
-        if new is None:
-            out.append(arg)
-        else:
-            out.append(prefix + str(new))
-            notes.append(f"the command names the run directory in {arg!r}: the agent gets the scratch copy {prefix}{new}")
-    return out, notes
-
-
-def _in_scratch(value: str, run_dir: Path, scratch: Path, cwd: Path) -> Path | None:
-    if value.startswith("-"):
-        return None
-    try:
-        p = Path(os.path.normpath(cwd / os.path.expanduser(value)))
-        resolved = p.resolve()
-    except (OSError, RuntimeError, ValueError):
-        return None
-    if resolved == run_dir:
-        return scratch
-    if resolved.is_relative_to(run_dir) and ("/" in value or os.path.lexists(p)):
-        return scratch / resolved.relative_to(run_dir)
-    return None
-
-
 def _child_env(run_dir: Path, mode: ReplayMode, report: Path) -> dict[str, str]:
     # an outer supervisor's variables must not leak in: the replayed agent is not supervised
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SUPERVISOR_")}
@@ -259,23 +217,6 @@ def _child_env(run_dir: Path, mode: ReplayMode, report: Path) -> dict[str, str]:
     env[ENV_REPLAY_REPORT] = str(report)
     env[rundir.ENV_RESUME] = "1"
     return env
-
-
-_PYTHON = re.compile(r"python(3(\.\d+)?)?")
-
-
-def portable_program(program: str) -> str:
-    """The interpreter that runs ``agent-supervisor`` for a recorded ``python``, ``python3`` or ``python3.N``.
-
-    A bare name, or an absolute path that does not exist here (a run recorded on
-    another machine, in another virtual environment): the SDK the replay needs is
-    installed where this command runs, not necessarily in the ``python`` on PATH.
-    Any other program is kept as recorded.
-    """
-    name = os.path.basename(program)
-    if _PYTHON.fullmatch(name) and ("/" not in program or not os.path.exists(program)):
-        return sys.executable
-    return program
 
 
 def recorded_command(run_dir: Path) -> tuple[list[str], Path]:
@@ -292,10 +233,7 @@ def recorded_command(run_dir: Path) -> tuple[list[str], Path]:
             f"{run_dir} records no command to re-run; give it after '--': "
             f"agent-supervisor replay {run_dir} --verify -- python agent.py"
         )
-    raw = meta.get("cwd")
-    cwd = Path(raw) if isinstance(raw, str) and raw else Path(".")
-    if not cwd.is_absolute():
-        cwd = Path(os.path.normpath(run_dir.resolve() / cwd))
+    cwd = recorded_cwd(run_dir, meta)
     if not cwd.is_dir():
         raise ReplayError(f"the recorded working directory {cwd} no longer exists; give the command after '--'")
     return [portable_program(cmd[0]), *cmd[1:]], cwd
