@@ -40,6 +40,7 @@ from .segments import (
     count_file,
     count_lines,
     read_stream,
+    sealed_since,
     segment_paths,
 )
 
@@ -328,17 +329,24 @@ class JournalReader:
         """The segments now, keeping what is known of each file by its inode: a rotation renames the
         active file, so its index stays valid under the sealed name."""
         known = {s.ino: s for s in self._segs}
-        segs = []
-        for p in segment_paths(self.source):
-            try:
-                ino = os.stat(p).st_ino
-            except FileNotFoundError:
-                continue  # renamed by a rotation after the listing: the next call sees it
-            seg = known.get(ino)
-            if seg is None:
-                seg = _Seg(p, ino)
-            seg.path = p
-            segs.append(seg)
+        for _ in range(100):  # a rotation per try would be needed to go round again
+            paths = segment_paths(self.source)
+            segs = []
+            for p in paths:
+                try:
+                    ino = os.stat(p).st_ino
+                except FileNotFoundError:
+                    continue  # renamed by a rotation after the listing: the next call sees it
+                seg = known.get(ino)
+                if seg is None:
+                    seg = _Seg(p, ino)
+                seg.path = p
+                segs.append(seg)
+            # a rotation between the listing and the stats: "journal.jsonl" was then the new active file,
+            # and the segment sealed from the old one is missing from the listing; list again
+            active = bool(paths) and paths[-1].name == rundir.JOURNAL and paths != [self.source]
+            if not active or not sealed_since(self.source, paths):
+                break
         self._segs = segs
         return segs
 

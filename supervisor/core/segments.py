@@ -346,7 +346,7 @@ def stream_files(source: Path) -> Iterator[JournalFile]:
     while i < len(paths):
         p = paths[i]
         jf = JournalFile.open(p)
-        if not bare and (jf is None or (i == len(paths) - 1 and _sealed_since(source, paths))):
+        if not bare and (jf is None or (i == len(paths) - 1 and sealed_since(source, paths))):
             again = [q for q in segment_paths(source) if q not in done]
             if again != paths[i:]:
                 if jf is not None:
@@ -362,7 +362,7 @@ def stream_files(source: Path) -> Iterator[JournalFile]:
         i += 1
 
 
-def _sealed_since(source: Path, paths: list[Path]) -> bool:
+def sealed_since(source: Path, paths: list[Path]) -> bool:
     """Whether a rotation sealed a segment after ``paths`` were listed (one stat: the next sealed name)."""
     m = _SEGMENT_RE.match(paths[-2].name) if len(paths) > 1 else None
     # a string path, not pathlib: this runs on every follow poll
