@@ -39,6 +39,8 @@ _STEP, _BEGIN, _CHECKPOINT, _ROLLBACK = Kind.STEP.value, Kind.BEGIN.value, Kind.
 
 READ_CHUNK = 1024 * 1024
 """Bytes read at a time when patches are streamed from the files."""
+LOOK_CHUNK = 64 * 1024
+"""Bytes read at a time by a step's look ahead (it needs the next few lines)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +76,14 @@ def path_ranges(shape: Shape, seq: int) -> list[tuple[int, int]]:
 def _on_path(ranges: list[tuple[int, int]], seq: int) -> bool:
     i = bisect.bisect_right(ranges, (seq, 1 << 62)) - 1
     return i >= 0 and ranges[i][0] <= seq < ranges[i][1]
+
+
+def _holds_step(e: Any) -> bool:
+    """Whether the entry is a ``step`` or ``begin`` record (the state at it is after the step's result)."""
+    if type(e) is BadLine:
+        return False
+    kind = e.kind if type(e) is LazyRecord else e.get("kind", _STEP)
+    return kind == _STEP or kind == _BEGIN
 
 
 def _seq_of(e: Any) -> int:
@@ -121,6 +131,8 @@ class StateCursor:
         self._i = 0  # records: the index of the first record after ``seq``
         self._shared = False  # ``doc`` was handed out: copy it before patching
         self._next: Region | None = None  # files: where the last read stopped (the next line's start)
+        self._mark: Region | None = None  # files: where the last look ahead started (a step's line)
+        self._last: tuple[int, Record] | None = None  # files: the last record a move read, with its seq
 
     def state_at(
         self, seq: int, shape: Shape | None = None, *, current: Record | None = None, after_result: bool = True
@@ -133,7 +145,16 @@ class StateCursor:
         snapshot is used (the SDK's own state must be exactly its patches).
         ``current`` is the parsed record at ``seq`` if the caller has it (a lazy one is not parsed again).
         """
-        end = self.result_seq(seq) if after_result else seq
+        if after_result and self.records is None and seq > self.seq:
+            # from files, forward: read on to seq (once), then look ahead from the line after it
+            self._move(seq, shape, current)
+            last = self._last
+            if last is not None and last[0] == seq:
+                end = self._end_after(seq, self._following(seq + 1)) if _holds_step(last[1]) else seq
+            else:
+                end = self.result_seq(seq)  # seq came from a snapshot, or is a bad line
+        else:
+            end = self.result_seq(seq) if after_result else seq
         self._move(end, shape, current if end == seq else None)
         self._shared = True
         return self.doc
@@ -152,22 +173,23 @@ class StateCursor:
         step before it too (the journal cannot tell the two apart).
         Checkpoints, rollbacks, starts and notes: the record itself.
         """
-        end = seq
-        first = True
-        for s, e in self._following(seq):
+        it = self._following(seq)
+        for s, e in it:
             if s < seq:
                 continue
-            if type(e) is BadLine:
-                if first:
-                    return seq
+            if s != seq or not _holds_step(e):
+                return seq
+            return self._end_after(seq, it)
+        return seq
+
+    def _end_after(self, seq: int, it: Iterator[tuple[int, Any]]) -> int:
+        """:meth:`result_seq` of the step at ``seq``, from the entries after it."""
+        end = seq
+        for s, e in it:
+            if s <= seq or type(e) is BadLine:
                 continue
             rec = e.record() if type(e) is LazyRecord else e
             kind = rec.get("kind", _STEP)
-            if first:
-                first = False
-                if s != seq or (kind != _STEP and kind != _BEGIN):
-                    return seq
-                continue
             if kind == _ROLLBACK:
                 return end
             end = s
@@ -181,7 +203,7 @@ class StateCursor:
         if recs is None:
             saved = self._next  # a look ahead must not move the start of the next forward read past it
             try:
-                yield from self._read(seq, 1 << 62)
+                yield from self._read(seq, 1 << 62, mark=True)
             finally:
                 self._next = saved
             return
@@ -246,6 +268,7 @@ class StateCursor:
 
     # ------------------------------------------------------------------ moving
     def _move(self, seq: int, shape: Shape | None, current: Record | None) -> None:
+        self._last = None
         sh = NO_SHAPE if shape is None else shape
         if seq == self.seq and self._cuts_before(sh, seq) == self._cuts:
             return
@@ -321,7 +344,8 @@ class StateCursor:
     def _entries(self, a: int, b: int) -> Iterator[Any]:
         recs = self.records
         if recs is None:
-            for _, rec in self._read(a, b):
+            for s, rec in self._read(a, b):
+                self._last = (s, rec)
                 yield rec
             return
         i = self._i
@@ -343,24 +367,27 @@ class StateCursor:
         i = bisect.bisect_right(regions, a, key=lambda r: r.first_seq) - 1
         if i >= 0:
             best = regions[i]
-        nxt = self._next
-        if nxt is not None and nxt.first_seq <= a and (best is None or nxt.first_seq >= best.first_seq):
-            best = nxt
+        for hint in (self._next, self._mark):
+            if hint is not None and hint.first_seq <= a and (best is None or hint.first_seq >= best.first_seq):
+                best = hint
         return best
 
-    def _read(self, a: int, b: int) -> Iterator[tuple[int, Record]]:
-        """``(seq, record)`` with ``a <= seq < b``, parsed as they are read (bad lines carry no state: left out)."""
+    def _read(self, a: int, b: int, *, mark: bool = False) -> Iterator[tuple[int, Record]]:
+        """``(seq, record)`` with ``a <= seq < b``, parsed as they are read (bad lines carry no state: left out).
+
+        ``mark``: remember where line ``a`` starts (a look ahead: the next one starts at or after it).
+        """
         start = self._start(a)
         try:
-            yield from self._read_from(start, a, b)
+            yield from self._read_from(start, a, b, mark)
         except ValueError:
             if start is None:
                 raise
             # the file changed under the hint (rewritten, not appended to): read from the start
-            self._next = None
-            yield from self._read_from(None, a, b)
+            self._next = self._mark = None
+            yield from self._read_from(None, a, b, mark)
 
-    def _read_from(self, start: Region | None, a: int, b: int) -> Iterator[tuple[int, Record]]:
+    def _read_from(self, start: Region | None, a: int, b: int, mark: bool = False) -> Iterator[tuple[int, Record]]:
         paths = segment_paths(self.source)
         first = 0
         if start is not None:
@@ -381,7 +408,7 @@ class StateCursor:
                 continue
             with jf:
                 at, line = (start.start, start.first_line) if n == 0 and start is not None else (0, 1)
-                for c in jf.chunks(at, seq, line, chunk=self.chunk):
+                for c in jf.chunks(at, seq, line, chunk=min(self.chunk, LOOK_CHUNK) if mark else self.chunk):
                     s0 = c.region.first_seq
                     cnt = c.count()
                     seq = s0 + cnt
@@ -390,6 +417,10 @@ class StateCursor:
                     lines = c.lines()
                     lo = max(0, a - s0)
                     hi = min(cnt, b - s0)
+                    if mark and lo < hi:
+                        off = c.region.start + sum(map(len, lines[:lo])) + lo
+                        self._mark = Region(c.region.path, off, c.region.end, s0 + lo, c.region.first_line + lo, c.region.ino)
+                        mark = False
                     for n_, raw in enumerate(lines[lo:hi], s0 + lo):
                         if raw:
                             try:
