@@ -312,3 +312,50 @@ def test_control_socket_protocol_on_a_long_path(tmp_path: Path) -> None:
     assert not (deep / "control.sock").exists()
     with pytest.raises(ControlUnavailable, match="no supervisor is running"):
         ControlClient(deep).request({"cmd": "status"})
+
+
+def test_request_lines_are_scanned_once_and_bounded() -> None:
+    """The control parser: each byte scanned once (no quadratic re-scan of a growing line), blank lines skipped in
+    bulk and counted toward the bound, a line over ``MAX_REQUEST`` refused."""
+    from supervisor.supervise.control import MAX_REQUEST, _Conn, _TooLong
+
+    a, b = socket.socketpair()
+    try:
+        c = _Conn(a)
+        # a request arriving a byte at a time: the scan position follows the end, never restarts at 0
+        req = b'{"cmd": "status", "pad": "' + b"x" * 3000 + b'"}'
+        for i, byte in enumerate(req):
+            c.buf.append(byte)
+            assert c.next_line() is None and c.scanned == i + 1
+        c.buf += b"\n\n\n   \n" + b'{"cmd": "stop"}\n'
+        assert c.next_line() == req and c.next_line() == b'{"cmd": "stop"}' and c.next_line() is None
+        # blank lines alone: dropped as they come, and a connection sending only them is cut off at the bound
+        c.buf += b"\n" * (MAX_REQUEST // 2)
+        assert c.next_line() is None and len(c.buf) == 0 and c.junk == MAX_REQUEST // 2
+        c.buf += b"\n" * (MAX_REQUEST // 2 + 1)
+        with pytest.raises(_TooLong):
+            c.next_line()
+        # a line longer than the bound, with or without its newline
+        c2 = _Conn(a)
+        c2.buf += b"x" * (MAX_REQUEST + 1)
+        with pytest.raises(_TooLong):
+            c2.next_line()
+        c3 = _Conn(a)
+        c3.buf += b"y" * MAX_REQUEST + b"\n"
+        assert c3.next_line() == b"y" * MAX_REQUEST
+    finally:
+        a.close()
+        b.close()
+
+
+def test_tree_sampler_takes_a_known_member_list(tmp_path: Path) -> None:
+    """With the run's cgroup the tree is known: ``members`` is sampled as given, the root included."""
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    q = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        s = TreeSampler(p.pid).sample(members=[q.pid, 999_999_999])
+        assert s.processes == 2 and s.rss_bytes > 0
+    finally:
+        for x in (p, q):
+            x.kill()
+            x.wait()

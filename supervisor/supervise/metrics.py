@@ -52,11 +52,25 @@ class TreeSampler:
                 continue
         return list(seen.values())
 
-    def sample(self, extra: list[int] | None = None) -> TreeSample:
-        """Read the figures now; processes that vanish mid-read are skipped."""
+    def _members(self, pids: list[int]) -> list[psutil.Process]:
+        out = []
+        for pid in dict.fromkeys([self.root, *pids]):
+            try:
+                out.append(psutil.Process(pid))
+            except psutil.Error:
+                continue
+        return out
+
+    def sample(self, extra: list[int] | None = None, *, members: list[int] | None = None) -> TreeSample:
+        """Read the figures now; processes that vanish mid-read are skipped.
+
+        ``members``: the whole tree is known already (the run's cgroup): no walk of
+        ``/proc`` for descendants (one walk per extra root would cost a full scan each).
+        """
         s = TreeSample()
         keep: dict[tuple[int, float], psutil.Process] = {}
-        for p in self._tree(extra or []):
+        procs = self._members(members) if members is not None else self._tree(extra or [])
+        for p in procs:
             try:
                 key = (p.pid, p.create_time())
                 p = self._procs.get(key, p)

@@ -773,10 +773,13 @@ class Supervisor:
         reap_orphans(mine)  # adopted grandchildren that died meanwhile: no zombies
         extra = {p.pid for p in own_orphans(mine)}
         if self.child.cgroup is not None:
-            extra.update(self.child.cgroup.procs())
-        extra.discard(self.child.pid)
-        self.sample = self.sampler.sample(sorted(extra))
-        self._tell_guardian_tree(extra)
+            # the cgroup is the whole tree; orphans outside it (none, unless they moved out) are added
+            members = self.child.cgroup.procs()
+            self.sample = self.sampler.sample(members=sorted(extra.union(members)))
+        else:
+            extra.discard(self.child.pid)
+            self.sample = self.sampler.sample(sorted(extra))
+            self._tell_guardian_tree(extra)
         limit = self.opts.max_rss
         if limit and self.sample.rss_bytes > limit and self.sm.state is S.RUNNING:
             self.say(f"attempt {self.attempt_no} uses {self.sample.rss_bytes} bytes of memory, over --max-rss {limit}; stopping it")
