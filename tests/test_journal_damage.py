@@ -191,3 +191,58 @@ def test_supervise_names_the_damaged_line(recorded: tuple[Path, Path, Path, int]
     assert f"journal.jsonl:{line_no} (seq {seq}" in sup.stderr()
     exits = [e for e in read_events(run_dir) if e.get("event") == "exit"]
     assert exits and any(f"journal.jsonl:{line_no}" in line for line in exits[-1].get("stderr_tail") or [])
+
+
+def test_replay_verify_names_the_damaged_line(recorded: tuple[Path, Path, Path, int]) -> None:
+    _, ledger, run_dir, seq = recorded
+    line_no, _ = _damage(run_dir / "journal.jsonl", seq, "cut")
+    ran = ledger.read_text()
+    p = run_cli("replay", str(run_dir), "--verify")
+    assert p.returncode != 0
+    assert f"journal.jsonl:{line_no} (seq {seq}" in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert ledger.read_text() == ran
+
+
+def _line_of(run_dir: Path, pred: object) -> int:
+    recs = [orjson.loads(x) for x in (run_dir / "journal.jsonl").read_bytes().splitlines()]
+    return next(r["seq"] for r in recs if pred(r))  # type: ignore[operator]
+
+
+def test_a_damaged_begin_line_costs_nothing(recorded: tuple[Path, Path, Path, int]) -> None:
+    """A cut ``begin`` line shows its kind: no step position, and the resume passes it."""
+    script, ledger, run_dir, _ = recorded
+    seq = _line_of(run_dir, lambda r: r["kind"] == "begin" and r["pos"] == DAMAGED_STEP)
+    lines = (run_dir / "journal.jsonl").read_bytes().split(b"\n")
+    lines[seq] = lines[seq][:20]
+    (run_dir / "journal.jsonl").write_bytes(b"\n".join(lines))
+    h = load(run_dir)
+    assert len(h.steps) == N and h.damaged == [] and len(h.problems) == 1
+    scan = scan_journal(run_dir)
+    f = Fold(keep=False)
+    f.extend(scan.markers)
+    assert f.step_count == N and [m.seq for m in scan.markers if m.kind == DAMAGED] == [seq]
+    ran = ledger.read_text()
+    p = _run(script, run_dir, ledger)
+    assert p.returncode == 0 and p.stdout.split() == ["done", str(N), "0"], p.stderr
+    assert ledger.read_text() == ran
+
+
+def test_a_damaged_checkpoint_line_holds_no_step_but_stops_the_resume(recorded: tuple[Path, Path, Path, int]) -> None:
+    """A cut ``checkpoint`` line is not a step (its first bytes say so), but a resume needs what it held:
+    the SDK stops there and names a rollback to the start (no checkpoint before it)."""
+    script, ledger, run_dir, _ = recorded
+    seq = _line_of(run_dir, lambda r: r["kind"] == "checkpoint")
+    lines = (run_dir / "journal.jsonl").read_bytes().split(b"\n")
+    lines[seq] = lines[seq][:30]
+    (run_dir / "journal.jsonl").write_bytes(b"\n".join(lines))
+    h = load(run_dir)
+    assert len(h.steps) == N and [d["seq"] for d in h.damaged] == [seq] and h.damaged[0]["was"] == "checkpoint"
+    scan = scan_journal(run_dir)
+    f = Fold(keep=False)
+    f.extend(scan.markers)
+    assert f.step_count == N
+    p = _run(script, run_dir, ledger)
+    assert p.returncode == 78 and "a 'checkpoint' record" in p.stderr and "--to start" in p.stderr, p.stderr
+    assert run_cli("rollback", str(run_dir), "--to", "start").returncode == 0
+    p = _run(script, run_dir, ledger)
+    assert p.returncode == 0 and p.stdout.split() == ["done", "0", str(N)], p.stderr
