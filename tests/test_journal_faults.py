@@ -67,7 +67,7 @@ def _agent(tmp_path: Path) -> Path:
 def _run(script: Path, run_dir: Path, limit: int = 0, ballast: str = "") -> dict:
     p = subprocess.run(
         [sys.executable, str(script), str(run_dir), str(limit), ballast],
-        capture_output=True, text=True, env=clean_env(), cwd=ROOT, timeout=30,
+        check=False, capture_output=True, text=True, env=clean_env(), cwd=ROOT, timeout=30,
     )
     assert p.returncode == 0, p.stderr
     return orjson.loads(p.stdout.splitlines()[-1])
@@ -110,13 +110,13 @@ def test_a_write_past_the_file_size_limit_is_cut_back_and_the_run_resumes(tmp_pa
 def small_tmpfs(tmp_path: Path):
     mnt = tmp_path / "tmpfs"
     mnt.mkdir()
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], capture_output=True, text=True)
+    p = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mnt)], check=False, capture_output=True, text=True)
     if p.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs here: {p.stderr.strip()}")
     try:
         yield mnt
     finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
+        subprocess.run(["umount", "-l", str(mnt)], check=False, capture_output=True)
 
 
 def test_a_full_disk_during_a_step_leaves_no_partial_record(tmp_path: Path, small_tmpfs: Path) -> None:
@@ -220,7 +220,7 @@ def test_a_symlinked_journal_is_never_truncated_moved_or_appended_to(tmp_path: P
     (run / "journal.jsonl").symlink_to(target)
     p = subprocess.run(
         [sys.executable, "-c", "import sys; from supervisor import Run; Run.open(sys.argv[1]).step('a', lambda: 1)", str(run)],
-        capture_output=True, text=True, env=clean_env(), cwd=ROOT, timeout=30,
+        check=False, capture_output=True, text=True, env=clean_env(), cwd=ROOT, timeout=30,
     )
     assert p.returncode != 0 and "is a symbolic link" in p.stderr
     with pytest.raises(RunDirError, match="journal.jsonl is a symbolic link"):

@@ -22,7 +22,15 @@ from typing import Any
 
 from .cursor import Shape, StateCursor
 from .journal import Entry, JournalReader
-from .records import DAMAGED, BadLine, Kind, LazyRecord, Record, damaged_holds_step, step_name
+from .records import (
+    DAMAGED,
+    BadLine,
+    Kind,
+    LazyRecord,
+    Record,
+    damaged_holds_step,
+    step_name,
+)
 
 __all__ = [
     "BadLine",

@@ -21,7 +21,15 @@ from pathlib import Path
 from ..core import rundir
 from ..core.history import ERROR, STEPS, Marker
 from ..core.journal import JournalReader
-from ..core.records import DAMAGED, Kind, Record, damaged_holds_step, damaged_was, is_foreign, parse_line
+from ..core.records import (
+    DAMAGED,
+    Kind,
+    Record,
+    damaged_holds_step,
+    damaged_was,
+    is_foreign,
+    parse_line,
+)
 from ..core.segments import JournalFile, Region, read_stream, segment_paths
 
 __all__ = [
