@@ -14,7 +14,8 @@ from ..core import rundir
 from ..errors import SupervisorError
 from .ops_cmds import RUNS_ENV, runs_root
 
-DEMO_AGENT = Path(__file__).resolve().parents[2] / "sample_runs" / "research_agent.py"
+DEMO_AGENT = "supervisor.demo_agent"
+"""The sample agent, a module of the package: the demo works from any install, not only a source checkout."""
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -40,6 +41,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--runs-root", type=Path, default=None, help=f"where to create the run (default ${RUNS_ENV}, else ./runs)")
     p.add_argument("--step-delay", type=float, default=0.4, help="seconds each step of the sample agent takes")
     p.add_argument("--keep-running", action="store_true", help="leave the supervisor running when the dashboard quits")
+    p.add_argument("--no-tui", action="store_true",
+                   help="headless: run the supervised demo in this terminal (its progress and the agent's output), no dashboard")
     p.set_defaults(func=cmd_demo)
 
 
@@ -55,31 +58,24 @@ def cmd_tui(args: argparse.Namespace) -> int:
     return run_tui(path)
 
 
-def demo_command(run_dir: Path, step_delay: float = 0.4) -> list[str]:
-    """The exact supervisor command line the demo starts."""
+def demo_command(run_dir: Path, step_delay: float = 0.4, *, quiet: bool = True) -> list[str]:
+    """The exact supervisor command line the demo starts (``quiet``: without the supervisor's progress lines)."""
     return [
-        sys.executable, "-m", "supervisor", "supervise", "--run-dir", str(run_dir), "-q", "--",
-        sys.executable, str(DEMO_AGENT), "--crash-in", "search:q2", "--step-delay", str(step_delay),
+        sys.executable, "-m", "supervisor", "supervise", "--run-dir", str(run_dir), *(["-q"] if quiet else []), "--",
+        sys.executable, "-m", DEMO_AGENT, "--crash-in", "search:q2", "--step-delay", str(step_delay),
     ]
 
 
 def start_demo(runs_root: Path, step_delay: float = 0.4) -> tuple[subprocess.Popen[bytes], Path]:
     """Start the supervised sample agent detached (own session, stdin /dev/null, output to a file)."""
-    if not DEMO_AGENT.exists():
-        raise SupervisorError(f"the sample agent {DEMO_AGENT} is missing: run 'demo' from a source checkout")
     rundir.ensure_dir(runs_root)
     run_dir = runs_root / rundir.new_run_id()
     rundir.ensure_dir(run_dir)
     out_path = runs_root / f".{run_dir.name}.demo-output.log"
     fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, rundir.FILE_MODE)
     try:
-        env = dict(os.environ)
-        # the sample agent imports `supervisor` from the source tree
-        src = str(DEMO_AGENT.parents[1])
-        env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
         proc = subprocess.Popen(
-            demo_command(run_dir, step_delay),
-            stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True, env=env,
+            demo_command(run_dir, step_delay), stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True,
         )
     finally:
         os.close(fd)
@@ -117,9 +113,22 @@ def stop_demo(proc: subprocess.Popen[bytes], run_dir: Path, timeout: float = 10.
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    root = args.runs_root if args.runs_root is not None else runs_root()
+    if args.no_tui:
+        run_dir = rundir.ensure_dir(rundir.ensure_dir(root) / rundir.new_run_id())
+        print(f"demo run: {run_dir}", file=sys.stderr)
+        proc = subprocess.Popen(demo_command(run_dir, args.step_delay, quiet=False), stdin=subprocess.DEVNULL)
+        try:
+            code = proc.wait()
+        except KeyboardInterrupt:
+            # Ctrl-C reached the supervisor too (one process group): let it stop the agent its way
+            code = proc.wait()
+        print(f"the run stays in {run_dir}; open it with 'agent-supervisor tui {run_dir}'", file=sys.stderr)
+        return code
+
     from ..tui.app import make_app
 
-    proc, run_dir = start_demo(args.runs_root if args.runs_root is not None else runs_root(), args.step_delay)
+    proc, run_dir = start_demo(root, args.step_delay)
     print(f"demo run: {run_dir}", file=sys.stderr)
     try:
         app = make_app(run_dir)

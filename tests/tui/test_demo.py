@@ -18,8 +18,8 @@ from .conftest import until
 def test_demo_command_is_the_documented_one(tmp_path: Path) -> None:
     cmd = demo_command(tmp_path / "r")
     assert cmd[1:7] == ["-m", "supervisor", "supervise", "--run-dir", str(tmp_path / "r"), "-q"]
-    assert cmd[7] == "--" and cmd[9].endswith("sample_runs/research_agent.py")
-    assert cmd[10:] == ["--crash-in", "search:q2", "--step-delay", "0.4"]
+    assert cmd[7] == "--" and cmd[9:11] == ["-m", "supervisor.demo_agent"]  # in the package: any install has it
+    assert cmd[11:] == ["--crash-in", "search:q2", "--step-delay", "0.4"]
 
 
 @pytest.mark.timeout(90)
