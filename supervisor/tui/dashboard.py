@@ -223,6 +223,10 @@ class DashboardScreen(Screen[None]):
                 self.timeline.rows_changed()
                 if self.timeline.follow:
                     self.update_detail()
+                elif new:
+                    # the state at a step is after its result, which the next records carry:
+                    # the selected step's state may have changed (the cursor moves forward cheaply)
+                    self.schedule_state()
         if message.log_text:
             self.query_one(AgentLogPane).append(message.log_text)
         self.refresh_status()
@@ -283,8 +287,11 @@ class DashboardScreen(Screen[None]):
             pane.show_entry(ent, label)
         else:
             pane.show_text("empty run: no records yet", "dim")
-        # the state waits until the cursor rests a moment: holding j, or a burst in follow mode,
-        # starts one computation instead of hundreds
+        self.schedule_state()
+
+    def schedule_state(self) -> None:
+        """Compute the state pane's value once the cursor rests a moment: holding j, or a burst in
+        follow mode, starts one computation instead of hundreds."""
         if self._state_timer is not None:
             self._state_timer.stop()
         self._state_timer = self.set_timer(STATE_DELAY, lambda: self.compute_state(self.timeline.selected_seq()))

@@ -40,3 +40,32 @@ async def test_state_tab_and_diff_screen_agree_with_the_cli(rolled_back_run: Pat
         diff = app.screen
         assert (diff.a, diff.b) == (18, 20)
         assert diff.changes_plain.strip() == cli.stdout.strip()  # what step 20 changed, not step 18
+
+
+async def test_the_state_tab_of_a_step_shows_its_result_when_the_next_record_comes(tmp_path: Path) -> None:
+    """Live: the record that carries a step's result is written after the step; the selected step's state follows."""
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    recs = [
+        {"kind": "step", "seq": 0, "step": "a", "output": 1, "state_patch": [{"op": "add", "path": "/a", "value": 1}]},
+        {"kind": "step", "seq": 1, "step": "b", "output": "b-out"},
+        {"kind": "begin", "seq": 2, "step": "c"},
+    ]
+    journal = run / "journal.jsonl"
+    journal.write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    app = make_app(run)
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: caught_up(pilot.app), what="scan")
+        d = app.screen
+        assert isinstance(d, DashboardScreen)
+        await pilot.press("colon", "1", "enter", "s")
+        assert d.timeline.selected_seq() == 1 and not d.timeline.follow
+        state = d.query_one("#state-pane", JsonPane)
+        await until(pilot, lambda: "state as of #1" in state.text, what="the state at 1")
+        assert "b-out" not in state.text
+        # the agent stores b's output, then step c ends: its record carries that change
+        with open(journal, "ab") as f:
+            f.write(orjson.dumps({"kind": "step", "seq": 3, "step": "c", "output": 3,
+                                  "state_patch": [{"op": "add", "path": "/b", "value": "b-out"}]}) + b"\n")
+        await until(pilot, lambda: "b-out" in state.text, timeout=15, what="the state at 1 to show b's result")
+        assert d.timeline.selected_seq() == 1
