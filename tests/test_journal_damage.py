@@ -246,3 +246,18 @@ def test_a_damaged_checkpoint_line_holds_no_step_but_stops_the_resume(recorded: 
     assert run_cli("rollback", str(run_dir), "--to", "start").returncode == 0
     p = _run(script, run_dir, ledger)
     assert p.returncode == 0 and p.stdout.split() == ["done", "0", str(N)], p.stderr
+
+
+def test_tail_and_index_place_a_damaged_line_as_a_full_read_does(recorded: tuple[Path, Path, Path, int]) -> None:
+    """The TUI reads the last screen with tail() and rows with index()/get(): the same file, line and offset."""
+    _, _, run_dir, seq = recorded
+    line_no, offset = _damage(run_dir / "journal.jsonl", seq, "xff")
+    n = len((run_dir / "journal.jsonl").read_bytes().splitlines())
+    tail = [e for e in JournalReader(run_dir).tail(n - seq) if isinstance(e, BadLine)]
+    r = JournalReader(run_dir)
+    r.index()
+    got = r.get(seq)
+    ranged = [e for e in r.get_range(seq - 2, seq + 2) if isinstance(e, BadLine)]
+    for bad in (tail[0], got, ranged[0]):
+        assert isinstance(bad, BadLine) and (bad.seq, bad.line, bad.offset) == (seq, line_no, offset), bad
+        assert "not valid UTF-8" in bad.reason and bad.holds_step

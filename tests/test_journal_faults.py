@@ -275,3 +275,18 @@ def test_files_of_another_user_are_refused(tmp_path: Path, name: str) -> None:
         assert r.returncode == 2 and "owned by uid 12345" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r
         with pytest.raises(RunDirError, match="owned by uid 12345"):
             JournalReader(run).load() if name == "journal.jsonl" else rundir.read_run_json(run)
+
+
+def test_a_refused_journal_leaves_the_lock_free(tmp_path: Path) -> None:
+    """A writer refused by a symlinked journal holds no lock after: the next writer (the link replaced) opens."""
+    run = _journal_run(tmp_path)
+    real = (run / "journal.jsonl").read_bytes()
+    (tmp_path / "elsewhere").write_bytes(real)
+    (run / "journal.jsonl").unlink()
+    (run / "journal.jsonl").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(RunDirError):
+        JournalWriter(run)
+    (run / "journal.jsonl").unlink()
+    (run / "journal.jsonl").write_bytes(real)
+    with JournalWriter(run) as w:
+        assert w.next_seq == 3

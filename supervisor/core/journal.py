@@ -126,21 +126,17 @@ class JournalWriter:
                 "(two agents on one run directory would interleave their steps)"
             ) from None
         self.active = run_dir / rundir.JOURNAL
-        self.repaired_bytes = repair_torn_tail(self.active)
-        try:
-            self.next_seq = count(run_dir)
-        except BaseException:
-            os.close(self._lock_fd)
-            raise
         self._id_prefix = secrets.token_hex(4)
         self._id_counter = 0
         self._broken = ""
         """Why the writer refuses to write (a failed write it could not cut back), or empty."""
         self._fd = -1
         try:
+            self.repaired_bytes = repair_torn_tail(self.active)
+            self.next_seq = count(run_dir)
             self._fd, self._size = self._open_active()
         except BaseException:
-            os.close(self._lock_fd)
+            os.close(self._lock_fd)  # a refused or unreadable journal leaves no lock held
             raise
 
     def _open_active(self) -> tuple[int, int]:
