@@ -574,3 +574,40 @@ def test_portable_program() -> None:
     assert portable_program("/bin/sh") == "/bin/sh"
     assert portable_program("node") == "node"
     assert portable_program(PY) == PY
+
+
+def test_verify_json_and_junit_for_ci(tmp_path: Path) -> None:
+    import xml.etree.ElementTree as ET
+
+    run_dir = record_test_run(tmp_path)
+    junit = tmp_path / "ok.xml"
+    r = replay(run_dir, "--verify", "--json", "--junit", str(junit), cmd=[PY, str(TEST_AGENT), "--ledger", str(tmp_path / "l1.jsonl")])
+    assert r.returncode == 0, r.stderr
+    doc = orjson.loads(r.stdout)  # stdout is the JSON object alone
+    assert doc["ok"] is True and doc["exit_code"] == 0 and doc["divergences"] == [] and doc["report"]["replayed"] == 6
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and suite.get("tests") == "1" and suite.get("failures") == "0"
+    # a divergence: the replay fails, and JUnit names the diverging step as its own failed case
+    junit = tmp_path / "bad.xml"
+    r = replay(run_dir, "--verify", "--json", "--junit", str(junit),
+               cmd=[PY, str(TEST_AGENT), "--ledger", str(tmp_path / "l2.jsonl"), "--swap"])
+    assert r.returncode == 1
+    doc = orjson.loads(r.stdout)
+    assert doc["ok"] is False and doc["exit_code"] == 1 and len(doc["divergences"]) == 1
+    assert doc["summary"].startswith("replay FAILED (1 divergence)")
+    suite = ET.parse(junit).getroot().find("testsuite")
+    assert suite is not None and suite.get("failures") == "2"
+    names = [c.get("name") for c in suite.iter("testcase")]
+    assert "fetch:1 at position 0" in names
+    # --json without a re-execution, and a --junit path in no directory: one line, exit 2
+    r = replay(run_dir, "--json")
+    assert r.returncode == 2 and "add --verify" in r.stderr and "Traceback" not in r.stderr
+    r = replay(run_dir, "--verify", "--junit", str(tmp_path / "no" / "x.xml"), cmd=[PY, str(TEST_AGENT)])
+    assert r.returncode == 2 and "existing directory" in r.stderr
+
+
+def test_fork_json(tmp_path: Path) -> None:
+    run_dir = record_test_run(tmp_path)
+    r = run_cli("fork", str(run_dir), "--at", "3", "--json", "--to", str(tmp_path / "f"))
+    assert r.returncode == 0, r.stderr
+    assert orjson.loads(r.stdout) == {"fork": str(tmp_path / "f"), "origin": str(run_dir), "seq": 3}

@@ -7,11 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ..core import history as history_mod
 from ..core.fork import fork
 from ..core.rundir import check_readable_run_dir
 from ..errors import SupervisorError
-from ..replay.runner import print_result, recorded_command, run_replay
+from ..replay.runner import print_result, recorded_command, result_json, result_junit, run_replay
 from ..replay.session import ReplayMode
 from .inspect_cmds import resolve_point
 
@@ -45,6 +47,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     mode = p.add_mutually_exclusive_group()
     mode.add_argument("--verify", action="store_true", help="strict deterministic re-execution (for CI)")
     mode.add_argument("--live", action="append", metavar="PATTERN", help="run matching steps live (fnmatch glob)")
+    p.add_argument("--json", action="store_true", help="with --verify/--live: print the result as one JSON object")
+    p.add_argument("--junit", type=Path, metavar="FILE", help="with --verify/--live: also write the result as JUnit XML to FILE")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD", help="the agent's command")
     p.set_defaults(func=cmd_replay)
 
@@ -61,6 +65,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     p.add_argument("--at", required=True, metavar="SEQ", help="a record's seq, a checkpoint name, or 'end'")
     p.add_argument("--to", type=Path, metavar="NEW_DIR", help="where to create the fork (default: RUN_DIR-fork-SEQ beside it)")
+    p.add_argument("--json", action="store_true", help="print the fork's path and origin as one JSON object")
     p.set_defaults(func=cmd_fork)
 
 
@@ -88,6 +93,13 @@ def _split_command(args: argparse.Namespace) -> list[str]:
             i += 1
         elif o.startswith("--live="):
             args.live = (args.live or []) + [o.split("=", 1)[1]]
+        elif o == "--json":
+            args.json = True
+        elif o == "--junit" and i + 1 < len(opts):
+            args.junit = Path(opts[i + 1])
+            i += 1
+        elif o.startswith("--junit="):
+            args.junit = Path(o.split("=", 1)[1])
         else:
             raise SupervisorError(
                 f"unexpected {o!r}: put the agent's command after '--', e.g. "
@@ -105,7 +117,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if not args.verify and not args.live:
         if cmd:
             raise SupervisorError("a command after '--' needs --verify or --live; without them replay opens the TUI")
+        if args.json or args.junit:
+            raise SupervisorError("--json and --junit report a re-execution: add --verify (or --live PATTERN)")
         return _open_tui(args.run_dir)
+    if args.junit is not None and (args.junit.is_dir() or not args.junit.parent.is_dir()):
+        raise SupervisorError(f"--junit {args.junit}: give a file path in an existing directory")
     mode = ReplayMode("strict") if args.verify else ReplayMode("live", tuple(_patterns(args.live)))
     cwd = None
     if not cmd:
@@ -113,6 +129,11 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(f"replaying with the recorded command: {' '.join(cmd)} (in {cwd})", file=sys.stderr)
     # the agent's own output goes to stderr, so stdout carries only the verdict (easy to grep in CI)
     res = run_replay(args.run_dir, mode, cmd, cwd=cwd, stdout=sys.stderr)
+    if args.junit is not None:
+        args.junit.write_text(result_junit(res), encoding="utf-8")
+    if args.json:
+        sys.stdout.write(orjson.dumps(result_json(res), option=orjson.OPT_INDENT_2).decode() + "\n")
+        return res.exit_code
     return print_result(res)
 
 
@@ -141,6 +162,9 @@ def cmd_fork(args: argparse.Namespace) -> int:
     if seq < 0:
         raise SupervisorError(f"{args.run_dir} has no records to fork")
     new = fork(args.run_dir, seq, args.to, history=h)
+    if args.json:
+        print(orjson.dumps({"fork": str(new), "origin": str(args.run_dir), "seq": seq}).decode())
+        return 0
     print(f"forked {args.run_dir} at seq {seq} into {new}")
     print(f"continue it live with: agent-supervisor supervise --run-dir {new} [-- CMD]   (without CMD: the recorded command)")
     return 0

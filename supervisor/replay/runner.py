@@ -443,6 +443,62 @@ def summary_line(res: ReplayResult) -> str:
     )
 
 
+def result_json(res: ReplayResult) -> dict[str, Any]:
+    """The result as one JSON object (``replay --json``): the verdict, the exit code and the agent's report."""
+    return {
+        "ok": res.exit_code == EXIT_OK,
+        "exit_code": res.exit_code,
+        "mode": res.mode.kind,
+        "patterns": list(res.mode.patterns),
+        "run_dir": str(res.run_dir),
+        "command": res.command,
+        "agent_returncode": res.returncode,
+        "seconds": round(res.seconds, 3),
+        "summary": format_result(res)[-1],
+        "divergences": res.divergences,
+        "original_changed": res.original_changed,
+        "touched": res.touched,
+        "notes": res.notes,
+        "report_problem": res.report_problem,
+        "report": res.report,
+    }
+
+
+def result_junit(res: ReplayResult) -> str:
+    """The result as a JUnit XML document (``replay --junit FILE``), as CI systems read test results.
+
+    One test suite for the run, one test case for the replay as a whole (its
+    failure message is the verdict, its text every line a person would read), and
+    one failed test case per divergence, named after its step and position, so a CI
+    page lists which steps diverged.
+    """
+    from xml.sax.saxutils import escape, quoteattr
+
+    lines = format_result(res)
+    cases: list[str] = []
+    name = f"replay {res.mode.kind} {res.run_dir.name}"
+    body = escape("\n".join(lines))
+    if res.exit_code == EXIT_OK:
+        cases.append(f'  <testcase classname="agent-supervisor.replay" name={quoteattr(name)} time="{res.seconds:.3f}">'
+                     f"<system-out>{body}</system-out></testcase>")
+    else:
+        cases.append(f'  <testcase classname="agent-supervisor.replay" name={quoteattr(name)} time="{res.seconds:.3f}">'
+                     f"<failure message={quoteattr(lines[-1])}>{body}</failure></testcase>")
+    for d in res.divergences:
+        # the recorded step's name: a "step" divergence names it "expected", the others "step"
+        step = f"{d.get('step') or d.get('expected') or '?'} at position {d.get('position', '?')}"
+        text = escape("\n".join(format_divergence(d)))
+        cases.append(f'  <testcase classname="agent-supervisor.replay.steps" name={quoteattr(step)} time="0">'
+                     f"<failure message={quoteattr(str(d.get('kind') or 'divergence'))}>{text}</failure></testcase>")
+    failures = sum(1 for c in cases if "<failure" in c)
+    return (
+        '<?xml version="1.0" encoding="utf-8"?>\n'
+        f"<testsuites><testsuite name={quoteattr('agent-supervisor replay ' + str(res.run_dir))} tests=\"{len(cases)}\" "
+        f'failures="{failures}" errors="0" skipped="0" time="{res.seconds:.3f}">\n'
+        + "\n".join(cases) + "\n</testsuite></testsuites>\n"
+    )
+
+
 def print_result(res: ReplayResult, out: TextIO | None = None) -> int:
     """Print the result and return the exit code for the command."""
     out = out or sys.stdout
