@@ -85,7 +85,7 @@ class _Conn:
             self.closed = True  # the client went away (or its buffer is full): nothing to answer to
 
     def next_line(self) -> bytes | None:
-        """The next request line, ``None`` if no whole one is buffered. Raises ``_TooLong``.
+        """The next request line, ``None`` if no whole one is buffered; ``ValueError`` past ``MAX_REQUEST``.
 
         Linear in the bytes received: a run of blank lines is skipped with one C-level
         search, the front of the bytearray is dropped in place, and a partial line is
@@ -105,10 +105,10 @@ class _Conn:
         if nl < 0:
             self.scanned = len(buf)
             if self.junk + len(buf) > MAX_REQUEST:
-                raise _TooLong
+                raise ValueError(_TOO_LONG)
             return None
         if self.junk + nl > MAX_REQUEST:
-            raise _TooLong
+            raise ValueError(_TOO_LONG)
         line = bytes(buf[:nl])
         del buf[: nl + 1]
         self.scanned = 0
@@ -116,10 +116,7 @@ class _Conn:
         return line
 
 
-class _TooLong(Exception):
-    """A connection sent more than ``MAX_REQUEST`` bytes without a whole request line."""
-
-
+_TOO_LONG = f"request longer than {MAX_REQUEST} bytes; send one JSON object per line"
 _NON_BLANK = re.compile(rb"[^ \t\r\n]")
 
 
@@ -224,8 +221,8 @@ class ControlServer:
                 return
             try:
                 line = c.next_line()
-            except _TooLong:
-                c.send({"ok": False, "error": f"request longer than {MAX_REQUEST} bytes; send one JSON object per line"})
+            except ValueError as e:
+                c.send({"ok": False, "error": str(e)})
                 self._drop(c)
                 return
             if line is None:

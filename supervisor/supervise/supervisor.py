@@ -682,6 +682,7 @@ class Supervisor:
             return
         self.fold.extend(new)
         cur = self.cur
+        ours = 0
         for ent in new:
             if not isinstance(ent, dict):  # a bad line (read_new never returns lazy records)
                 self.records = max(self.records, ent.seq + 1)
@@ -697,6 +698,7 @@ class Supervisor:
                              "its records are not this attempt's progress")
             if cur is None or self._writer_ours is False:
                 continue
+            ours += 1
             if kind == Kind.BEGIN:
                 cur.in_flight = step_name(ent)
             elif kind in (Kind.STEP, Kind.START, Kind.ROLLBACK):
@@ -705,8 +707,8 @@ class Supervisor:
                 cur.progress += 1
             elif kind == Kind.ROLLBACK:
                 cur.rollbacks += 1
-        if cur is not None:
-            cur.last_activity = time.monotonic()
+        if cur is not None and ours:
+            cur.last_activity = time.monotonic()  # another writer's records are not a sign of life of ours
 
     def _is_ours(self, pid: Any, supervisor: Any = None, attempt: Any = None) -> bool:
         """Whether a ``start`` record was written by the current attempt: its process or a descendant.
