@@ -32,6 +32,8 @@ def __getattr__(name: str) -> Any:
 
 
 __version__ = "0.1.0"
+__agent_supervisor__ = True
+"""Marks this ``supervisor`` package as ours, not supervisord's (``supervisor._clash``)."""
 __all__ = [
     "EXIT_FAILED",
     "EXIT_ROLLBACK",

@@ -1,4 +1,5 @@
-"""A normal (non-editable) install into a fresh virtual environment runs the demo headless, far from the source tree."""
+"""A normal (non-editable) install into a fresh virtual environment: the demo runs headless far from the
+source tree, and the clash with supervisord's ``supervisor`` package is said in one line."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import orjson
@@ -14,39 +16,89 @@ import pytest
 from .conftest import ROOT, clean_env
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_non_editable_install_runs_the_demo_headless(tmp_path: Path) -> None:
+@dataclass
+class Installed:
+    venv: Path
+    wheel: Path
+    env: dict[str, str]
+    work: Path
+
+    def run(self, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, capture_output=True, text=True, cwd=self.work, env=self.env, timeout=timeout)
+
+    def pip(self, *args: str) -> None:
+        r = self.run(str(self.venv / "bin" / "python"), "-m", "pip", "install", "-q", *args, timeout=500)
+        assert r.returncode == 0, r.stderr[-3000:]
+
+    @property
+    def exe(self) -> str:
+        return str(self.venv / "bin" / "agent-supervisor")
+
+    @property
+    def python(self) -> str:
+        return str(self.venv / "bin" / "python")
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    tmp = tmp_path_factory.mktemp("install")
     # a copy of what a source distribution holds: building must not litter the work tree (build/, egg-info)
-    src = tmp_path / "src"
+    src = tmp / "src"
     src.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, src / name)
     shutil.copytree(ROOT / "supervisor", src / "supervisor", ignore=shutil.ignore_patterns("__pycache__"))
-    venv = tmp_path / "venv"
+    venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(src)],
-                         capture_output=True, text=True, timeout=500)
-    assert pip.returncode == 0, pip.stderr[-3000:]
+    wheels = tmp / "wheels"
+    r = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(src)],
+                       capture_output=True, text=True, timeout=500)
+    assert r.returncode == 0, r.stderr[-3000:]
     shutil.rmtree(src)  # nothing may come from the source tree any more
-
+    (wheel,) = wheels.glob("*.whl")
     env = {k: v for k, v in clean_env().items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    work = tmp_path / "elsewhere"
+    work = tmp / "elsewhere"
     work.mkdir()
-    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import supervisor; print(supervisor.__file__)"],
-                           capture_output=True, text=True, cwd=work, env=env, timeout=60)
-    assert where.returncode == 0 and "site-packages" in where.stdout, where
+    inst = Installed(venv, wheel, env, work)
+    inst.pip(str(wheel))
+    return inst
 
-    exe = str(venv / "bin" / "agent-supervisor")
-    demo = subprocess.run([exe, "demo", "--no-tui", "--step-delay", "0"], capture_output=True, text=True,
-                          cwd=work, env=env, timeout=120)
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_non_editable_install_runs_the_demo_headless(installed: Installed) -> None:
+    where = installed.run(installed.python, "-c", "import supervisor; print(supervisor.__file__)")
+    assert where.returncode == 0 and "site-packages" in where.stdout, where
+    demo = installed.run(installed.exe, "demo", "--no-tui", "--step-delay", "0")
     assert demo.returncode == 0, demo.stderr[-3000:]
     assert "attempt 1 exited with code 1 in step search:q2" in demo.stderr  # it crashed hard once
     assert "run succeeded after 2 attempt(s)" in demo.stderr  # and was resumed
-    (run,) = (work / "runs").iterdir()
+    (run,) = (installed.work / "runs").iterdir()
     recs = [orjson.loads(line) for line in (run / "journal.jsonl").read_bytes().splitlines()]
     assert [r["step"] for r in recs if r["kind"] == "step" and "error" not in r][-3:] == ["search:q2", "summarize", "write_report"]
-    # and the installed command's other entry points
-    runs = subprocess.run([exe, "runs", "--json"], capture_output=True, text=True, cwd=work, env=env, timeout=60)
+    runs = installed.run(installed.exe, "runs", "--json")
     assert runs.returncode == 0 and orjson.loads(runs.stdout)["status"] == "succeeded", runs
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_supervisord_installed_beside_it_is_said_in_one_line(installed: Installed) -> None:
+    # supervisord after us: its supervisor/__init__.py replaces ours
+    installed.pip("supervisor")
+    r = installed.run(installed.exe, "--version")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "is supervisord's, not agent-supervisor's" in r.stderr and "virtual environment of its own" in r.stderr
+    r = installed.run(installed.python, "-c", "from supervisor import Run")
+    assert r.returncode != 0
+    assert r.stderr.strip().splitlines()[-1].startswith("ImportError: the Python package 'supervisor' in ")  # not "cannot import name"
+    r = installed.run(installed.python, "-m", "supervisor", "status", ".")
+    assert r.returncode == 2 and "is supervisord's" in r.stderr and "Traceback" not in r.stderr
+    # we after supervisord: ours wins, both work for now, and the command line warns (uninstalling either breaks the other)
+    installed.pip("--force-reinstall", "--no-deps", str(installed.wheel))
+    r = installed.run(installed.exe, "--version")
+    assert r.returncode == 0 and r.stdout.startswith("agent-supervisor "), r.stderr
+    assert "warning: supervisord's package shares" in r.stderr
+    r = installed.run(installed.python, "-c", "from supervisor import Run; print(Run.__name__)")
+    assert r.returncode == 0 and r.stdout.strip() == "Run", r.stderr

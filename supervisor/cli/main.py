@@ -7,6 +7,10 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .._clash import check_command_line
+
+check_command_line()  # before anything from supervisor/__init__.py, which may be supervisord's
+
 from .. import __version__
 from ..errors import SupervisorError
 from . import inspect_cmds, ops_cmds, replay_cmds, supervise_cmds, tui_cmds
