@@ -188,6 +188,9 @@ def test_redact_argv() -> None:
         f"OPENAI_API_KEY={R}", "--max-tokens", "100", "--token-file", "t.txt", f"--note={R}", "--secret", "--verbose",
     ]
     assert argv_is_redacted(redact_argv(argv, r)) and not argv_is_redacted(["python", "agent.py"])
+    # inside one argument, as given to sh -c
+    assert redact_argv(["sh", "-c", "DB_PASSWORD=hunter2 python a.py --api-key k1 --token=t2 --max-tokens 9 x=1"], r) == [
+        "sh", "-c", f"DB_PASSWORD={R} python a.py --api-key {R} --token={R} --max-tokens 9 x=1"]
     # not UTF-8 (an argument from the OS as surrogate escapes) survives
     odd = os.fsdecode(b"caf\xe9")
     assert redact_argv([odd], r) == [odd]

@@ -293,19 +293,27 @@ class Redactor:
         yield from pem
 
 
-_SECRET_FLAG = re.compile(
-    r"^--?(?:[A-Za-z0-9]+[-_])*(?:api[-_]?key|access[-_]?key|secret[-_]?key|auth[-_]?key|token|secret|password|passwd|pwd)$",
-    re.IGNORECASE,
-)
-_ENV_ASSIGN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_FLAG_NAME = r"--?(?:[A-Za-z0-9]+[-_])*(?:api[-_]?key|access[-_]?key|secret[-_]?key|auth[-_]?key|token|secret|password|passwd|pwd)"
+_SECRET_FLAG = re.compile(rf"^{_FLAG_NAME}$", re.IGNORECASE)
+_SECRET_OPTION_IN_TEXT = re.compile(rf"(?<![\w-])({_FLAG_NAME})(=| +)(?!-)(\S+)", re.IGNORECASE)
+"""``--api-key=VALUE`` in an argument, or ``--token VALUE`` inside one (``sh -c '... --token VALUE'``)."""
+_ASSIGN_IN_TEXT = re.compile(r"(?<![\w-])([A-Za-z_][A-Za-z0-9_]*)=(\S+)")
+
+
+def _redact_arg_text(arg: str) -> str:
+    arg = _SECRET_OPTION_IN_TEXT.sub(lambda m: m.group(1) + m.group(2) + REDACTED_STR, arg)
+    return _ASSIGN_IN_TEXT.sub(
+        lambda m: f"{m.group(1)}={REDACTED_STR}" if _SECRET_NAME.search(m.group(1)) else m.group(0), arg
+    )
 
 
 def redact_argv(argv: Iterable[str], redactor: Redactor) -> list[str]:
     """A command line as it may be written to disk: secret values and token shapes redacted.
 
     Also the value of an option whose name says secret (``--api-key VALUE``,
-    ``--token=VALUE``) and of a ``NAME=VALUE`` whose name looks secret
-    (``OPENAI_API_KEY=...``, as given to ``env``). The real argv stays in memory.
+    ``--token=VALUE``, also inside one argument such as ``sh -c '... --token VALUE'``)
+    and of a ``NAME=VALUE`` whose name looks secret (``OPENAI_API_KEY=...``, as
+    given to ``env``). The real argv stays in memory.
     """
     out: list[str] = []
     hide_next = False
@@ -314,14 +322,8 @@ def redact_argv(argv: Iterable[str], redactor: Redactor) -> list[str]:
             out.append(REDACTED_STR)
             hide_next = False
             continue
-        hide_next = False
-        name, eq, value = a.partition("=")
-        if eq and value and (_SECRET_FLAG.match(name) or (_ENV_ASSIGN.match(name) and _SECRET_NAME.search(name))):
-            out.append(f"{name}={REDACTED_STR}")
-            continue
-        if _SECRET_FLAG.match(a):
-            hide_next = True
-        out.append(os.fsdecode(redactor(os.fsencode(a))))
+        hide_next = bool(_SECRET_FLAG.match(a))
+        out.append(os.fsdecode(redactor(os.fsencode(_redact_arg_text(a)))))
     return out
 
 
