@@ -35,22 +35,28 @@ def feed_all(log: AgentLog, data: bytes, chunk: int, stream: str = "stdout") -> 
 def test_a_secret_at_every_offset_across_the_line_split(tmp_path: Path, secret: str) -> None:
     sec = secret.encode()
     r = Redactor([VALUE], from_env=False)
-    offsets = range(MAX_LINE - len(sec) - 1, MAX_LINE + 2)
-    for chunk in (1 << 20, 4093):  # the whole line in one read; reads that end inside the secret
-        for off in offsets:
-            d = tmp_path / f"{chunk}-{off}"
+    for off in range(MAX_LINE - len(sec) - 1, MAX_LINE + 2):
+        line = b"x" * off + sec + b" " + b"y" * 3000
+        data = line + b"\n" + b"q" * 100_000  # a second endless line: the split runs again
+        # reads: the whole output at once; 4093-byte reads; and two reads, the first one ending inside the
+        # secret past the split (only the first part of the secret has arrived when the line must be cut)
+        inside = {max(MAX_LINE, off + 1), (max(MAX_LINE, off) + off + len(sec)) // 2, off + len(sec) - 1}
+        feeds = [[data], [data[i : i + 4093] for i in range(0, len(data), 4093)]]
+        feeds += [[data[:at], data[at:]] for at in sorted(inside) if MAX_LINE <= at < off + len(sec)]
+        for n, chunks in enumerate(feeds):
+            d = tmp_path / f"{off}-{n}"
             d.mkdir()
             log = AgentLog(d, redact=r, tee=False)
             log.begin_attempt(1, 1, ["agent"])
-            line = b"x" * off + sec + b" " + b"y" * 3000
-            feed_all(log, line + b"\n" + b"z" * 200_000, chunk)  # a second endless line: the split runs again
+            for c in chunks:
+                log.feed("stdout", c)
             log.close()
             raw = (d / "agent.log").read_bytes()
             assert sec not in raw
             # no piece of it either: the pieces, joined, are the line with the whole secret replaced
             pieces = log_lines(d / "agent.log")
             joined = b"".join(pieces)
-            assert joined == b"x" * off + b"[REDACTED] " + b"y" * 3000 + b"z" * 200_000, (chunk, off)
+            assert joined == b"x" * off + b"[REDACTED] " + b"y" * 3000 + b"q" * 100_000, (off, n)
             assert all(len(p) <= MAX_LINE for p in pieces)
 
 
