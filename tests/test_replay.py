@@ -208,6 +208,13 @@ def test_verify_uses_recorded_command_without_cmd(tmp_path: Path) -> None:
     assert "replaying with the recorded command" in r.stderr
     # the recorded command names the recorded ledger: a strict replay adds nothing to it
     assert len(ledger(tmp_path / "recorded.jsonl")) == 6
+    # a recorded command with a secret was written redacted: it cannot run as is, so replay asks for it
+    from supervisor.core import rundir
+
+    meta = rundir.read_run_json(run_dir)
+    rundir.write_run_json(run_dir, {**meta, "command": [*meta["command"], "--api-key", "[REDACTED]"]})
+    r = replay(run_dir, "--verify")
+    assert r.returncode == 2 and "[REDACTED]" in r.stderr and "give it after '--'" in r.stderr, r.stderr
 
 
 # A plain agent that does not use the SDK: it appends one step line to journal.jsonl in the directory it is

@@ -43,6 +43,7 @@ import orjson
 from ..core import rundir
 from ..core import state as state_mod
 from ..core.command import portable_program, recorded_cwd, retarget_command
+from ..core.redact import argv_is_redacted
 from ..core.records import preview
 from ..errors import ReplayError, RunDirError
 from ..supervise.process import stop_tree
@@ -232,6 +233,11 @@ def recorded_command(run_dir: Path) -> tuple[list[str], Path]:
         raise ReplayError(
             f"{run_dir} records no command to re-run; give it after '--': "
             f"agent-supervisor replay {run_dir} --verify -- python agent.py"
+        )
+    if argv_is_redacted(cmd):
+        raise ReplayError(
+            f"the command recorded in {run_dir}/run.json had a secret, written as [REDACTED]; give it after '--': "
+            f"agent-supervisor replay {run_dir} --verify -- CMD"
         )
     cwd = recorded_cwd(run_dir, meta)
     if not cwd.is_dir():
