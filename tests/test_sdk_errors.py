@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from supervisor import Run
-from supervisor.errors import JournalError, JournalLockedError, RunDirError
+from supervisor import JournalLockedError, Run
+from supervisor.errors import JournalError, RunDirError
 
 from .conftest import ROOT, clean_env, wait_for
 
