@@ -227,7 +227,7 @@ def test_a_symlinked_journal_is_never_truncated_moved_or_appended_to(tmp_path: P
         JournalWriter(run)
     assert target.read_bytes() == content, "the link's target is untouched"
     assert not Path(str(target) + ".torn").exists() and not (run / "journal.jsonl.torn").exists()
-    for cmd in (["log", str(run)], ["state", str(run)]):
+    for cmd in (["log", str(run)], ["state", str(run)], ["status", str(run)], ["log", str(run / "journal.jsonl")]):
         r = run_cli(*cmd)
         assert r.returncode == 2 and "is a symbolic link" in r.stderr and len(r.stderr.strip().splitlines()) == 1, (cmd, r)
     assert target.read_bytes() == content
@@ -250,9 +250,9 @@ def test_other_run_files_are_not_followed_either(tmp_path: Path, name: str) -> N
             JournalWriter(run)
         else:
             JournalReader(run).load()
-    if name not in ("supervisor.jsonl", "journal.lock"):  # log reads neither
-        r = run_cli("log", str(run))
-        assert r.returncode == 2 and "is a symbolic link" in r.stderr, r
+    for cmd in ("log", "state", "status"):  # every command checks the run files before it reads any
+        r = run_cli(cmd, str(run))
+        assert r.returncode == 2 and "is a symbolic link" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r
     assert target.read_bytes() == before
 
 
@@ -270,9 +270,10 @@ def test_files_of_another_user_are_refused(tmp_path: Path, name: str) -> None:
             rundir.read_run_json(run)
         else:
             JournalWriter(run)
-    if name in ("journal.jsonl", "run.json"):
-        r = run_cli("log", str(run))
+    for cmd in ("log", "state", "status"):
+        r = run_cli(cmd, str(run))
         assert r.returncode == 2 and "owned by uid 12345" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r
+    if name in ("journal.jsonl", "run.json"):
         with pytest.raises(RunDirError, match="owned by uid 12345"):
             JournalReader(run).load() if name == "journal.jsonl" else rundir.read_run_json(run)
 

@@ -181,6 +181,7 @@ def check_readable_run_dir(path: Path) -> Path:
         raise RunDirError(f"{path}: no such run directory; list runs with 'ls runs/' or pass the right path")
     if path.is_file():
         if path.suffix == ".jsonl":
+            _check_run_files(path.parent, [path.name])
             return path
         raise RunDirError(f"{path} is a file, not a run directory: pass the directory that holds journal.jsonl")
     if not os.access(path, os.R_OK | os.X_OK):
@@ -192,7 +193,19 @@ def check_readable_run_dir(path: Path) -> Path:
             "pass a run directory such as runs/<run-id>"
         )
     read_run_json(path)  # refuses a newer format
+    _check_run_files(path, os.listdir(path))
     return path
+
+
+def _check_run_files(directory: Path, names: list[str]) -> None:
+    """Refuse, before any command reads them, run files that are symbolic links or another user's."""
+    for n in names:
+        if n in (JOURNAL, JOURNAL_LOCK, SUPERVISOR_EVENTS) or (n.startswith("journal.") and n.endswith(".jsonl")):
+            try:
+                fd = open_run_file(directory / n, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block
+            except FileNotFoundError:
+                continue  # a rotation renamed it since the listing
+            os.close(fd)
 
 
 def is_run_dir(path: Path) -> bool:
