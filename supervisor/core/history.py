@@ -457,7 +457,8 @@ def damaged_message(rec: Record, run_dir: Path, checkpoints: list[Record]) -> st
     checkpoint run again; the damaged line stays in the file, on an abandoned branch).
     """
     where = f"{rec.get('file')}:{rec.get('line')} (seq {rec.get('seq')}"
-    where += f", byte {rec['offset']})" if (rec.get("offset") or -1) >= 0 else ")"
+    offset = rec.get("offset")
+    where += f", byte {offset})" if isinstance(offset, int) and offset >= 0 else ")"
     if rec.get("holds_step"):
         name = f" {rec['step']!r}" if rec.get("step") else ""
         what = f"it held step{name} at position {rec.get('pos')}, which cannot be served"
