@@ -262,3 +262,12 @@ def test_the_sdk_resumes_each_step_state_byte_for_byte(ops: list[tuple[str, str,
                 assert dumps(again.state) == had[n], n
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_two_keys_that_become_one_string_keep_what_json_loads_keeps() -> None:
+    for d in ({1: "a", "1": "b"}, {"1": "b", 1: "a", 2: "c"}, {None: 1, "null": 2, True: 3}):
+        b = {"d": dict(d)}
+        want = orjson.loads(dumps(b))  # orjson writes both keys; loading keeps the first position, the last value
+        patch = make_patch({}, b, fix_keys=True)
+        assert list(b["d"].items()) == list(want["d"].items())  # the agent's dict, converted in place
+        assert dumps(apply_patch({}, orjson.loads(dumps(patch)))) == dumps(want)
