@@ -12,6 +12,7 @@ and every "state at" must give the reference's effective history, step count and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -89,7 +91,8 @@ def kind_of(rec: dict[str, Any]) -> str:
 
 
 def ok_steps(eff: list[tuple[int, dict[str, Any]]]) -> list[int]:
-    return [s for s, r in eff if kind_of(r) == "step" and r.get("error") is None]
+    """The step positions: successful steps and damaged lines (a step that cannot be served)."""
+    return [s for s, r in eff if (kind_of(r) == "step" and r.get("error") is None) or kind_of(r) == "damaged"]
 
 
 def ref_state(lines: list[dict[str, Any] | None], seq: int) -> Any:
@@ -153,7 +156,9 @@ class Journal:
                    "prefixed-broken": b"2026-11-29 10:00:01 | INFO | {broken",
                    # a writer line cut short in the middle of the file (the TUI scan parses it: a needle hits it)
                    "damaged": b'{"kind":"step","seq":%d,"step":"x","error":{"message":"cut' % seq}[arg]
-            self.lines.append(None)
+            # a damaged record (a cut line, a record after a text prefix cut short) keeps its place and
+            # holds a step position; text and JSON non-objects never were records
+            self.lines.append({"kind": "damaged"} if arg in ("damaged", "prefixed-broken") else None)
             self.segments[-1].append(raw)
             self.raw.append(raw)
             return
@@ -349,15 +354,22 @@ def check_sdk_resume(base: Path, run: Path, lines: list[dict[str, Any] | None]) 
     copy = base / "resumed"
     shutil.copytree(run, copy)
     eff = ref_effective(lines)
-    with Run.open(copy) as r:
-        assert len(r.history.steps) == len(ok_steps(eff))
-        for s in ok_steps(eff):
-            rec = lines[s]
-            assert rec is not None
-            out = r.step(str(rec["step"]), _must_not_run)
-            assert out == rec["output"]
-            assert r.state == ref_state(lines, s), s
-        assert len(r.rollbacks) == len([1 for _, x in eff if kind_of(x) == "rollback"])
+    # the resume stops (exit 78) at the first damaged line it would pass
+    first_damaged = next((s for s, x in eff if kind_of(x) == "damaged"), None)
+    with pytest.raises(SystemExit) if first_damaged is not None else contextlib.nullcontext() as stopped:
+        with Run.open(copy) as r:
+            assert len(r.history.steps) == len(ok_steps(eff))
+            for s in ok_steps(eff):
+                rec = lines[s]
+                assert rec is not None
+                if first_damaged is not None and s >= first_damaged:
+                    r.step("any", _must_not_run)
+                out = r.step(str(rec["step"]), _must_not_run)
+                assert out == rec["output"]
+                assert r.state == ref_state(lines, s), s
+            assert len(r.rollbacks) == len([1 for _, x in eff if kind_of(x) == "rollback"])
+    if stopped is not None:
+        assert stopped.value.code == 78
 
 
 def _must_not_run() -> Any:
