@@ -104,7 +104,7 @@ def test_in_process_the_error_is_still_catchable_as_itself(tmp_path: Path, capsy
     [
         (b"{bad", "run.json is not valid JSON"),
         (b"[1, 2]", "run.json is not a JSON object"),
-        (b'{"format": "one"}', "format"),
+        (b'{"format": "one"}', "\"format\" is 'one', not a format number"),
         (None, "run.json is a directory"),
     ],
     ids=["invalid-json", "not-an-object", "format-not-a-number", "a-directory"],

@@ -233,7 +233,12 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
     if not isinstance(meta, dict):
         raise RunDirError(f"{p} is not a JSON object; restore it or move it aside to open the journal alone")
     fmt = meta.get("format", 0)
-    if not isinstance(fmt, int) or fmt > FORMAT:
+    if not isinstance(fmt, int) or isinstance(fmt, bool) or fmt < 0:
+        raise RunDirError(
+            f'{p}: "format" is {fmt!r}, not a format number (this version writes {FORMAT}); '
+            "restore run.json or move it aside to open the journal alone"
+        )
+    if fmt > FORMAT:
         raise FormatError(
             f"{run_dir} has run-directory format {fmt}, newer than this version reads ({FORMAT}); "
             "upgrade agent-supervisor to open it"
