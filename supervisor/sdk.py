@@ -295,6 +295,7 @@ class Run:
             entries = JournalReader(self.run_dir).load(lazy=True)
         else:
             self._writer, entries = open_journal(self.run_dir, redact=self.redactor, **kw)
+            checkpoints.clean_stale_tmp(self.run_dir)  # a killed checkpoint write's temporary file (we hold the lock)
         # The resume view (every recorded step, the effective records) serves positions not yet
         # reached; the first live step lets go of it (_go_live), and live records are only counted:
         # memory stays flat however long the run.
@@ -400,7 +401,7 @@ class Run:
         if not self._live and self._pos >= len(self._steps) and self._fold.history.effective:
             self._replay_state(self._fold.history.effective[-1]["seq"])
             self._live = True
-        if self._live and not self.replay_mode and self._state != self._shadow:
+        if self._live and not self.replay_mode and not state_mod.same(self._state, self._shadow):
             # changes made after the last step would be lost on resume: record them
             rec: Record = {"kind": Kind.NOTE, "message": "state at exit"}
             self._with_state_patch(rec)
@@ -635,7 +636,7 @@ class Run:
                 self._writer.close()
             raise SystemExit(rundir.EXIT_FAILED)
         changed = self._cursor.advance(upto_seq, current)
-        if changed and self._state != self._shadow:
+        if changed and not state_mod.same(self._state, self._shadow):  # as JSON: 1 -> True is a change
             self._state.clear()
             self._state.update(state_mod.json_copy(self._shadow))
 

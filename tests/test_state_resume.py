@@ -112,7 +112,6 @@ def _resume_state(run_dir: Path, script: list[tuple[str, object]]) -> bytes:
         return orjson.dumps(run.state)
 
 
-@pytest.mark.xfail(strict=True, reason="needs sdk.py _replay_state to compare with state.same (see the STATE report)")
 def test_a_step_that_only_turns_1_into_true_is_replayed(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     with Run.open(run_dir) as run:
@@ -131,7 +130,6 @@ def test_a_step_that_only_turns_1_into_true_is_replayed(tmp_path: Path) -> None:
     assert _resume_state(run_dir, [("one", None), ("true", None)]) == had
 
 
-@pytest.mark.xfail(strict=True, reason="needs sdk.py close() to compare with state.same (see the STATE report)")
 def test_a_change_after_the_last_step_from_1_to_true_is_kept(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     with Run.open(run_dir) as run:

@@ -540,7 +540,7 @@ class TimelineModel:
         """Before the scan: the state from the records read so far (the tail), if they reach back far enough."""
         cache = dict(self.cache)  # one copy in C: the UI thread may add records meanwhile
         first = min(cache, default=0)  # the first line read so far
-        entries = [e for s, e in sorted(cache.items()) if e is not None and s <= seq]
+        entries = [e for s, e in sorted(cache.items()) if e is not None]  # past seq too: a step's result follows it
         shape, fold = fold_shape(entries)
         if fold.problem_count and first > 0:
             raise ValueError(STILL_INDEXING)  # a rollback's checkpoint may lie before the records read
