@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, RunDirError
 from . import rundir
 from .journal import JournalReader
 from .records import Kind
@@ -93,8 +93,8 @@ def _orphan(run_dir: Path, last: Path, name: str, pos: int, seq: int) -> bool:
     (the next attempt's ``start``). A file a record names is never reused.
     """
     try:
-        doc = orjson.loads(last.read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        doc = orjson.loads(rundir.read_run_file(last))
+    except (OSError, RunDirError, orjson.JSONDecodeError):
         return False
     if not isinstance(doc, dict) or doc.get("name") != name or doc.get("pos") != pos:
         return False
@@ -133,7 +133,9 @@ def load_checkpoint(run_dir: Path, fname: str) -> dict[str, Any]:
     """A checkpoint file's document (name, seq, pos, ts, format, state)."""
     p = checkpoint_dir(run_dir) / Path(fname).name  # never follow a path out of checkpoints/
     try:
-        doc = orjson.loads(p.read_bytes())
+        doc = orjson.loads(rundir.read_run_file(p))  # no symlink, no other user's file
+    except RunDirError as e:
+        raise CheckpointError(str(e)) from None
     except FileNotFoundError:
         raise CheckpointError(f"checkpoint file {p} is missing; the state is rebuilt from the journal instead") from None
     except orjson.JSONDecodeError as e:
