@@ -15,7 +15,7 @@ from supervisor.core.status import CRASHED, ROLLED_BACK, RunFiles, offline_state
 from supervisor.tui.runs_model import run_info
 from supervisor.tui.status import run_status
 
-from .conftest import run_cli, wait_for
+from .conftest import run_agent, run_cli, wait_for
 from .supervisor_util import PY, Supervised, alive, research
 
 FAST = ("--backoff-initial", "0.05", "--backoff-max", "0.2", "--stop-grace", "3", "-q")
@@ -159,3 +159,25 @@ def test_last_json_lines_skips_bad_and_torn_lines_and_reads_back_far_enough(tmp_
     assert last_json_lines(p, 2) == [{"event": "spawn", "n": 2}, {"event": "exit"}]
     assert last_json_lines(p, 10) == [{"event": "spawn", "n": i} for i in range(3)] + [{"event": "exit"}]
     assert last_json_lines(tmp_path / "missing.jsonl", 3) == []
+
+
+def test_a_refused_journal_is_unreadable_in_the_status_and_the_runs_list(tmp_path: Path) -> None:
+    """A symlinked journal (or another user's) is refused by every reader: the runs list and the offline
+    status say so with the reason instead of raising."""
+    from supervisor.core.status import UNREADABLE, offline_status
+    from supervisor.tui.runs_model import list_runs
+
+    root = tmp_path / "runs"
+    assert run_agent(root / "ok").returncode == 0
+    assert run_agent(root / "linked").returncode == 0
+    j = root / "linked" / "journal.jsonl"
+    target = tmp_path / "elsewhere.jsonl"
+    j.rename(target)
+    j.symlink_to(target)
+    before = target.read_bytes()
+    st = offline_status(root / "linked")
+    assert st.state == UNREADABLE and "symbolic link" in (st.note or ""), st
+    rows = {r.path.name: r for r in list_runs(root)}
+    assert rows["linked"].status == UNREADABLE and rows["linked"].steps == "-"
+    assert rows["ok"].status == "succeeded"
+    assert target.read_bytes() == before  # nothing read through the link was changed

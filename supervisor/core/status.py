@@ -23,7 +23,8 @@ The state words offline (live ones are the supervisor's ``ProcessState`` values)
   with no ``run.json`` at all: the note says "rolled back to checkpoint X, run
   'agent-supervisor supervise --run-dir RUN' to continue".
 - the other statuses ``run.json`` may hold as they are (``forked``); ``unknown``
-  for a bare journal without ``run.json``; ``damaged run.json`` when it cannot be read.
+  for a bare journal without ``run.json``; ``damaged run.json`` when it cannot be read;
+  ``unreadable`` when a journal or event file is refused (a symbolic link, another user's file).
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ from .segments import JournalFile, count_lines
 CRASHED = "crashed"
 ROLLED_BACK = "rolled back"
 DAMAGED = "damaged run.json"
+UNREADABLE = "unreadable"
+"""A run file was refused (a symbolic link, another user's file): the note names it."""
 _FINAL = ("succeeded", "failed", "stopped")
 _TAIL_BLOCK = 16 * 1024
 
@@ -83,6 +86,8 @@ class RunFiles:
     last_record: dict[str, Any] | None = None
     """The journal's last committed record (a rollback names its checkpoint)."""
     run_dir: Path | None = None
+    refused: str | None = None
+    """Why a journal or event file was refused (a symbolic link, another user's file)."""
 
 
 def pid_alive(pid: int) -> bool:
@@ -123,12 +128,15 @@ def last_json_lines(path: Path, n: int) -> list[dict[str, Any]]:
 def read_files(run_dir: Path) -> RunFiles:
     """Collect the file facts; cheap (the ends of the files, one lock probe), so the TUI can poll it."""
     is_dir = run_dir.is_dir()
-    damaged = None
+    damaged = refused = None
     try:
         meta = rundir.read_run_json(run_dir) if is_dir else {"format": 0}
     except SupervisorError as e:  # a newer format too: the CLI refused it before asking
         meta, damaged = {"format": 0}, str(e)
-    events = last_json_lines(run_dir / rundir.SUPERVISOR_EVENTS, 4) if is_dir else []
+    try:
+        events = last_json_lines(run_dir / rundir.SUPERVISOR_EVENTS, 4) if is_dir else []
+    except SupervisorError as e:  # refused: a symlink, another user's file
+        events, refused = [], str(e)
     last_event = events[-1] if events else None
     last_exit = None
     for ev in reversed(events):  # the exit that ended the last attempt (a backoff or rollback may follow it)
@@ -137,15 +145,22 @@ def read_files(run_dir: Path) -> RunFiles:
         if ev.get("event") == "exit":
             last_exit = ev
             break
-    tail = JournalReader(run_dir).tail(1)
+    try:
+        tail = JournalReader(run_dir).tail(1)
+    except SupervisorError as e:  # refused: a symlinked journal, another user's segment
+        tail, refused = [], str(e)
     last = tail[-1] if tail else None
     last_kind = last.get("kind") if isinstance(last, dict) else None
     pid = meta.get("supervisor_pid")
     # the pid alone could be reused by another process: the supervisor also holds its lock while it lives
-    alive = isinstance(pid, int) and pid_alive(pid) and is_dir and rundir.flock_held(run_dir / rundir.SUPERVISOR_LOCK)
-    locked = journal_locked(run_dir) if is_dir else False
+    try:
+        alive = isinstance(pid, int) and pid_alive(pid) and is_dir and rundir.flock_held(run_dir / rundir.SUPERVISOR_LOCK)
+        locked = journal_locked(run_dir) if is_dir else False
+    except SupervisorError as e:  # a lock file refused (a symlink, another user's)
+        alive = locked = False
+        refused = refused or str(e)
     return RunFiles(meta, last_event, last_kind, alive, locked, damaged, last_exit,
-                    last if isinstance(last, dict) else None, run_dir)
+                    last if isinstance(last, dict) else None, run_dir, refused)
 
 
 def rolled_back_note(files: RunFiles) -> str:
@@ -163,6 +178,8 @@ def offline_state(files: RunFiles) -> tuple[str, str | None]:
     """The state word (see the module docstring) and a note saying why, from the file facts alone."""
     if files.damaged:
         return DAMAGED, files.damaged
+    if files.refused:
+        return UNREADABLE, files.refused
     status = str(files.meta.get("status") or "")
     pid = files.meta.get("supervisor_pid")
     if status == "running" and files.supervisor_alive:

@@ -73,7 +73,7 @@ def _count_steps(run: Path, paths: list[Path]) -> str:
         if got is None:
             try:
                 got = _scan_file(p, seq)
-            except OSError:
+            except (OSError, SupervisorError):  # unreadable, or refused (a symlink, another user's file)
                 return "-"
             if len(_scan_cache) >= _SCAN_CACHE_MAX:
                 _scan_cache.pop(next(iter(_scan_cache)))
