@@ -51,6 +51,7 @@ def mode(request: pytest.FixtureRequest) -> tuple[str, dict[str, str]]:
 
 
 def tree_pids(run_dir: Path) -> list[int]:
+    """A, B and D, once all three wrote their pid (the chain's line "A B" and the daemon's "D", in either order)."""
     path = run_dir / "tree.txt"
     text = wait_for(lambda: path.exists() and len(path.read_text().split()) >= 3 and path.read_text(),
                     timeout=20, what="tree.txt with 3 pids")
@@ -165,7 +166,9 @@ def test_next_supervise_stops_what_a_dead_supervisor_and_guardian_left(tmp_path:
         with Supervised(run_dir, None, *FAST, env=env) as again:
             assert again.wait(30) == 0, again.stderr()
         stopped = set(again.events("supervisor-start")[-1]["leftovers_stopped"])
-        a, b, d = pids
+        lines = [ln.split() for ln in (run_dir / "tree.txt").read_text().splitlines()]
+        a, b = (int(x) for x in next(ln for ln in lines if len(ln) == 2))  # the setsid chain (in either order)
+        d = int(next(ln for ln in lines if len(ln) == 1)[0])  # the daemon
         # A and B carry the run's environment; D only the cgroup can find
         assert {a, b} <= stopped
         assert (d in stopped) is (name == "cgroup")
