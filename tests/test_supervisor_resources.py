@@ -352,3 +352,27 @@ def test_a_full_disk_at_the_start_is_not_bad_input(tmp_path: Path) -> None:
     assert r.returncode == 75, r.stderr
     assert r.stderr.count("\n") == 1 and "No space left on device" in r.stderr and "Traceback" not in r.stderr
     assert "run the same command again" in r.stderr
+
+
+@pytest.mark.timeout(60)
+def test_the_final_status_waits_for_space_then_is_written(tmp_path: Path) -> None:
+    """The agent succeeds on a full disk: the end is retried (not lost, not a traceback) and written once space is back."""
+    with small_tmpfs(tmp_path / "mnt", "2m") as mnt:
+        run_dir = mnt / "run"
+        go = tmp_path / "go"
+        script = f"import os, time\nwhile not os.path.exists({str(go)!r}):\n    time.sleep(0.02)\n"
+        with Supervised(run_dir, [PY, "-c", script], out_dir=tmp_path) as sup:
+            wait_for(lambda: sup.try_status().get("state") == "running", timeout=20, what="the agent running")
+            with kept_full(mnt / "filler"):
+                # a few events first, so the event file's last page is full too
+                for _ in range(40):
+                    sup.request({"cmd": "pause"})
+                    sup.request({"cmd": "resume"})
+                go.touch()
+                wait_for(lambda: "writing the final status to run.json failed" in sup.stderr(), timeout=20,
+                         what="the final status failing to be written")
+                assert sup.proc.poll() is None  # still trying
+            assert sup.wait(20) == 0, sup.stderr()
+        assert rundir.read_run_json(run_dir)["status"] == "succeeded"
+        assert sup.events()[-1]["event"] in ("succeeded", "resource-error")
+        assert sup.events("succeeded")
