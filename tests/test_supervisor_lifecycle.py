@@ -14,7 +14,14 @@ from supervisor.core import rundir
 from supervisor.core.history import load
 
 from .conftest import run_cli, wait_for
-from .supervisor_util import Supervised, alive, guardian_of, helper_agent, kill_pids, research
+from .supervisor_util import (
+    Supervised,
+    alive,
+    guardian_of,
+    helper_agent,
+    kill_pids,
+    research,
+)
 
 FAST = ("--backoff-initial", "0.05", "--backoff-max", "0.2", "--stop-grace", "3")
 

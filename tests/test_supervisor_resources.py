@@ -6,9 +6,9 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import shutil
 import signal
 import socket
-import shutil
 import subprocess
 import sys
 import threading

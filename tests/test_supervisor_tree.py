@@ -23,7 +23,15 @@ from supervisor.core import rundir
 from supervisor.supervise.process import CGROUP_PREFIX, Cgroup, cgroup2_base
 
 from .conftest import clean_env, wait_for
-from .supervisor_util import PY, TEST_AGENT, Supervised, alive, guardian_of, helper_agent, kill_pids
+from .supervisor_util import (
+    PY,
+    TEST_AGENT,
+    Supervised,
+    alive,
+    guardian_of,
+    helper_agent,
+    kill_pids,
+)
 
 FAST = ("--backoff-initial", "0.05", "--backoff-max", "0.2", "--stop-grace", "3")
 
@@ -73,7 +81,7 @@ def leftover_cgroups(sup_pid: int) -> list[Path]:
 @pytest.mark.timeout(60)
 def test_tree_is_gone_after_a_crash_and_after_a_normal_exit(tmp_path: Path, mode: tuple[str, dict[str, str]]) -> None:
     """Attempt 1 leaves the tree and crashes; its sweep stops all of it, B and D included."""
-    name, env = mode
+    _, env = mode
     run_dir = tmp_path / "run"
     pids: list[int] = []
     try:
@@ -121,7 +129,7 @@ def test_tree_is_gone_after_a_sigterm_stop(tmp_path: Path, mode: tuple[str, dict
 @pytest.mark.timeout(60)
 def test_agent_behind_sh_dies_with_a_supervisor_killed_by_sigkill(tmp_path: Path, mode: tuple[str, dict[str, str]]) -> None:
     """PDEATHSIG reaches only ``sh``: the guardian stops the python agent under it and the escaped tree."""
-    name, env = mode
+    _, env = mode
     run_dir = tmp_path / "run"
     cmd = ["sh", "-c", f'"{PY}" "{TEST_AGENT}" tree sleep "$@"; exit $?', "sh"]
     sup = Supervised(run_dir, cmd, *FAST, env=env)

@@ -23,16 +23,21 @@ left the session and cleared its environment less than a second before the
 supervisor died, where no cgroup is available (the README's section on
 process-tree cleanup lists what is caught where).
 
-Run by ``Guardian.start`` in ``supervisor.py``; not imported by anything else.
+The supervisor's side is ``Guardian`` below; the script part (``main``) uses the
+standard library only, so it starts without the package.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
+from typing import Protocol
 
 SWEEP_S = 5.0
 ENV_SUPERVISED = "AGENT_SUPERVISOR_PID"
@@ -144,6 +149,66 @@ def sweep(supervisor: int, run_dir: str, child: int | None, cgroup: str | None,
         except OSError:
             pass  # still busy, or gone: the next supervise start removes it
     return killed
+
+
+class Guardian:
+    """The ``guardian.py`` process: stops the agent's tree if this supervisor is killed with -9.
+
+    Fed one line per spawn (``child PID``) through a pipe only we hold; ``done``
+    when we stopped everything ourselves. Its end of file without ``done`` is our death.
+    """
+
+    def __init__(self, proc: subprocess.Popen[bytes], fd: int) -> None:
+        self.proc = proc
+        self.fd = fd
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    @classmethod
+    def start(cls, run_dir: Path, cgroup: _HasPath | None) -> Guardian | None:
+        """Start it (in a session of its own); ``None`` if it cannot be (the subreaper and PDEATHSIG remain)."""
+        if not sys.executable:
+            return None
+        script = Path(__file__)
+        argv = [sys.executable, "-I", "-S", str(script), "--supervisor", str(os.getpid()), "--run-dir", str(run_dir)]
+        if cgroup is not None:
+            argv += ["--cgroup", str(cgroup.path)]
+        try:
+            r, w = os.pipe()  # not inheritable: the agent never holds our end, so our death is its EOF
+        except OSError:
+            return None
+        try:
+            proc = subprocess.Popen(argv, stdin=r, stdout=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+        except OSError:
+            os.close(w)
+            return None
+        finally:
+            os.close(r)
+        return cls(proc, w)
+
+    def tell(self, line: str) -> None:
+        if self.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self.fd, line.encode() + b"\n")
+
+    def done(self) -> None:
+        """We stopped everything: let it exit quietly, and reap it."""
+        self.tell("done")
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        try:
+            self.proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=2.0)
+
+
+class _HasPath(Protocol):
+    path: Path
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,10 +8,13 @@ status is written, and at exit), so the order of writes is kept.
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import os
 import queue
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 RESOURCE_ERRNOS = frozenset({
     errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG,  # the disk
@@ -23,6 +26,22 @@ RESOURCE_ERRNOS = frozenset({
 def is_resource_error(e: BaseException) -> bool:
     """An ``OSError`` that says a resource ran out (disk, quota, descriptors, memory), not that the input is wrong."""
     return isinstance(e, OSError) and e.errno in RESOURCE_ERRNOS
+
+
+def cut_torn_tail(path: Path) -> None:
+    """Cut ``path`` back to its last complete line (a write that failed half-way, on a full disk)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
+        try:
+            size = os.fstat(fd).st_size
+            start = max(0, size - 256 * 1024)
+            tail = os.pread(fd, size - start, start)
+            nl = tail.rfind(b"\n")
+            end = start + nl + 1 if nl >= 0 else (0 if start == 0 else size)
+            if end < size:
+                os.ftruncate(fd, end)
+        finally:
+            os.close(fd)
 
 
 class Persister:

@@ -63,12 +63,12 @@ from ..core.redact import Redactor, argv_is_redacted, redact_argv
 from ..errors import JournalLockedError, SupervisorError
 from .agentlog import AgentLog
 from .commands import ControlCommands
-from .secrets import SecretsPipe
 from .control import ControlServer, Reply
-from .lock import SupervisorLock, find_leftovers, remove_recorded_cgroup, stop_processes
+from .guardian import Guardian
 from .guardian import start_time as guardian_start_time
+from .lock import SupervisorLock, find_leftovers, remove_recorded_cgroup, stop_processes
 from .metrics import TreeSample, TreeSampler
-from .persister import Persister, is_resource_error
+from .persister import Persister, cut_torn_tail, is_resource_error
 from .policy import (
     Action,
     Attempt,
@@ -90,6 +90,7 @@ from .process import (
     reap_orphans,
 )
 from .rollback import append_rollback
+from .secrets import SecretsPipe
 from .signals import SignalInbox
 from .states import ProcessState, StateChange, StateMachine, StopRequest
 
@@ -112,78 +113,6 @@ ENV_NO_CGROUP = "AGENT_SUPERVISOR_NO_CGROUP"
 """Set to 1 to keep the agent out of a cgroup (the group, session and subreaper sweep only): tests, odd hosts."""
 EXIT_RESOURCES = 75
 """The supervisor's exit code when it could not start or record its end for want of resources (EX_TEMPFAIL)."""
-
-
-class Guardian:
-    """The ``guardian.py`` process: stops the agent's tree if this supervisor is killed with -9.
-
-    Fed one line per spawn (``child PID``) through a pipe only we hold; ``done``
-    when we stopped everything ourselves. Its end of file without ``done`` is our death.
-    """
-
-    def __init__(self, proc: subprocess.Popen[bytes], fd: int) -> None:
-        self.proc = proc
-        self.fd = fd
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    @classmethod
-    def start(cls, run_dir: Path, cgroup: Cgroup | None) -> Guardian | None:
-        """Start it (in a session of its own); ``None`` if it cannot be (the subreaper and PDEATHSIG remain)."""
-        if not sys.executable:
-            return None
-        script = Path(__file__).with_name("guardian.py")
-        argv = [sys.executable, "-I", "-S", str(script), "--supervisor", str(os.getpid()), "--run-dir", str(run_dir)]
-        if cgroup is not None:
-            argv += ["--cgroup", str(cgroup.path)]
-        try:
-            r, w = os.pipe()  # not inheritable: the agent never holds our end, so our death is its EOF
-        except OSError:
-            return None
-        try:
-            proc = subprocess.Popen(argv, stdin=r, stdout=subprocess.DEVNULL, start_new_session=True, close_fds=True)
-        except OSError:
-            os.close(w)
-            return None
-        finally:
-            os.close(r)
-        return cls(proc, w)
-
-    def tell(self, line: str) -> None:
-        if self.fd >= 0:
-            with contextlib.suppress(OSError):
-                os.write(self.fd, line.encode() + b"\n")
-
-    def done(self) -> None:
-        """We stopped everything: let it exit quietly, and reap it."""
-        self.tell("done")
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-        try:
-            self.proc.wait(timeout=2.0)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(timeout=2.0)
-
-
-def cut_torn_tail(path: Path) -> None:
-    """Cut ``path`` back to its last complete line (a write that failed half-way, on a full disk)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW)
-        try:
-            size = os.fstat(fd).st_size
-            start = max(0, size - 256 * 1024)
-            tail = os.pread(fd, size - start, start)
-            nl = tail.rfind(b"\n")
-            end = start + nl + 1 if nl >= 0 else (0 if start == 0 else size)
-            if end < size:
-                os.ftruncate(fd, end)
-        finally:
-            os.close(fd)
 
 
 class Supervisor:
