@@ -253,6 +253,11 @@ def test_disk_full_the_supervisor_keeps_supervising_and_writes_everything_once_s
                 wait_for(lambda: sup.status()["attempt"] >= live + 2, timeout=20, what="two more attempts")
                 assert "writing agent.log failed: No space left on device" in sup.stderr()
                 assert sup.events("spawn")[-1]["attempt"] < sup.status()["attempt"]
+                live_errors = sup.status()["resource_errors"]
+                assert live_errors["writing supervisor.jsonl: ENOSPC"] >= 1
+                r = subprocess.run([PY, "-m", "supervisor", "status", str(run_dir)], capture_output=True, text=True,
+                                   timeout=30, env=clean_env(), cwd=ROOT, check=True)
+                assert "resources  writing supervisor.jsonl: ENOSPC failed" in r.stdout, r.stdout
             # space is back: the events are written, in order, and run.json catches up
             wait_for(lambda: sup.events("spawn")[-1]["attempt"] >= live + 2, timeout=20,
                      what="the deferred events written")

@@ -257,6 +257,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"{st['threads']} threads, {st['open_files']} open files, {st.get('processes', 1)} processes"
             )
         out.append(f"journal    {st['records']} records" + (f"; in step {st['step']}" if st.get("step") else ""))
+        for what, n in (st.get("resource_errors") or {}).items():
+            out.append(f"resources  {what} failed {n} time(s); still supervising")
         out.append(f"supervisor pid {st['supervisor_pid']}")
     else:
         out.append(f"state      {state} (no supervisor running)")

@@ -84,6 +84,8 @@ class ControlCommands:
             "supervisor_uptime_s": round(time.monotonic() - sup.started, 3),
             "live": True,
         }
+        if sup.resource_totals:
+            st["resource_errors"] = dict(sup.resource_totals)  # what ran out since the start, and how often
         if sm.state is S.BACKOFF and sm.backoff_until is not None:
             st["backoff_s"] = sm.backoff_s
             st["backoff_left_s"] = round(max(0.0, sm.backoff_until - time.monotonic()), 3)

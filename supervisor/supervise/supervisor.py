@@ -178,6 +178,8 @@ class Supervisor:
         self._rj_lock = threading.Lock()
         self._rj_retry_at: float | None = None
         self._problems: dict[str, dict[str, Any]] = {}
+        self.resource_totals: dict[str, int] = {}
+        """``"writing agent.log: ENOSPC"`` -> how often, since the start (the live status shows it)."""
         self._said: dict[str, float] = {}
         self._next_report = 0.0
         self._log_lost = 0
@@ -232,6 +234,7 @@ class Supervisor:
                                             "count": 0, "first": rundir.utc_now()})
         p["count"] += 1
         p["last"] = rundir.utc_now()
+        self.resource_totals[key] = self.resource_totals.get(key, 0) + 1
         if now >= self._said.get(key, 0.0):
             self._said[key] = now + RESOURCE_REPORT_S
             self.say(f"{what} failed: {e.strerror or e} ({name}); still supervising, retrying")
