@@ -150,7 +150,7 @@ class StateCursor:
             self._move(seq, shape, current)
             last = self._last
             if last is not None and last[0] == seq:
-                end = self._end_after(seq, self._following(seq + 1)) if _holds_step(last[1]) else seq
+                end = self._end_after(seq, self._following(seq + 1), last[1]) if _holds_step(last[1]) else seq
             else:
                 end = self.result_seq(seq)  # seq came from a snapshot, or is a bad line
         else:
@@ -170,7 +170,11 @@ class StateCursor:
         record, with the records in between (begins, starts, failed tries). A
         rollback ends the branch: the state stops before it. A change a step's own
         function makes to the state is in the step's record, so it shows at the
-        step before it too (the journal cannot tell the two apart).
+        step before it too (the journal cannot tell the two apart). With concurrent
+        steps the next record that saves the state may be another step's (one that
+        was in flight): the state at a step is then the state through that record,
+        as the file has it. A ``begin`` with a ``pos`` ends at its own step's record,
+        paired by ``pos`` (:meth:`_end_after`), not at the next step in the file.
         Checkpoints, rollbacks, starts and notes: the record itself.
         """
         it = self._following(seq)
@@ -179,11 +183,33 @@ class StateCursor:
                 continue
             if s != seq or not _holds_step(e):
                 return seq
-            return self._end_after(seq, it)
+            return self._end_after(seq, it, e)
         return seq
 
-    def _end_after(self, seq: int, it: Iterator[tuple[int, Any]]) -> int:
-        """:meth:`result_seq` of the step at ``seq``, from the entries after it."""
+    def _end_after(self, seq: int, it: Iterator[tuple[int, Any]], at: Any = None) -> int:
+        """:meth:`result_seq` of the step at ``seq`` (its entry ``at``), from the entries after it.
+
+        A ``begin`` that carries its ``pos`` ends at its own step: the next successful
+        ``step`` record with that ``pos`` (with concurrent steps, other steps' records
+        come in between: they are passed, their patches included, as they are in the
+        file before it). If none comes before a rollback or the end, the state at the
+        begin is the state right after it.
+        """
+        if type(at) is dict and at.get("kind") == _BEGIN and type(at.get("pos")) is int:
+            pos = at["pos"]
+            for s, e in it:
+                if s <= seq or type(e) is BadLine:
+                    continue
+                if type(e) is LazyRecord:
+                    if e.pos == pos or (e.pos < 0 and e.record().get("pos") == pos):
+                        return s
+                    continue
+                kind = e.get("kind", _STEP)
+                if kind == _ROLLBACK:
+                    return seq
+                if kind == _STEP and e.get("pos") == pos and e.get("error") is None:
+                    return s
+            return seq
         end = seq
         for s, e in it:
             if s <= seq or type(e) is BadLine:

@@ -5,8 +5,15 @@ to that checkpoint plus everything after the rollback record; the records in
 between are an abandoned branch, kept in the file and shown as such. A rollback
 that names no effective checkpoint is a problem, not a cut.
 
-Positions: the ``pos`` of a record is the number of successful steps before it
-in the effective history. Resume matches steps by ``pos``.
+Positions: a ``begin`` or ``step`` record's ``pos`` is the call's position as the
+SDK wrote it (assigned when the step is *called*, in call order); a record
+without one (a hand-written journal) gets the number of successful steps before
+it in the effective history, which is the same for sequential code. A step's
+records are paired by ``pos``, not by adjacency: with concurrent steps
+(``asyncio.gather``, threads) other records come between a ``begin`` and its
+``step``, and ``step`` records are committed in another order than their ``pos``.
+``History.steps`` is in ``pos`` order (the order resume matches in),
+:meth:`History.in_flight_steps` the begins still waiting for their step.
 
 Every reader folds here: the SDK (parsed records and lazy step lines), the
 supervisor and the runs list (a counting fold), the TUI (markers found in raw
@@ -15,6 +22,8 @@ bytes, with the number of successful steps between them).
 
 from __future__ import annotations
 
+import bisect
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +67,17 @@ MISSING_TARGET = "rollback names a checkpoint not in the effective history"
 # (``Kind.STEP``) costs about 100 ns in Python 3.11 (the enum metaclass hooks attribute access):
 # the loops below use these module constants, which are the same members.
 _STEP, _CHECKPOINT, _ROLLBACK = Kind.STEP, Kind.CHECKPOINT, Kind.ROLLBACK
+_BEGIN, _START = Kind.BEGIN, Kind.START
+
+# The resume view (``JournalReader.load(lazy=True)``) hands out successful step lines unparsed and leaves
+# the begin lines out. Their ``pos`` is taken as the count of successful steps before them (file order is
+# pos order for sequential code) unless a file shows overlapping steps: a ``begin`` line followed by a line
+# that is not a ``step`` (another begin: a step started while one was in flight), other than the end of the
+# file or a process start (a crash). Then, or when a file's last step line does not carry the count it was
+# given (positions skipped), the fold is done again with every step line's ``pos`` read from its bytes.
+_OVERLAP = re.compile(rb'\n\{"kind":"begin",[^\n]*\n(?!\{"kind":"step",|\{"kind":"start",|\{"kind":"rollback",|\Z)')
+_LAZY_POS = re.compile(rb'\{"kind":"step","step":"(?:[^"\\]|\\.)*","pos":(\d+)[,}]')
+_TEXT_POS = re.compile(r'"pos"\s*:\s*(\d+)')
 
 
 @dataclass(slots=True)
@@ -98,12 +118,19 @@ class Branch:
 
 @dataclass
 class History:
-    """A journal folded into its effective history and abandoned branches."""
+    """A journal folded into its effective history and abandoned branches.
+
+    Concurrent steps: ``steps`` is in ``pos`` order (call order; records with the
+    same ``pos`` in file order), whatever order their records were committed in;
+    :meth:`steps_by_pos` maps each position to its step, :meth:`in_flight_steps`
+    gives the begins that have no step yet, :attr:`concurrent` says whether any
+    two steps overlapped. For a sequential journal ``steps[i]["pos"] == i``.
+    """
 
     entries: list[Entry]
     effective: list[Record] = field(default_factory=list)
     steps: list[Record] = field(default_factory=list)
-    """Successful steps in effective order: ``steps[pos]``."""
+    """Successful steps of the effective history in ``pos`` order (sequential code: ``steps[pos]``)."""
     branches: list[Branch] = field(default_factory=list)
     problems: list[BadLine] = field(default_factory=list)
     checkpoints: list[Record] = field(default_factory=list)
@@ -119,33 +146,105 @@ class History:
     def abandoned_seqs(self) -> set[int]:
         return {r["seq"] for b in self.branches for r in b.records}
 
+    @property
+    def next_pos(self) -> int:
+        """The position after the highest of the effective steps (0 without steps)."""
+        return int(self.steps[-1]["pos"]) + 1 if self.steps else 0
+
+    def steps_by_pos(self) -> dict[int, Record]:
+        """Each position's successful step (two at one position, which only a hand-edited journal has:
+        the later in the file)."""
+        return {int(r["pos"]): r for r in self.steps}
+
     def consecutive_failures(self, pos: int | None = None) -> int:
-        """Failed attempts of the step at ``pos`` (default: the next one) since the last success."""
-        pos = len(self.steps) if pos is None else pos
+        """Failed attempts of the step at ``pos`` (default: :attr:`next_pos`) since its last success
+        (or since the last success of any step, for sequential code) or the last rollback."""
+        pos = self.next_pos if pos is None else pos
+        concurrent = self.concurrent
         n = 0
         for r in reversed(self.effective):
             if r.get("kind") == Kind.ROLLBACK:
                 break
             if r.get("kind") == Kind.STEP:
                 if r.get("error") is None:
-                    break
+                    if r.get("pos") == pos or not concurrent:
+                        break
+                    continue
                 if r.get("pos") == pos and not r.get("transient"):
                     n += 1
         return n
 
+    def pairing(self) -> Pairing:
+        """The begins of the effective history paired with their steps (:class:`Pairing`)."""
+        p = Pairing()
+        for r in self.effective:
+            p.add(r)
+        return p
+
+    @property
+    def concurrent(self) -> bool:
+        """Whether two steps of the effective history overlapped (a begin came while another was in flight)."""
+        return self.pairing().overlapped
+
+    def in_flight_steps(self) -> list[Record]:
+        """The ``begin`` records, in ``pos`` order, of the steps of the last process attempt that have no
+        ``step`` record (running now, or interrupted by a crash if the process is gone)."""
+        return sorted(self.pairing().open.values(), key=lambda r: (r["pos"], r["seq"]))
+
     def in_flight(self) -> Record | None:
-        """The ``begin`` record of a step that never finished (the step a crash interrupted)."""
-        for r in reversed(self.effective):
-            k = r.get("kind")
-            if k == Kind.BEGIN:
-                return r
-            if k in (Kind.STEP, Kind.ROLLBACK, Kind.START):
-                return None
-        return None
+        """The first of :meth:`in_flight_steps` (the step a crash interrupted, for sequential code), or ``None``."""
+        fl = self.in_flight_steps()
+        return fl[0] if fl else None
 
     def find_checkpoint(self, ref: str) -> Record | None:
         """The latest effective checkpoint whose name, file or seq is ``ref``."""
         return _find_checkpoint(self.checkpoints, ref)
+
+
+class Pairing:
+    """Begins paired with their steps by ``pos``, in journal order (feed records with :meth:`add`).
+
+    A ``step`` record closes the ``begin`` of the same ``pos`` (a failed try marked
+    ``transient`` does not: the step is retried); a ``begin`` or ``step`` without a
+    ``pos`` pairs with the next one (hand-written, sequential). A ``start`` (a new
+    process attempt) or a ``rollback`` ends every step still open: those were
+    interrupted. Used by ``History``, ``log`` and the TUI, so they agree.
+    """
+
+    __slots__ = ("interrupted", "open", "overlapped", "paired")
+
+    def __init__(self) -> None:
+        self.open: dict[Any, Record] = {}
+        """``pos`` -> the begin record of a step in flight."""
+        self.paired: dict[int, int] = {}
+        """begin seq -> the seq of the step record that closed it."""
+        self.interrupted: set[int] = set()
+        """Seqs of the begins whose process attempt ended (or that were begun again) before their step."""
+        self.overlapped = False
+        """A begin came while another step was in flight."""
+
+    def add(self, rec: Record) -> None:
+        kind = rec.get("kind", _STEP)
+        if kind == _BEGIN:
+            if self.open:
+                self.overlapped = True
+            key = rec.get("pos")
+            old = self.open.get(key)
+            if old is not None:
+                self.interrupted.add(int(old["seq"]))
+            self.open[key] = rec
+        elif kind == _STEP:
+            if not self.open or (not isinstance(rec, LazyRecord) and rec.get("transient")):
+                return  # (a lazy step line is a success: never parsed here)
+            b = self.open.pop(rec.get("pos"), None)
+            if b is None:
+                b = self.open.pop(None, None)
+            if b is not None:
+                self.paired[int(b["seq"])] = int(rec["seq"])
+        elif kind == _START or kind == _ROLLBACK:
+            for b in self.open.values():
+                self.interrupted.add(int(b["seq"]))
+            self.open.clear()
 
 
 def _find_checkpoint(cps: list[Record], ref: str) -> Record | None:
@@ -167,6 +266,9 @@ class Fold:
     """
 
     def __init__(self, keep: bool = True) -> None:
+        self._reset(keep)
+
+    def _reset(self, keep: bool) -> None:
         self.keep = keep
         self.step_count = 0
         """Successful steps in the effective history."""
@@ -189,6 +291,10 @@ class Fold:
         (each rollback to the same checkpoint abandons the one before, so the effective ones stay at 1)."""
         self.cuts: list[tuple[int, int]] = []
         """``(target seq, rollback seq)`` of every rollback that cut, abandoned ones too (for :class:`Shape`)."""
+        self._top = -1  # keep: the highest pos among ``steps`` (-1: none)
+        self._ordered = True  # keep: ``steps`` in pos order is also file order (a rollback cuts its tail)
+        self._exact = False  # keep: read every lazy step line's pos from its bytes (see _OVERLAP)
+        self._lazy_runs: list[tuple[LazyRecord, LazyRecord]] = []  # keep: (first, last) lazy step of each file run
 
     @property
     def history(self) -> History:
@@ -243,6 +349,8 @@ class Fold:
                 entries = list(entries)
                 h.entries.extend(entries)  # type: ignore[arg-type]
                 self._fold_keep(entries, h)
+            if self._lazy_runs and not self._exact and not self._lazy_in_order():
+                self._refold_exact()
             return
         for e in entries:
             t = type(e)
@@ -261,48 +369,110 @@ class Fold:
     def _fold_keep(self, entries: Iterable[FoldInput], h: History) -> None:
         eff = h.effective
         steps = h.steps
+        top = self._top
+        exact = self._exact
+        src: Any = None
+        first: LazyRecord | None = None
+        last: LazyRecord | None = None
+        runs = self._lazy_runs
         for e in entries:
             t = type(e)
             if t is LazyRecord:  # the resume fast path: no parsing, no dict lookups
-                e.pos = len(steps)  # type: ignore[union-attr]
-                if e.kind == _STEP:  # type: ignore[union-attr]
+                if e.src is not src:  # type: ignore[union-attr]
+                    if last is not None:
+                        runs.append((first, last))  # type: ignore[arg-type]
+                    src = e.src  # type: ignore[union-attr]
+                    first = e  # type: ignore[assignment]
+                    if not exact and _overlaps(src):
+                        self._exact = exact = True  # refolded at the end of extend(); go on for the runs
+                last = e  # type: ignore[assignment]
+                p = _lazy_pos(e, len(steps)) if exact else len(steps)  # type: ignore[arg-type]
+                e.pos = p  # type: ignore[union-attr]
+                if p >= top:
                     steps.append(e)  # type: ignore[arg-type]
+                    top = p
+                else:
+                    self._insert_step(e, p)
                 eff.append(e)  # type: ignore[arg-type]
                 continue
             if t is dict:
                 kind = e.get("kind", _STEP)  # type: ignore[union-attr]
                 if kind == _STEP and e.get("error") is None:  # type: ignore[union-attr]
-                    e["pos"] = len(steps)  # type: ignore[index]
-                    steps.append(e)  # type: ignore[arg-type]
+                    p = e.get("pos")  # type: ignore[union-attr,assignment]
+                    if type(p) is not int:
+                        p = e["pos"] = top + 1  # type: ignore[index]
+                    if p >= top:
+                        steps.append(e)  # type: ignore[arg-type]
+                        top = p
+                    else:
+                        self._insert_step(e, p)
                     eff.append(e)  # type: ignore[arg-type]
                     continue
                 if kind != _ROLLBACK and kind != _CHECKPOINT:  # begin, start, note, fork, a failed step
-                    e["pos"] = len(steps)  # type: ignore[index]
+                    if type(e.get("pos")) is not int:  # type: ignore[union-attr]
+                        e["pos"] = top + 1  # type: ignore[index]
                     eff.append(e)  # type: ignore[arg-type]
                     continue
                 self.step_count = len(steps)
+                self._top = top
                 self._record(e)  # type: ignore[arg-type]
+                top = self._top
                 continue
             if t is BadLine:
                 h.problems.append(e)  # type: ignore[arg-type]
                 self.problem_count += 1
                 if not e.foreign:  # type: ignore[union-attr]
+                    self._top = top
                     self._damaged(e, h)  # type: ignore[arg-type]
+                    top = self._top
                 continue
             if t is Marker:
                 raise TypeError("markers carry no records: fold them with Fold(keep=False)")
             # a LazyRecord or dict subclass
             self.step_count = len(steps)
+            self._top = top
             self._record(e.record() if isinstance(e, LazyRecord) else e)  # type: ignore[arg-type]
+            top = self._top
+        if last is not None:
+            runs.append((first, last))  # type: ignore[arg-type]
+        self._top = top
         self.step_count = len(steps)
+
+    def _insert_step(self, e: Any, pos: int) -> None:
+        """A step whose ``pos`` is below the highest so far (committed out of call order): put it in place."""
+        steps = self._history.steps
+        steps.insert(bisect.bisect_right(steps, pos, key=_pos_of), e)
+        self._ordered = False
+
+    def _lazy_in_order(self) -> bool:
+        """Whether each file's last lazy step line carries the pos the count gave it (no position skipped)."""
+        for _, last in self._lazy_runs:
+            m = _LAZY_POS.match(last.src, last.start, last.end)
+            if m is not None and int(m.group(1)) != last.pos:
+                return False
+        return True
+
+    def _refold_exact(self) -> None:
+        """Fold the entries again, every lazy step line's pos read from its bytes (overlapping steps)."""
+        entries = self._history.entries
+        self._reset(True)
+        self._exact = True
+        self._history.entries = entries
+        self._fold_keep(entries, self._history)
 
     def _damaged(self, bad: BadLine, h: History) -> None:
         """A damaged line keeps its place: a :data:`DAMAGED` record in the effective history, and a step
-        position if it may have been a step (:func:`records.damaged_holds_step`), so nothing after it shifts."""
+        position if it may have been a step (:func:`records.damaged_holds_step`), so nothing after it shifts.
+        Its position: the ``pos`` its bytes still show, else the one after the highest so far."""
         rec = bad.record()
-        rec["pos"] = len(h.steps)
+        m = _TEXT_POS.search(bad.text)
+        rec["pos"] = int(m.group(1)) if m else self._top + 1
         if rec["holds_step"]:
-            h.steps.append(rec)
+            if rec["pos"] >= self._top:
+                h.steps.append(rec)
+                self._top = rec["pos"]
+            else:
+                self._insert_step(rec, rec["pos"])
         h.effective.append(rec)
         if not bad.harmless:
             h.damaged.append(rec)
@@ -314,8 +484,14 @@ class Fold:
         keep = self.keep
         if kind == _STEP and e.get("error") is None:
             if keep:
-                e["pos"] = self.step_count
-                self._history.steps.append(e)
+                p = e.get("pos")
+                if type(p) is not int:
+                    p = e["pos"] = self._top + 1
+                if p >= self._top:
+                    self._history.steps.append(e)
+                    self._top = p
+                else:
+                    self._insert_step(e, p)
                 self._history.effective.append(e)
             self.step_count += 1
             return
@@ -327,7 +503,8 @@ class Fold:
                 self._cp_at.append(len(self._history.effective))
             self.checkpoints.append(e)
         if keep:
-            e["pos"] = self.step_count
+            if type(e.get("pos")) is not int:
+                e["pos"] = self._top + 1
             self._history.effective.append(e)
 
     def _rollback(self, rb: Record) -> None:
@@ -351,7 +528,11 @@ class Fold:
                     first_cut = h.effective[cut]["seq"]
                     h.damaged[:] = [d for d in h.damaged if d["seq"] < first_cut]
                 del h.effective[cut:]
-                del h.steps[n_ok:]
+                if self._ordered:
+                    del h.steps[n_ok:]
+                else:  # steps in pos order are not in file order: keep those before the checkpoint
+                    h.steps[:] = [r for r in h.steps if r["seq"] < self.last_target]
+                self._top = int(h.steps[-1]["pos"]) if h.steps else -1
                 del self._cp_at[i + 1 :]
             del self.checkpoints[i + 1 :]
             del self._cp_ok[i + 1 :]
@@ -391,6 +572,29 @@ class Fold:
             self._record({"kind": Kind.ROLLBACK, "seq": m.seq, "checkpoint": m.name, "checkpoint_seq": m.checkpoint_seq})
             m.target_seq = self.last_target
         # start, error (a failed step) and steps markers only carry their ok_before
+
+
+def _pos_of(r: Any) -> int:
+    return r.pos if type(r) is LazyRecord else int(r["pos"])
+
+
+_AFTER_BEGIN = (b'{"kind":"step",', b'{"kind":"start",', b'{"kind":"rollback",')
+
+
+def _overlaps(src: Any) -> bool:
+    """Whether a mapped journal file shows overlapping steps (see :data:`_OVERLAP`)."""
+    if src[:16] == b'{"kind":"begin",':  # the first line (the pattern looks for begins after a newline)
+        nl = src.find(b"\n")
+        after = bytes(src[nl + 1 : nl + 20]) if nl >= 0 else b""
+        if after and not after.startswith(_AFTER_BEGIN):
+            return True
+    return _OVERLAP.search(src) is not None
+
+
+def _lazy_pos(e: LazyRecord, count: int) -> int:
+    """The ``pos`` a lazy step line carries (``count`` if its bytes do not show one where the writer puts it)."""
+    m = _LAZY_POS.match(e.src, e.start, e.end)
+    return int(m.group(1)) if m is not None else count
 
 
 def fold(entries: Iterable[Entry]) -> History:
