@@ -51,6 +51,23 @@ class DivergenceError(SupervisorError):
         super().__init__(msg)
 
 
+class CodecError(DivergenceError):
+    """On resume, a step's recorded output cannot be returned as the type the step now declares.
+
+    A divergence (exit 78, not restarted): the output was recorded by code whose step
+    returned another shape, so running again would fail the same way.
+    ``position`` is -1 when the caller did not give it; ``expected`` is the type asked
+    for, ``actual`` the recorded ``output_type`` (or ``"json"``).
+    """
+
+    def __init__(self, message: str, *, step: str | None, expected: str, actual: str, position: int = -1) -> None:
+        self.step = step
+        self.position = position
+        self.expected = expected
+        self.actual = actual
+        SupervisorError.__init__(self, message)
+
+
 class ForkError(SupervisorError):
     """The fork cannot be made where or from where it was asked."""
 
