@@ -13,13 +13,16 @@ open of a writer: lock, repair a torn tail, load.
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import fcntl
 import gc
 import os
 import secrets
+import threading
 from array import array
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
@@ -93,12 +96,61 @@ def journal_locked(run_dir: Path) -> bool:
 # --------------------------------------------------------------------------- writer
 
 
+class _ThreadWaiter:
+    """A thread parked until a sync covers its bytes: woken once, by the lock it blocks on."""
+
+    __slots__ = ("end", "lock", "state", "error")
+
+    def __init__(self, end: int) -> None:
+        self.end = end
+        self.lock = threading.Lock()
+        self.lock.acquire()
+        self.state = _WAITING
+        self.error = ""
+
+
+class _AsyncWaiter:
+    """An :meth:`JournalWriter.aappend` parked until a sync covers its bytes: a future in its loop."""
+
+    __slots__ = ("end", "loop", "fut")
+
+    def __init__(self, end: int, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None]) -> None:
+        self.end = end
+        self.loop = loop
+        self.fut = fut
+
+
+_WAITING, _DONE, _LEAD, _FAILED = range(4)
+_Waiter = _ThreadWaiter | _AsyncWaiter
+
+
 class JournalWriter:
     """Appends records to a run's journal; one writer per run directory (enforced by a lock).
 
     ``append(rec, sync=True)`` returns after the line and its newline are on disk
-    (``fdatasync``). ``sync=False`` writes through to the kernel only: the record
-    survives a crash of the process, not of the machine (used for ``begin``).
+    (``fdatasync``; ``fsync`` where the platform has no ``fdatasync``). ``sync=False``
+    writes through to the kernel only: the record survives a crash of the process,
+    not of the machine (used for ``begin``).
+
+    **Group commit.** The writer is thread-safe, and concurrent appends share their
+    syncs. A record gets its ``seq`` and is written under one lock, so file order is
+    seq order. Then, with the lock released, one caller at a time is the commit
+    leader: it syncs everything written so far; the others park until a sync covers
+    their bytes. When the leader's sync returns, it wakes every waiter it covered and
+    hands the lead to one still parked (whose sync then takes every line written
+    meanwhile), and returns. One thread alone pays one sync per durable append, as
+    before. :meth:`aappend` is the same for asyncio: the line is written at once, in
+    the event loop's thread, and a flusher thread of this writer leads the syncs
+    that only asyncio waiters need.
+
+    **Failures.** A failed or short write is cut back to the end of the last whole
+    line (see :meth:`_write_locked`). A failed sync breaks the writer: every waiter
+    whose bytes it covered gets a :class:`JournalError`, and the writer refuses every
+    later write. Retrying is not safe: after a failed ``fsync`` the kernel may have
+    marked the unwritten pages clean, so the next sync would report success for bytes
+    that never reached the disk (PostgreSQL, 2018). The lines stay in the file,
+    whole; whether they survive a machine crash is unknown, so their callers are told
+    they are not committed, and a restart serves those that survived.
     """
 
     def __init__(
@@ -116,6 +168,27 @@ class JournalWriter:
         self.rotate_bytes = rotate_bytes
         self._redact = redact
         self._durable = durable
+        self._datasync = rundir.datasync_function()  # chosen here, not at import (macOS: fsync)
+        self._lock = threading.Lock()
+        """Held to give a seq, write, rotate, and to read or change the commit state below."""
+        self._written = 0
+        """Bytes this writer appended, counted across rotations (a position in the stream it wrote)."""
+        self._synced = 0
+        """How much of ``_written`` a successful sync covers."""
+        self._syncing = False
+        """Someone holds the lead: a leader syncs (outside the lock) or is about to; no other sync starts."""
+        self._queue: deque[_Waiter] = deque()
+        """The parked waiters, in write order (so their ``end`` increases)."""
+        self._rotating = 0
+        """Rotations waiting for the lead to end: it is not handed on meanwhile."""
+        self._idle = threading.Condition(self._lock)
+        """Notified when the lead ends (``_syncing`` becomes false), for rotations and ``close``."""
+        self._idle_waiting = 0
+        self._work = threading.Condition(self._lock)
+        """Notified when the flusher is given the lead, or the writer closes."""
+        self._flusher_go = False
+        self._flusher: threading.Thread | None = None
+        self._closing = False
         self._lock_fd = rundir.open_run_file(run_dir / rundir.JOURNAL_LOCK, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -129,7 +202,7 @@ class JournalWriter:
         self._id_prefix = secrets.token_hex(4)
         self._id_counter = 0
         self._broken = ""
-        """Why the writer refuses to write (a failed write it could not cut back), or empty."""
+        """Why the writer refuses to write (a failed write it could not cut back, a failed sync), or empty."""
         self._fd = -1
         try:
             self.repaired_bytes = repair_torn_tail(self.active)
@@ -148,24 +221,91 @@ class JournalWriter:
 
     def new_id(self) -> str:
         """A record id unique across processes: a random per-writer prefix and a counter."""
+        with self._lock:
+            return self._new_id()
+
+    def _new_id(self) -> str:
         self._id_counter += 1
         return f"{self._id_prefix}{self._id_counter:x}"
 
+    # -- appending
+
     def append(self, rec: Record, *, sync: bool = True) -> Record:
-        """Give ``rec`` its ``seq`` (and ``id``/``ts`` if missing), write it, and return it."""
+        """Give ``rec`` its ``seq`` (and ``id``/``ts`` if missing), write it, and return it.
+
+        Thread-safe. With ``sync`` (and a durable writer) it returns only after a sync that
+        covers the line; concurrent callers share syncs (see the class). A value JSON cannot
+        hold raises ``TypeError`` and writes nothing.
+        """
+        with self._lock:
+            end = self._write_locked(self._line(rec))
+            if not sync or not self._durable or self._synced >= end:
+                return rec
+            if self._syncing or self._rotating:
+                parked = _ThreadWaiter(end)
+                self._queue.append(parked)
+                waiter: _ThreadWaiter | None = parked
+            else:
+                waiter = None
+                self._syncing = True
+                fd, target = self._fd, self._written
+        if waiter is None:
+            self._lead(fd, target)
+        else:
+            self._park(waiter)
+        return rec
+
+    def write_line(self, line: bytes, *, sync: bool = True) -> None:
+        """Append one already-serialised, newline-terminated line (thread-safe, as :meth:`append`)."""
+        with self._lock:
+            end = self._write_locked(line)
+            if not sync or not self._durable or self._synced >= end:
+                return
+            waiter = _ThreadWaiter(end)
+            self._queue.append(waiter)
+            if not self._syncing and not self._rotating:
+                self._handoff_locked()  # the lead goes to the first thread parked: this one
+        self._park(waiter)
+
+    async def aappend(self, rec: Record) -> Record:
+        """:meth:`append` with ``sync=True`` for asyncio: write now, await the sync off the loop.
+
+        The line is written at once, in the calling (event loop) thread, under the same lock
+        as :meth:`append`, so its ``seq`` is the order of the calls. The sync runs on another
+        thread (a leading ``append`` or this writer's flusher); the waiters parked when it
+        starts share it, and each is woken in its own loop when a sync covers its bytes (a
+        failed sync raises :class:`JournalError` in every waiter it covered).
+
+        Cancelling the awaiting task does not take the record back: its bytes are written,
+        and it is committed when the next sync covers them, as if it had been awaited; the
+        cancelled caller is only not told when.
+        """
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            end = self._write_locked(self._line(rec))
+            if not self._durable or self._synced >= end:
+                return rec
+            fut: asyncio.Future[None] = loop.create_future()
+            self._queue.append(_AsyncWaiter(end, loop, fut))
+            if not self._syncing and not self._rotating:
+                self._handoff_locked()  # no thread is parked: the flusher leads
+        await fut
+        return rec
+
+    def _line(self, rec: Record) -> bytes:
+        """``rec``'s line with its ``seq`` (the next one), ``id`` and ``ts``; under the lock."""
         rec["seq"] = self.next_seq
         if "id" not in rec:
-            rec["id"] = self.new_id()
+            rec["id"] = self._new_id()
         if "ts" not in rec:
             rec["ts"] = rundir.utc_now()
         line = orjson.dumps(rec, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
         if self._redact is not None:
             line = self._redact(line)
-        self.write_line(line + b"\n", sync=sync)
-        return rec
+        return line + b"\n"
 
-    def write_line(self, line: bytes, *, sync: bool = True) -> None:
-        """Append one already-serialised, newline-terminated line.
+    def _write_locked(self, line: bytes) -> int:
+        """Write one line at the end of the active file; return the stream position after it (under the lock).
 
         All or nothing: a write that fails or stops short (disk full, file size limit,
         I/O error) is cut back to where the line began before the error is raised, so
@@ -176,20 +316,23 @@ class JournalWriter:
             raise JournalError(self._broken)
         at = self._size  # the file's end: the one writer (under the lock) appends only here
         try:
-            rundir.write_all(self._fd, line)
-            if sync and self._durable:
-                os.fdatasync(self._fd)
+            n = os.write(self._fd, line)
+            if n < len(line):
+                rundir.write_all(self._fd, line[n:])
         except OSError as e:
             self._cut_back(at, e)
         self.next_seq += 1
         self._size = at + len(line)
+        self._written += len(line)
+        end = self._written
         if self._size >= self.rotate_bytes:
             try:
-                self.rotate()
+                self._rotate_locked(self._size)
             except JournalError:
                 if self._broken:
                     raise
-                # the line is committed; the rotation is tried again after the next line
+                # the line is written (and synced by the rotation, or by its own sync); tried again after the next line
+        return end
 
     def _cut_back(self, at: int, e: OSError) -> NoReturn:
         """Truncate the active file to ``at`` after a failed append and raise a clear error."""
@@ -198,7 +341,7 @@ class JournalWriter:
             os.ftruncate(self._fd, at)
             os.fsync(self._fd)
         except OSError as cut:
-            self._broken = (
+            self._break(
                 f"{what}, and the partial line could not be cut back ({cut.strerror or cut}); "
                 "this writer refuses further writes: free space or fix the disk, then restart the agent "
                 "(the next start moves the partial line aside to journal.jsonl.torn)"
@@ -206,48 +349,263 @@ class JournalWriter:
             raise JournalError(self._broken) from e
         if e.errno == errno.EIO:
             # after an I/O error the kernel may have dropped written pages: later syncs could lie
-            self._broken = f"{what}; after an I/O error this writer refuses further writes: restart the agent"
+            self._break(f"{what}; after an I/O error this writer refuses further writes: restart the agent")
             raise JournalError(self._broken) from e
         raise JournalError(f"{what} (the record was not written; the journal is unchanged)") from e
 
+    # -- group commit
+
+    def _park(self, w: _ThreadWaiter) -> None:
+        """Block until a sync covers ``w``'s bytes, or until ``w`` is given the lead; raise if it failed."""
+        try:
+            w.lock.acquire()
+        except BaseException:  # KeyboardInterrupt in the main thread: the others must not wait on this one
+            with self._lock:
+                if w.state == _WAITING:
+                    self._queue.remove(w)
+                elif w.state == _LEAD:
+                    self._handoff_locked()
+            raise
+        if w.state == _LEAD:
+            self._lead()
+        elif w.state == _FAILED:
+            raise JournalError(w.error)
+
+    def _lead(self, fd: int = -1, target: int = 0) -> None:
+        """Sync as the commit leader (the lead is ours), wake the waiters covered, hand the lead on.
+
+        ``fd``/``target``: what to sync, read under the lock when the lead was taken; a leader
+        that was handed the lead reads them now (every line written until now is in it).
+        Raises :class:`JournalError` if the sync failed: the writer is then broken, and every
+        waiter not covered by an earlier sync fails with it.
+        """
+        if fd < 0:
+            with self._lock:
+                fd, target = self._fd, self._written
+        err: OSError | None = None
+        try:
+            self._datasync(fd)  # the lock is free: the others go on writing (and parking) meanwhile
+        except OSError as e:
+            err = e
+        except BaseException:
+            with self._lock:
+                self._handoff_locked()
+            raise
+        with self._lock:
+            if err is None:
+                if target > self._synced:
+                    self._synced = target
+            elif not self._broken:
+                self._broken = (
+                    f"cannot sync {self.active}: {err.strerror or err}; the records written since the last sync "
+                    "may not be on disk, and no later sync could prove them (after a failed sync the kernel may "
+                    "have dropped the pages): this writer refuses further writes; restart the agent (the steps "
+                    "whose records survived are served)"
+                )
+            self._wake_synced_locked()
+            self._handoff_locked()
+        if err is not None:
+            raise JournalError(self._broken) from err
+
+    def _wake_synced_locked(self) -> None:
+        """Wake the parked waiters that ``_synced`` covers (the asyncio ones with one call per loop)."""
+        q, synced = self._queue, self._synced
+        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] | None = None
+        while q and q[0].end <= synced:
+            w = q.popleft()
+            if type(w) is _ThreadWaiter:
+                w.state = _DONE
+                w.lock.release()
+            else:
+                assert isinstance(w, _AsyncWaiter)
+                if by_loop is None:
+                    by_loop = {}
+                by_loop.setdefault(w.loop, []).append(w.fut)
+        if by_loop:
+            for loop, futs in by_loop.items():
+                _call_in(loop, _resolve, futs, None)
+
+    def _fail_queue_locked(self) -> None:
+        """The writer is broken: every parked waiter fails with its reason."""
+        by_loop: dict[asyncio.AbstractEventLoop, list[asyncio.Future[None]]] = {}
+        while self._queue:
+            w = self._queue.popleft()
+            if type(w) is _ThreadWaiter:
+                w.state, w.error = _FAILED, self._broken
+                w.lock.release()
+            else:
+                assert isinstance(w, _AsyncWaiter)
+                by_loop.setdefault(w.loop, []).append(w.fut)
+        for loop, futs in by_loop.items():
+            _call_in(loop, _resolve, futs, self._broken)
+
+    def _handoff_locked(self) -> None:
+        """The lead is free (under the lock): give it to a parked thread, else to the flusher for the
+        asyncio waiters, else let it go. A broken writer fails the parked waiters instead; a waiting
+        rotation gets the file to itself."""
+        if self._broken:
+            self._fail_queue_locked()
+        q = self._queue
+        if not q or self._rotating:
+            self._syncing = False
+            if self._idle_waiting:
+                self._idle.notify_all()
+            return
+        self._syncing = True
+        for i, w in enumerate(q):
+            if type(w) is _ThreadWaiter:
+                del q[i]
+                w.state = _LEAD
+                w.lock.release()
+                return
+        self._flusher_go = True
+        if self._flusher is None or not self._flusher.is_alive():  # not alive: after a fork
+            self._flusher = threading.Thread(target=self._flush_loop, name="journal-flusher", daemon=True)
+            self._flusher.start()
+        self._work.notify()
+
+    def _idle_wait(self) -> None:
+        self._idle_waiting += 1
+        try:
+            self._idle.wait()
+        finally:
+            self._idle_waiting -= 1
+
+    def _flush_loop(self) -> None:
+        """The flusher thread: leads the syncs that only asyncio waiters need, until :meth:`close`."""
+        with self._lock:
+            while True:
+                while not self._flusher_go and not self._closing:
+                    self._work.wait()
+                if not self._flusher_go:
+                    return
+                self._flusher_go = False
+                fd, target = self._fd, self._written
+                self._lock.release()
+                try:
+                    self._lead(fd, target)
+                except JournalError:
+                    pass  # its waiters were told
+                finally:
+                    self._lock.acquire()
+
+    def _break(self, why: str) -> None:
+        """Refuse every later write (under the lock). The parked waiters fail now, or, if a sync is
+        under way, when it ends (those it covers are committed)."""
+        self._broken = why
+        if not self._syncing:
+            self._fail_queue_locked()
+
+    # -- rotation
+
     def rotate(self) -> Path:
-        """Seal the active file as the next numbered segment and start a new one.
+        """Seal the active file as the next numbered segment and start a new one (thread-safe).
 
         Until the rename, a failure leaves everything as it was; after it, a new active
         file that cannot be opened leaves the writer broken (it never appends to a sealed file).
         """
+        with self._lock:
+            sealed = self._rotate_locked(None)
+            assert sealed is not None
+            return sealed
+
+    def _rotate_locked(self, size: int | None) -> Path | None:
+        """Rotate (under the lock); with ``size``, only if the active file still is the one that reached it.
+
+        The lead is waited for and held back meanwhile (a leader syncs the active file's fd
+        outside the lock, and it is closed here). The file is fsynced before it is sealed:
+        every line written to it is then on disk, so every parked waiter is committed by that
+        sync; if the rotation stops before it, the lead goes to a parked waiter again.
+        """
+        self._rotating += 1
         try:
-            sealed = rundir.next_sealed(self.run_dir, "journal", ".jsonl")
-            os.fsync(self._fd)
-            os.rename(self.active, sealed)
-        except OSError as e:
-            raise JournalError(f"cannot rotate {self.active}: {e.strerror or e}") from e
-        try:
-            fd, size = self._open_active()
-        except (OSError, JournalError) as e:
-            self._broken = f"cannot start a new {self.active} after sealing {sealed.name}: {e}; restart the agent"
-            raise JournalError(self._broken) from e
-        os.close(self._fd)
-        self._fd, self._size = fd, size
-        try:
-            rundir.fsync_dir(self.run_dir)
-        except OSError as e:
-            raise JournalError(f"cannot sync {self.run_dir} after a rotation: {e.strerror or e}") from e
-        return sealed
+            while self._syncing:
+                self._idle_wait()
+            if self._broken:
+                raise JournalError(self._broken)
+            if size is not None and self._size < size:
+                return None  # another thread rotated while this one waited
+            try:
+                sealed = rundir.next_sealed(self.run_dir, "journal", ".jsonl")
+            except OSError as e:
+                raise JournalError(f"cannot rotate {self.active}: {e.strerror or e}") from e
+            try:
+                os.fsync(self._fd)
+            except OSError as e:
+                self._break(
+                    f"cannot sync {self.active} before sealing it: {e.strerror or e}; the records written since the "
+                    "last sync may not be on disk: this writer refuses further writes; restart the agent"
+                )
+                raise JournalError(self._broken) from e
+            self._synced = self._written
+            self._wake_synced_locked()
+            try:
+                os.rename(self.active, sealed)
+            except OSError as e:
+                raise JournalError(f"cannot rotate {self.active}: {e.strerror or e}") from e
+            try:
+                fd, size_now = self._open_active()
+            except (OSError, JournalError) as e:
+                self._break(f"cannot start a new {self.active} after sealing {sealed.name}: {e}; restart the agent")
+                raise JournalError(self._broken) from e
+            os.close(self._fd)
+            self._fd, self._size = fd, size_now
+            try:
+                rundir.fsync_dir(self.run_dir)
+            except OSError as e:
+                raise JournalError(f"cannot sync {self.run_dir} after a rotation: {e.strerror or e}") from e
+            return sealed
+        finally:
+            self._rotating -= 1
+            if not self._syncing and not self._rotating:
+                self._handoff_locked()  # waiters parked meanwhile and not committed by it get a leader
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+        """Let the parked waiters' syncs finish, then close the files and free the lock.
+
+        Later writes are refused (:class:`JournalError`). Call it once the appends are done.
+        """
+        with self._lock:
+            while self._syncing or self._queue:
+                self._idle_wait()
+            if not self._broken:
+                self._broken = f"the journal writer of {self.run_dir} is closed"
+            self._closing = True
+            self._work.notify_all()
+            flusher = self._flusher
+        if flusher is not None and flusher is not threading.current_thread():
+            flusher.join()
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            if self._lock_fd >= 0:
+                os.close(self._lock_fd)
+                self._lock_fd = -1
 
     def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _call_in(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:
+        pass  # the loop is closed: nobody awaits these any more (their records are synced, or failed, all the same)
+
+
+def _resolve(futs: list[asyncio.Future[None]], error: str | None) -> None:
+    """In the waiters' loop: settle each future still awaited (a cancelled one is done already)."""
+    for fut in futs:
+        if fut.done():
+            continue  # cancelled: the record is committed all the same (or failed with the others)
+        if error is None:
+            fut.set_result(None)
+        else:
+            fut.set_exception(JournalError(error))
 
 
 def open_journal(

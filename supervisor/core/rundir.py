@@ -12,6 +12,7 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +128,16 @@ def read_run_file(path: Path | str) -> bytes:
             chunks.append(b)
     finally:
         os.close(fd)
+
+
+def datasync_function() -> Callable[[int], None]:
+    """``os.fdatasync`` where the platform has it, else ``os.fsync`` (macOS has no ``fdatasync``).
+
+    Looked up when called (a writer calls it once, when it is created), not at import:
+    a test that hides ``os.fdatasync`` gets the fallback.
+    """
+    sync: Callable[[int], None] | None = getattr(os, "fdatasync", None)
+    return sync if sync is not None else os.fsync
 
 
 def write_all(fd: int, data: bytes) -> None:
