@@ -254,3 +254,37 @@ def test_random_interleavings_fold_like_the_call_order(tmp_path: Path) -> None:
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "supervisor", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_log_shows_pos_for_overlapping_steps_and_marks_unfinished_begins(tmp_path: Path) -> None:
+    j = gather_journal(tmp_path)
+    j.begin("write", 6)  # in flight at the end
+    j.add({"kind": "note", "message": "changed inputs", "step": "search:2", "pos": 2})
+    j.write()
+    r = run_cli("log", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == len(j.recs)  # one line a record
+    assert "begin      search:3 #3" in lines[4] and "step       search:3 #3  -> out-search:3-3" in lines[6]
+    assert lines[12].endswith("write #6  (in flight: no step record yet)")
+    assert "CHANGED INPUTS: step 'search:2' #2" in lines[13]
+    js = run_cli("log", "--json", str(tmp_path))
+    recs = [orjson.loads(x) for x in js.stdout.splitlines()]
+    assert [x["seq"] for x in recs] == list(range(len(j.recs)))
+    assert [x["pos"] for x in recs if x["kind"] == "step"] == [0, 3, 1, 4, 2, 5]  # as written, in file order
+    assert set(recs[6]) == set(j.recs[6]) | {"pos"}  # the shape of a record: as written
+
+
+def test_log_of_a_sequential_journal_shows_no_pos_and_marks_an_interrupted_begin(tmp_path: Path) -> None:
+    j = J(tmp_path)
+    j.begin("a", 0)
+    j.step("a", 0)
+    j.begin("b", 1)
+    j.start()
+    j.begin("b", 1)
+    j.step("b", 1)
+    j.write()
+    out = run_cli("log", str(tmp_path)).stdout.splitlines()
+    assert out[0].endswith("begin      a") and "#" not in out[1]
+    assert out[2].endswith("b  (interrupted: no step record in its attempt)")
+    assert out[4].endswith("begin      b")

@@ -50,12 +50,31 @@ def _load(run_dir: Path) -> history_mod.History:
     return h
 
 
-def format_record(rec: Record) -> str:
-    """One line for a record, as ``log`` prints it."""
+CHANGED_INPUTS = "changed inputs"
+"""The ``message`` of the SDK's note for a step served on resume whose inputs differ from the call's."""
+
+
+def format_record(rec: Record, pairing: history_mod.Pairing | None = None) -> str:
+    """One line for a record, as ``log`` prints it.
+
+    With ``pairing`` (the begins of the records shown paired with their steps by
+    ``pos``): a begin whose step never came says so (in flight, or interrupted by
+    the end of its process attempt), and if steps overlapped (concurrent steps) a
+    begin or step shows its ``pos`` after the name (``search:a #4``), so a reader
+    pairs a step with its begin however many records come between.
+    """
     kind = rec.get("kind", Kind.STEP)
     head = f"{rec.get('seq', ''):>6} {str(rec.get('ts', ''))[:23]:23} {kind:10}"
     if kind in (Kind.STEP, Kind.BEGIN):
         body = step_name(rec)
+        if pairing is not None and pairing.overlapped and rec.get("pos") is not None:
+            body += f" #{rec.get('pos')}"
+        if kind == Kind.BEGIN and pairing is not None:
+            seq = rec.get("seq")
+            if seq in pairing.interrupted:
+                body += "  (interrupted: no step record in its attempt)"
+            elif any(b.get("seq") == seq for b in pairing.open.values()):
+                body += "  (in flight: no step record yet)"
         if kind == Kind.STEP:
             if rec.get("error") is not None:
                 err = rec["error"]
@@ -69,6 +88,8 @@ def format_record(rec: Record) -> str:
         body = f"to {rec.get('checkpoint') or 'start'}: {rec.get('reason', '')}"
     elif kind == Kind.START:
         body = f"attempt {rec.get('attempt')} pid {rec.get('pid')}" + (" (resume)" if rec.get("resume") else "")
+    elif kind == Kind.NOTE and rec.get("message") == CHANGED_INPUTS:
+        body = f"CHANGED INPUTS: step {step_name(rec)!r} #{rec.get('pos')} was served with the output recorded for other inputs"
     elif kind == DAMAGED:
         held = f"step position {rec.get('pos')}" if rec.get("holds_step") else f"was {rec.get('was')!r}"
         text = repr(str(rec.get("text") or ""))[1:-1]  # escaped: NUL and control bytes never reach the terminal
@@ -87,6 +108,10 @@ def cmd_log(args: argparse.Namespace) -> int:
         if args.all
         else h.effective
     )
+    # overlapping steps (concurrent): every begin and step shows its pos, and unfinished begins are marked
+    pairing = history_mod.Pairing()
+    for rec in records:
+        pairing.add(rec)
     out = sys.stdout.buffer
     for rec in records:
         if args.json:
@@ -96,7 +121,7 @@ def cmd_log(args: argparse.Namespace) -> int:
             out.write(orjson.dumps(line, option=orjson.OPT_NON_STR_KEYS) + b"\n")
         else:
             mark = "~ " if rec["seq"] in abandoned else "  " if args.all else ""
-            out.write((mark + format_record(rec) + "\n").encode())
+            out.write((mark + format_record(rec, pairing) + "\n").encode())
     out.flush()
     return 0
 

@@ -48,6 +48,7 @@ __all__ = [
     "Fold",
     "History",
     "Marker",
+    "Pairing",
     "fold",
     "load",
     "rollback_record",
