@@ -13,15 +13,19 @@ does not have runs live. See README.md for the failure policy and exit codes.
 
 from __future__ import annotations
 
+import asyncio
 import errno
+import functools
 import mmap
 import os
 import random
 import sys
+import threading
 import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
+from contextvars import ContextVar, copy_context
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, cast
@@ -33,7 +37,7 @@ from .core import state as state_mod
 from .core.cursor import Shape, StateCursor
 from .core.history import Fold, History, damaged_message, rollback_record
 from .core.journal import JournalReader, JournalWriter, open_journal
-from .core.records import Kind, LazyRecord, Record, step_name
+from .core.records import Kind, LazyRecord, Record, normalize, step_name
 from .core.redact import Redactor, redact_argv, send_secrets
 from .errors import (
     DivergenceError,
@@ -58,6 +62,157 @@ _DUMPS_OPTS = orjson.OPT_NON_STR_KEYS
 # member at half the speed of a str, and looking one up costs ~100 ns in Python 3.11.
 _BEGIN: str = Kind.BEGIN.value
 _STEP: str = Kind.STEP.value
+# An output orjson writes as it is is plain JSON; dataclasses and datetimes are left to the codec (typed outputs).
+_OUT_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+_ON_CHANGED = ("warn", "error", "rerun")
+
+
+class _Opts:
+    """Per-call options (``None``: the run's default)."""
+
+    __slots__ = ("backoff", "retries", "retry_on", "returns", "timeout")
+
+    def __init__(
+        self,
+        timeout: float | None = None,
+        retries: int | None = None,
+        retry_on: tuple[type[BaseException], ...] | None = None,
+        backoff: float | None = None,
+        returns: Any = None,
+    ) -> None:
+        if timeout is not None and not timeout > 0:
+            raise ValueError(f"timeout={timeout!r}: give a number of seconds above 0")
+        if retries is not None and retries < 0:
+            raise ValueError(f"retries={retries!r}: give 0 or more")
+        self.timeout = timeout
+        self.retries = retries
+        self.retry_on = tuple(retry_on) if retry_on is not None else None
+        self.backoff = backoff
+        self.returns = returns
+
+    def merged(self, **more: Any) -> _Opts:
+        kw = {k: getattr(self, k) for k in self.__slots__}
+        kw.update({k: v for k, v in more.items() if v is not None})
+        return _Opts(**kw)
+
+
+_NO_OPTS = _Opts()
+
+
+class _StepCtx:
+    """The step running in this thread or task (found through :data:`_CURRENT`): its key and usage."""
+
+    __slots__ = ("key", "usage")
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.usage: list[dict[str, Any]] | None = None
+
+
+_CURRENT: ContextVar[_StepCtx | None] = ContextVar("agent_supervisor_step", default=None)
+
+
+class _Call:
+    """A step call that runs live: its position, name, inputs and key (``replay``: the recorded step, ``{}`` if none)."""
+
+    __slots__ = ("inputs", "key", "name", "pos", "replay")
+
+    def __init__(self, pos: int, name: str, inputs: dict[str, Any], key: str, replay: Record | None = None) -> None:
+        self.pos = pos
+        self.name = name
+        self.inputs = inputs
+        self.key = key
+        self.replay = replay
+
+
+class StepOptions:
+    """``run.with_options(...)``: the run's ``step``, ``astep`` and ``task`` with per-call options."""
+
+    def __init__(self, run: Run, opts: _Opts) -> None:
+        self._run = run
+        self._opts = opts
+
+    def step(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._run._step(name, fn, args, kwargs, self._opts)  # type: ignore[no-any-return]
+
+    async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        return await self._run._astep(name, fn, args, kwargs, self._opts)
+
+    def task(
+        self,
+        name: str | Callable[..., str] | None = None,
+        *,
+        timeout: float | None = None,
+        retries: int | None = None,
+        retry_on: tuple[type[BaseException], ...] | None = None,
+        backoff: float | None = None,
+        returns: Any = None,
+    ) -> Callable[[Callable[P, T]], Callable[P, T]]:
+        opts = self._opts.merged(timeout=timeout, retries=retries, retry_on=retry_on, backoff=backoff, returns=returns)
+        return self._run._task(name, opts)
+
+
+def _codec() -> Any:
+    from .core import codec  # typed outputs only: plain JSON never imports it
+
+    return codec
+
+
+def _encode(out: Any, name: str) -> tuple[Any, str | None]:
+    if asyncio.iscoroutine(out):
+        out.close()
+        raise TypeError(f"step {name!r} returned a coroutine: call an async function with 'await run.astep(...)'")
+    return _codec().encode(out, step=name)  # type: ignore[no-any-return]
+
+
+def _is_async_fn(fn: Any) -> bool:
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return asyncio.iscoroutinefunction(fn)
+
+
+def _call_in_thread(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float) -> Any:
+    """A plain step function with a timeout: run in a daemon thread, waited for ``timeout`` seconds.
+
+    Python cannot stop a thread: past the timeout the step fails with ``TimeoutError`` and the
+    thread is left to finish on its own (its result is dropped).
+    """
+    box: dict[str, Any] = {}
+    ctx = copy_context()  # run.usage and run.key inside it see this step
+
+    def target() -> None:
+        try:
+            box["out"] = ctx.run(fn, *args, **kwargs)
+        except BaseException as e:  # handed to the caller's thread
+            box["err"] = e
+
+    t = threading.Thread(target=target, name=f"step {name}", daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise TimeoutError(f"step {name!r} did not finish in {timeout} s (its thread runs on: Python cannot stop a thread)")
+    if "err" in box:
+        raise box["err"]
+    return box["out"]
+
+
+async def _acall(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None) -> Any:
+    """Call a step function for ``astep``: await a coroutine function (cancelled at ``timeout``); a plain one runs
+    in the loop's thread, or with a timeout in the loop's default executor (the thread cannot be stopped)."""
+    if timeout is None:
+        out = fn(*args, **kwargs)
+        if asyncio.iscoroutine(out) or isinstance(out, asyncio.Future):
+            out = await out
+        return out
+    if _is_async_fn(fn):
+        return await asyncio.wait_for(fn(*args, **kwargs), timeout)
+    loop = asyncio.get_running_loop()
+    ctx = copy_context()
+    fut = loop.run_in_executor(None, functools.partial(ctx.run, fn, *args, **kwargs))
+    try:
+        return await asyncio.wait_for(fut, timeout)
+    except TimeoutError:
+        raise TimeoutError(f"step {name!r} did not finish in {timeout} s (its thread runs on: Python cannot stop a thread)") from None
 
 
 class StepNames(Sequence[str]):
@@ -248,7 +403,8 @@ def default_run_dir() -> Path:
 class Run:
     """A run of an agent: its journal, its state and its checkpoints.
 
-    Create it with :meth:`Run.open`. Not thread-safe: call ``step`` from one thread.
+    Create it with :meth:`Run.open`. ``step`` may be called from several threads at once and
+    ``astep`` from concurrent tasks; see README.md for how overlapping steps are matched on resume.
     """
 
     def __init__(
@@ -263,7 +419,10 @@ class Run:
         backoff_max: float = 30.0,
         secrets: tuple[str, ...] | list[str] = (),
         rotate_bytes: int | None = None,
+        on_changed_inputs: str = "warn",
     ) -> None:
+        if on_changed_inputs not in _ON_CHANGED:
+            raise ValueError(f"on_changed_inputs={on_changed_inputs!r}: use 'warn', 'error' or 'rerun'")
         self.replay_mode = os.environ.get(rundir.ENV_REPLAY, "")
         # replay modes open the run directory read-only: no dir, run.json, lock, journal line or checkpoint is created
         self.run_dir = open_replay_dir(run_dir) if self.replay_mode else rundir.ensure_dir(run_dir)
@@ -313,7 +472,18 @@ class Run:
         """Names of the steps served from the journal in this process (``len``: all; the last names kept)."""
         self.executed = StepNames()
         """Names of the steps that ran live in this process (``len``: all; the last names kept)."""
-        self._current_key: str | None = None
+        self.on_changed_inputs = on_changed_inputs
+        self._lock = threading.Lock()
+        self._owner = threading.get_ident()  # calls from another thread are concurrent (see _lookup)
+        self._counts: dict[str, int] = {}  # calls so far per step name: the k of the (name, k) identity
+        self._inflight = 0
+        self._overlap = False  # two steps of this process have overlapped (or a thread called one)
+        self._next = 0  # the next recorded step to serve while resume goes position by position
+        self._table: dict[tuple[str, int], tuple[int, Record]] | None = None
+        self._table_at: dict[int, Record] = {}
+        self._table_calls: set[tuple[str, int]] = set()
+        self._recorded = len(self._steps)
+        self._hints: dict[Any, Any] = {}
         self._closed = False
         self._live = False
         self._released: tuple[mmap.mmap | None, int] = (None, 0)  # the map and bytes of it given back
@@ -341,7 +511,8 @@ class Run:
 
         The environment wins over the default but not over an explicit argument.
         Options: ``max_failures``, ``max_rollbacks``, ``retries``, ``transient``,
-        ``backoff``, ``backoff_max``, ``secrets``, ``rotate_bytes``.
+        ``backoff``, ``backoff_max``, ``secrets``, ``rotate_bytes``, ``on_changed_inputs``
+        (``"warn"``, ``"error"`` or ``"rerun"``: what a served step whose inputs changed does).
 
         A run directory that cannot be opened (another agent writes it, a bad
         ``run.json``, a read-only file system, a directory where a run file belongs)
@@ -373,7 +544,7 @@ class Run:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self._session is not None:
-            self._session.finish(self._pos, exc)
+            self._session.finish(self._pos, exc, self._unserved())
         if isinstance(exc, (DivergenceError, ReplayError)):
             self.note("divergence", error=str(exc))
             self.close(status="failed")
@@ -398,7 +569,7 @@ class Run:
         if self._closed:
             return
         self._closed = True
-        if not self._live and self._pos >= len(self._steps) and self._fold.history.effective:
+        if not self._live and not self._left and self._fold.history.effective:
             self._replay_state(self._fold.history.effective[-1]["seq"])
             self._live = True
         if self._live and not self.replay_mode and not state_mod.same(self._state, self._shadow):
@@ -409,7 +580,7 @@ class Run:
         if status and not self.supervised and not self.replay_mode:
             rundir.update_run_json(self.run_dir, status=status, ended=rundir.utc_now())
         if self._session is not None:
-            self._session.finish(self._pos, None)
+            self._session.finish(self._pos, None, self._unserved())
         if self._writer is not None:
             self._writer.close()
 
@@ -455,48 +626,593 @@ class Run:
         ]
 
     def idempotency_key(self, pos: int | None = None) -> str:
-        """A stable key for the step at ``pos`` (default: the step in flight): run id + position."""
-        return f"{self.run_id}:{self._pos if pos is None else pos}"
+        """A stable key for the step at ``pos`` (default: the step in flight, else the next position): run id + position."""
+        if pos is None:
+            ctx = _CURRENT.get()
+            if ctx is not None:
+                return ctx.key
+            pos = self._pos
+        return f"{self.run_id}:{pos}"
 
     @property
     def key(self) -> str | None:
-        """The idempotency key of the step being executed, for external APIs; ``None`` outside a step."""
-        return self._current_key
+        """The idempotency key of the step being executed (in this thread or task), for external APIs; ``None`` outside a step."""
+        ctx = _CURRENT.get()
+        return None if ctx is None else ctx.key
 
     def add_secret(self, value: str) -> None:
         """Register a value that must never reach disk (the supervisor, if any, learns it before this returns)."""
         if self.redactor.add(value):
             send_secrets((value,))
 
+    def usage(
+        self,
+        *,
+        model: str | None = None,
+        provider: str | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        cached_tokens: int | None = None,
+    ) -> None:
+        """Record what a model call consumed in the step running in this thread or task (its ``usage`` list).
+
+        A step may record several; the keys given are the keys written. Outside a step it is an error.
+        """
+        ctx = _CURRENT.get()
+        if ctx is None:
+            raise SupervisorError(
+                "run.usage(...) was called outside a step; call it inside the step function "
+                "(run.step, run.astep or a @run.task function), where the model call is made"
+            )
+        u = {
+            k: v
+            for k, v in (
+                ("model", model),
+                ("provider", provider),
+                ("input_tokens", input_tokens),
+                ("output_tokens", output_tokens),
+                ("cached_tokens", cached_tokens),
+            )
+            if v is not None
+        }
+        if ctx.usage is None:
+            ctx.usage = []
+        ctx.usage.append(u)
+
+    @property
+    def lock(self) -> threading.Lock:
+        """The lock the SDK takes to number steps and record ``run.state``: hold it (briefly, never around a
+        step call) while a thread changes ``run.state``, so a step committing in another thread sees no half-made change."""
+        return self._lock
+
     # ------------------------------------------------------------------ steps
     def step(self, name: str, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """Run ``fn(*args, **kwargs)`` as the step ``name`` or, on resume, return its recorded output."""
+        """Run ``fn(*args, **kwargs)`` as the step ``name`` or, on resume, return its recorded output.
+
+        Safe from several threads at once; the step's position is taken when it is called.
+        """
+        return self._step(name, fn, args, kwargs, _NO_OPTS)  # type: ignore[no-any-return]
+
+    async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """``await run.astep(name, fn, *args)``: :meth:`step` for asyncio. ``fn`` is a coroutine function or a
+        plain one (a plain one runs in the event loop's thread, or in a worker thread when it has a timeout)."""
+        return await self._astep(name, fn, args, kwargs, _NO_OPTS)
+
+    def with_options(
+        self,
+        *,
+        timeout: float | None = None,
+        retries: int | None = None,
+        retry_on: tuple[type[BaseException], ...] | None = None,
+        backoff: float | None = None,
+        returns: Any = None,
+    ) -> StepOptions:
+        """Per-call options: ``run.with_options(timeout=30, retries=3).step("search", search, q)``.
+
+        Returns a view with the same ``step``, ``astep`` and ``task``; the step function's own
+        keyword arguments never mix with these. Unset options take the run's defaults.
+        """
+        return StepOptions(self, _Opts(timeout, retries, retry_on, backoff, returns))
+
+    def task(
+        self,
+        name: str | Callable[..., str] | None = None,
+        *,
+        timeout: float | None = None,
+        retries: int | None = None,
+        retry_on: tuple[type[BaseException], ...] | None = None,
+        backoff: float | None = None,
+        returns: Any = None,
+    ) -> Callable[[Callable[P, T]], Callable[P, T]]:
+        """Decorator form of :meth:`step` (of :meth:`astep` on an ``async def``: the wrapper is then a coroutine
+        function). ``name`` is a string, or a function of the call's arguments; the options are :meth:`with_options`'."""
+        return self._task(name, _Opts(timeout, retries, retry_on, backoff, returns))
+
+    def _task(self, name: str | Callable[..., str] | None, opts: _Opts) -> Callable[[Callable[P, T]], Callable[P, T]]:
+        def deco(fn: Callable[P, T]) -> Callable[P, T]:
+            def step_name_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+                return name(*args, **kwargs) if callable(name) else (name or fn.__name__)
+
+            if _is_async_fn(fn):
+
+                async def awrapper(*args: Any, **kwargs: Any) -> Any:
+                    return await self._astep(step_name_of(args, kwargs), fn, args, kwargs, opts)
+
+                functools.update_wrapper(awrapper, fn)
+                return awrapper  # type: ignore[return-value]
+
+            def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+                return self._step(step_name_of(args, kwargs), fn, args, kwargs, opts)  # type: ignore[no-any-return]
+
+            functools.update_wrapper(wrapper, fn)
+            return wrapper
+
+        return deco
+
+    # -- the two paths share everything but how the function is called and how the record is awaited
+    def _step(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts) -> Any:
+        with self._lock:
+            got = self._enter(name, fn, args, kwargs, opts)
+        if type(got) is not _Call:
+            return got
+        c: _Call = got
+        retries, retry_on, backoff = self._policy(opts)
+        ctx = _StepCtx(c.key)
+        token = _CURRENT.set(ctx)
+        tries = 0
+        try:
+            while True:
+                tries += 1
+                t0 = time.perf_counter()
+                try:
+                    out = fn(*args, **kwargs) if opts.timeout is None else _call_in_thread(name, fn, args, kwargs, opts.timeout)
+                except retry_on as e:
+                    if tries <= retries:
+                        self._failed(c, e, t0, ctx, transient=True)
+                        time.sleep(self._delay(backoff, tries))
+                        continue
+                    self._failed(c, e, t0, ctx)
+                    raise
+                except Exception as e:
+                    self._failed(c, e, t0, ctx)
+                    raise
+                break
+        finally:
+            _CURRENT.reset(token)
+        if c.replay is not None:
+            return self._replayed_live(c, out, t0)
+        rec = self._finished(c, out, t0, ctx)
+        with self._lock:
+            self._with_state_patch(rec)
+            if "state_patch" in rec:
+                # its patch is made against the records before it: written in the same order (under the lock)
+                self._append_or_leave(c, rec, held=True)
+                self._done(c, rec)
+                return out
+        self._append_or_leave(c, rec, held=False)  # outside the lock: threads that finish together share one fdatasync
+        with self._lock:
+            self._done(c, rec)
+        return out
+
+    async def _astep(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts) -> Any:
+        with self._lock:
+            got = self._enter(name, fn, args, kwargs, opts)
+        if type(got) is not _Call:
+            return got
+        c: _Call = got
+        retries, retry_on, backoff = self._policy(opts)
+        ctx = _StepCtx(c.key)
+        token = _CURRENT.set(ctx)
+        tries = 0
+        try:
+            while True:
+                tries += 1
+                t0 = time.perf_counter()
+                try:
+                    out = await _acall(name, fn, args, kwargs, opts.timeout)
+                except retry_on as e:
+                    if tries <= retries:
+                        self._failed(c, e, t0, ctx, transient=True)
+                        await asyncio.sleep(self._delay(backoff, tries))
+                        continue
+                    self._failed(c, e, t0, ctx)
+                    raise
+                except Exception as e:
+                    self._failed(c, e, t0, ctx)
+                    raise
+                except BaseException:  # cancelled (an outer timeout, the task group failing): not a failure of the step
+                    with self._lock:
+                        self._leave(c)
+                    raise
+                break
+        finally:
+            _CURRENT.reset(token)
+        if c.replay is not None:
+            return self._replayed_live(c, out, t0)
+        rec = self._finished(c, out, t0, ctx)
+        with self._lock:
+            self._with_state_patch(rec)
+        # The line is written when aappend starts, before this task yields: in the loop's thread no other
+        # step commits between the patch above and its line, so the file has the patches in their order.
+        try:
+            await self._aappend(rec)
+        except BaseException:
+            with self._lock:
+                self._leave(c)
+            raise
+        with self._lock:
+            self._done(c, rec)
+        return out
+
+    def _policy(self, opts: _Opts) -> tuple[int, tuple[type[BaseException], ...], float]:
+        retries = self.retries if opts.retries is None else opts.retries
+        retry_on = self.transient if opts.retry_on is None else opts.retry_on
+        if opts.timeout is not None and TimeoutError not in retry_on:
+            retry_on = (*retry_on, TimeoutError)  # a try that timed out is retried like a transient error
+        return retries, retry_on, self.backoff if opts.backoff is None else opts.backoff
+
+    def _delay(self, backoff: float, tries: int) -> float:
+        return float(min(self.backoff_max, backoff * 2 ** (tries - 1)) * random.uniform(0.5, 1.0))
+
+    # -- under the lock: numbering, serving, beginning
+    def _enter(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts) -> Any:
+        """Number the call (position and per-name count, in call order), then serve it or begin it live.
+
+        Returns the served output, or a :class:`_Call` for a step to run. Called with the lock held.
+        """
         pos = self._pos
-        if self._session is not None:
-            out = self._replay_step(self._session, pos, name, fn, args, kwargs)
-            if not pos & _RELEASE_EVERY and pos < len(self._steps):
-                self._release_served(pos)
-            return out  # type: ignore[no-any-return]
-        if pos < len(self._steps):
-            out = self._replay(pos, name)
-            if not pos & _RELEASE_EVERY:
-                self._release_served(pos)
-            return out  # type: ignore[no-any-return]
-        if not self._live:
-            self._go_live()
-        if self.replay_mode == "strict":
-            raise ReplayError(
-                f"strict replay: the agent asked for step {name!r} at position {pos}, "
-                f"but the journal has only {len(self._steps)} finished steps"
-            )
-        return self._execute(pos, name, fn, args, kwargs)  # type: ignore[no-any-return]
+        self._pos = pos + 1
+        counts = self._counts
+        k = counts.get(name, 0)
+        counts[name] = k + 1
+        if self._inflight or threading.get_ident() != self._owner:
+            self._overlap = True
+        try:
+            s = self._session
+            rec = self._lookup(pos, k, name, s) if self._left else None
+            if s is not None:
+                return self._enter_replay(s, pos, name, rec, fn, args, kwargs, opts)
+            if rec is not None and self._same_inputs(pos, rec, name, args, kwargs):
+                return self._served(rec, name, fn, opts)
+            if not self._live:
+                self._go_live()
+            if self.replay_mode == "strict":
+                raise ReplayError(
+                    f"strict replay: the agent asked for step {name!r} at position {pos}, "
+                    f"but the journal has only {self._recorded} finished steps"
+                )
+            inputs: dict[str, Any] = {}
+            if args:
+                inputs["args"] = list(args)
+            if kwargs:
+                inputs["kwargs"] = kwargs
+            base: Record = {"kind": _BEGIN, "step": name, "pos": pos, "attempt": self.attempt}
+            if inputs:
+                base["inputs"] = inputs
+            self._append(base, sync=False)
+        except BaseException:
+            self._give_back(pos, name)
+            raise
+        self._inflight += 1
+        return _Call(pos, name, inputs, f"{self.run_id}:{pos}")
+
+    def _give_back(self, pos: int, name: str) -> None:
+        """A call that failed and is the latest gives its position and its count back: a sequential agent's
+        failed step takes no position (as before steps could overlap), and the next call is numbered as it."""
+        if self._pos == pos + 1:
+            self._pos = pos
+            self._counts[name] -= 1
+
+    def _enter_replay(
+        self, s: ReplaySession, pos: int, name: str, rec: Record | None, fn: Callable[..., Any],
+        args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts,
+    ) -> Any:
+        """``replay --verify`` / ``--live``: serve the step (checking its inputs) or run it live and compare.
+
+        Nothing is written. A live step's new output goes back to the agent; the
+        state keeps following the recorded patches, as for served steps.
+        """
+        live = s.mode.is_live(name)
+        if rec is None and not live:
+            raise s.missing(pos, name)
+        if not live:
+            assert rec is not None
+            s.check_inputs(pos, rec, canonical_inputs(args, kwargs))
+            s.replayed += 1
+            return self._served(rec, name, fn, opts)
+        self._inflight += 1
+        return _Call(pos, name, {}, f"{self.run_id}:{pos}", rec if rec is not None else {})
+
+    def _replayed_live(self, c: _Call, out: Any, t0: float) -> Any:
+        s = self._session
+        assert s is not None and c.replay is not None
+        rec = c.replay or None
+        with self._lock:
+            s.live_step(c.pos, rec, c.name, out, round((time.perf_counter() - t0) * 1000, 3))
+            self._inflight -= 1
+            self.executed.append(c.name)
+            if rec is not None:
+                self._follow(rec)
+        return out
+
+    def _unserved(self) -> tuple[int, str]:
+        """How many recorded steps are not served (nor run) yet, and the name of the first in call order."""
+        with self._lock:
+            t = self._table
+            if t is not None:
+                first = min(t.values(), key=lambda v: v[0], default=None)
+                return len(t), step_name(first[1]) if first else ""
+            n = len(self._steps) - self._next
+            if n <= 0:
+                return 0, ""
+            e = self._steps[self._next]
+            try:
+                return n, step_name(e.record() if isinstance(e, LazyRecord) else e)
+            except JournalError:  # a damaged line: its name is not known
+                return n, ""
+
+    @property
+    def _left(self) -> bool:
+        """Whether recorded steps remain to be served."""
+        t = self._table
+        return bool(t) if t is not None else self._next < len(self._steps)
+
+    def _lookup(self, pos: int, k: int, name: str, s: ReplaySession | None) -> Record | None:
+        """The committed step that answers the call ``(name, k)`` at ``pos``, or ``None``: it runs.
+
+        While the journal and the calls agree position by position (a sequential agent) this is the
+        recorded step at ``pos``, as before steps could overlap: another name there is a divergence, unless
+        steps overlap in this process (a live step in flight, or a call from another thread than the one
+        that opened the run). Otherwise it builds the table of every committed step by ``(name, k)``
+        (:meth:`_build_table`) and answers from it.
+        """
+        if self._table is None:
+            i = self._next
+            rec, rpos = self._parse_step(i)
+            if rpos == pos:
+                if step_name(rec) == name:
+                    self._next = i + 1
+                    if not i & _RELEASE_EVERY:
+                        self._release_served(i)
+                    return rec
+                if not self._overlap:  # the sequential rule: another name at a recorded position
+                    if s is not None:
+                        raise s.step_mismatch(pos, rec, name)
+                    raise DivergenceError(pos, step_name(rec), name)
+            self._build_table()
+        assert self._table is not None
+        hit = self._table.pop((name, k), None)
+        if hit is not None:
+            self._table_at.pop(hit[0], None)
+            return hit[1]
+        # Not committed. A divergence when the sequential rule applies: one thread, nothing in flight, the
+        # journal has another step committed at this position and never saw this call at all.
+        other = self._table_at.get(pos)
+        if other is not None and not self._overlap and (name, k) not in self._table_calls:
+            if s is not None:
+                raise s.step_mismatch(pos, other, name)
+            raise DivergenceError(pos, step_name(other), name)
+        return None
+
+    def _parse_step(self, i: int) -> tuple[Record, int]:
+        """The recorded step ``i`` (in commit order) and the position it was called at."""
+        e: Record | LazyRecord = self._steps[i]
+        if type(e) is not LazyRecord:
+            d = cast(Record, e)
+            return d, int(d.get("pos", i))  # a parsed line: the fold's position
+        try:
+            rec: Record = orjson.loads(e.src[e.start : e.end])
+        except orjson.JSONDecodeError:  # a step line loaded unparsed (lazily) that does not parse: a damaged line
+            bad = e.damaged().record()
+            bad["pos"] = e.pos
+            self._fold.damaged.insert(0, bad)  # the first: the lines before it were served
+            self._replay_state(bad["seq"])  # stops there, before any step after it is served
+            raise AssertionError("unreachable") from None
+        rpos = rec.get("pos")
+        if rec.get("seq") != e.seq or "ts" not in rec:
+            normalize(rec, e.seq)
+        rec["pos"] = e.pos
+        return rec, rpos if type(rpos) is int else e.pos
+
+    def _build_table(self) -> None:
+        """Index every committed, not yet served step of the effective history by ``(name, k)``.
+
+        ``k`` counts the earlier calls of that name in position order; a position's call is the last
+        ``begin`` or ``step`` recorded at it (a failed call that gave its position back is not one).
+        Read from the files: the resume view keeps neither ``begin`` lines nor the recorded positions.
+        """
+        served = {int(self._steps[j].get("seq", -1)) for j in range(self._next)}
+        entries = JournalReader(self.run_dir).load()
+        rpos: dict[int, Any] = {}
+        for e in entries:
+            if type(e) is dict and e.get("kind", _STEP) in (_BEGIN, _STEP):
+                rpos[e["seq"]] = e.get("pos")
+        f = Fold()
+        f.extend(entries)
+        final: dict[int, str] = {}
+        committed: dict[int, Record] = {}
+        for r in f.history.effective:
+            kind = r.get("kind", _STEP)
+            if kind != _BEGIN and kind != _STEP or r.get("was"):
+                continue
+            p = rpos.get(r["seq"])
+            p = p if type(p) is int else r["pos"]
+            final[p] = step_name(r)
+            if kind == _STEP:
+                if r.get("error") is None:
+                    committed[p] = r
+                else:
+                    committed.pop(p, None)
+        counts: dict[str, int] = {}
+        table: dict[tuple[str, int], tuple[int, Record]] = {}
+        at: dict[int, Record] = {}
+        calls: set[tuple[str, int]] = set()
+        for p in sorted(final):
+            n = final[p]
+            k = counts.get(n, 0)
+            counts[n] = k + 1
+            calls.add((n, k))
+            c = committed.get(p)
+            if c is not None and step_name(c) == n and c["seq"] not in served:
+                table[(n, k)] = (p, c)
+                at[p] = c
+        self._table, self._table_at, self._table_calls = table, at, calls
+        self._recorded = max(self._recorded, len(f.history.steps))
+
+    def _same_inputs(self, pos: int, rec: Record, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether to serve ``rec``: its inputs are the call's, or they changed and ``on_changed_inputs`` says serve."""
+        cur = canonical_inputs(args, kwargs)
+        recorded = rec.get("inputs")
+        if recorded == cur:  # the common case, without hashing
+            return True
+        expected = rec.get("inputs_hash")
+        if not isinstance(expected, str):
+            if recorded is None:
+                return True  # a minimal journal: nothing to compare with
+            expected = inputs_hash(recorded)
+        actual = inputs_hash(cur)
+        if actual == expected:
+            return True  # equal as JSON (a tuple and a list, a redacted secret)
+        mode = self.on_changed_inputs
+        detail = f"the inputs of step {name!r} at position {pos} changed since it was recorded (inputs hash {expected} -> {actual})"
+        if mode == "error":
+            raise DivergenceError(pos, name, name, detail)
+        self.note("inputs changed", step=name, pos=pos, seq=rec.get("seq"), recorded_hash=expected, inputs_hash=actual,
+                  action="served" if mode == "warn" else "rerun")
+        what = "served its recorded output" if mode == "warn" else "running it again"
+        print(f"agent-supervisor: {detail}: {what} (Run.open(on_changed_inputs=...): warn, error, rerun)", file=sys.stderr)
+        return mode == "warn"
+
+    def _served(self, rec: Record, name: str, fn: Callable[..., Any], opts: _Opts) -> Any:
+        self.replayed.append(name)
+        self._follow(rec)
+        out = rec.get("output")
+        otype = rec.get("output_type")
+        hint = opts.returns if opts.returns is not None else self._hint(fn)
+        if otype is not None or hint is not None:
+            out = _codec().decode(out, otype, hint)
+        return out
+
+    def _follow(self, rec: Record) -> None:
+        """The state after a served step: forward to its record (a step served out of commit order does not go back)."""
+        damaged = self._fold.damaged
+        if damaged and rec["seq"] >= damaged[0]["seq"]:
+            self._replay_state(rec["seq"])  # raises: a damaged line is never served nor passed
+        if not self._live and rec["seq"] > self._cursor.seq:
+            self._replay_state(rec["seq"], rec)
+
+    def _hint(self, fn: Callable[..., Any]) -> Any:
+        """``fn``'s return annotation (through the codec), cached; ``None`` without one, cheaply."""
+        ann = getattr(fn, "__annotations__", None)
+        if not ann or "return" not in ann:
+            if not isinstance(fn, functools.partial):
+                return None
+        hints = self._hints
+        try:
+            return hints[fn]
+        except (KeyError, TypeError):
+            pass
+        h = _codec().output_hint(fn)
+        try:
+            if len(hints) < 1024:
+                hints[fn] = h
+        except TypeError:
+            pass  # not hashable
+        return h
+
+    # -- after the call
+    def _finished(self, c: _Call, out: Any, t0: float, ctx: _StepCtx) -> Record:
+        rec: Record = {"kind": _STEP, "step": c.name, "pos": c.pos, "attempt": self.attempt}
+        inputs = c.inputs
+        if inputs:
+            rec["inputs"] = inputs
+        rec["inputs_hash"] = inputs_hash(inputs)  # compared by 'replay --verify' and on resume
+        try:
+            rec["output"] = orjson.Fragment(orjson.dumps(out, option=_OUT_OPTS))  # plain JSON: serialised once
+        except TypeError:
+            try:
+                value, otype = _encode(out, c.name)
+            except BaseException:
+                with self._lock:
+                    self._leave(c)
+                raise
+            rec["output"] = value
+            if otype is not None:
+                rec["output_type"] = otype
+        rec["dur_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+        rec["key"] = c.key
+        if ctx.usage:
+            rec["usage"] = ctx.usage
+        return rec
+
+    def _append_or_leave(self, c: _Call, rec: Record, *, held: bool) -> None:
+        try:
+            self._append(rec)
+        except BaseException:
+            if held:
+                self._leave(c)
+            else:
+                with self._lock:
+                    self._leave(c)
+            raise
+
+    def _leave(self, c: _Call) -> None:
+        """A call that ends without a record (cancelled, or its record not written). Under the lock."""
+        self._inflight -= 1
+        self._give_back(c.pos, c.name)
+
+    def _done(self, c: _Call, rec: Record) -> None:
+        """A step's record is committed. Under the lock."""
+        self._took(rec)
+        self._failures = 0
+        self._inflight -= 1
+        self.executed.append(c.name)
+
+    def _failed(self, c: _Call, e: BaseException, t0: float, ctx: _StepCtx, *, transient: bool = False) -> None:
+        """Record a failed try; past ``max_failures`` in a row, roll back (or give up) and exit."""
+        if c.replay is not None:
+            if not transient:
+                assert self._session is not None
+                self._session.live_error(c.pos, c.name, e)
+                with self._lock:
+                    self._inflight -= 1
+            return
+        with self._lock:
+            rec: Record = {"kind": _STEP, "step": c.name, "pos": c.pos, "attempt": self.attempt}
+            if c.inputs:
+                rec["inputs"] = c.inputs
+            rec["error"] = {
+                "type": type(e).__name__,
+                "message": str(e),
+                "traceback": "".join(traceback.format_exception(e)[-6:]),
+            }
+            rec["dur_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+            if transient:
+                rec["transient"] = True
+            if ctx.usage:
+                rec["usage"] = list(ctx.usage)
+            try:
+                self._append(rec)
+            except BaseException:
+                if not transient:
+                    self._leave(c)
+                raise
+            self._took(rec)
+            if transient:
+                return
+            self._failures += 1
+            self._leave(c)
+            failures = self._failures
+            if failures >= self.max_failures:
+                self._rollback_or_give_up(c.name, failures, e)
 
     def _go_live(self) -> None:
         """The replay->live boundary: bring the state to the journal's end, then let go of the resume view.
 
         State saved after the last replayed step counts too. From here on the fold only
         counts (checkpoints and rollbacks stay, for the failure policy) and the cursor
-        keeps no records: positions already served are never asked for again.
+        keeps no records. Recorded steps not served yet (steps that overlapped) stay
+        served by ``(name, k)`` from the table.
         """
         eff = self._fold.history.effective
         if eff and self._cursor.seq < eff[-1]["seq"]:
@@ -504,9 +1220,12 @@ class Run:
         self._live = True
         if self.replay_mode:
             return  # a replay's session reads the recorded steps to its end
+        if self._table is None and self._next < len(self._steps):
+            self._build_table()
         self._cursor = _JournalCursor(self.run_dir, self._fold, self._cursor.seq, self._cursor.doc)
         self._fold.stop_keeping()
         self._steps = []
+        self._next = 0
 
     def _release_served(self, pos: int) -> None:
         """Give the pages of the journal map served so far back to the kernel.
@@ -527,89 +1246,6 @@ class Run:
         if end > upto:
             _dontneed(rec.src, end)
         self._released = (rec.src, max(end, upto))
-
-    def task(self, name: str | Callable[..., str] | None = None) -> Callable[[Callable[P, T]], Callable[P, T]]:
-        """Decorator form of :meth:`step`. ``name`` is a string, or a function of the call's arguments."""
-
-        def deco(fn: Callable[P, T]) -> Callable[P, T]:
-            def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-                n = name(*args, **kwargs) if callable(name) else (name or fn.__name__)
-                return self.step(n, fn, *args, **kwargs)
-
-            wrapper.__name__ = fn.__name__
-            wrapper.__doc__ = fn.__doc__
-            return wrapper
-
-        return deco
-
-    def _step_record(self, pos: int) -> Record:
-        """The recorded step at ``pos`` as a dict (parsed now if it was loaded lazily)."""
-        rec: Record | LazyRecord = self._steps[pos]
-        return rec.record() if isinstance(rec, LazyRecord) else rec
-
-    def _replay(self, pos: int, name: str) -> Any:
-        try:
-            rec = self._step_record(pos)
-        except JournalError:  # a step line loaded unparsed (lazily) that does not parse: a damaged line
-            rec = cast(LazyRecord, self._steps[pos]).damaged().record()
-            rec["pos"] = pos
-            self._fold.damaged.insert(0, rec)  # the first: the lines before it were served
-        damaged = self._fold.damaged
-        if damaged and rec["seq"] >= damaged[0]["seq"]:
-            self._replay_state(rec["seq"])  # stops at the damaged line, before any step after it is served
-        recorded = step_name(rec)
-        if recorded != name:
-            raise DivergenceError(pos, recorded, name)
-        self._pos = pos + 1
-        self.replayed.append(name)
-        self._replay_state(rec["seq"], rec)
-        return rec.get("output")
-
-    def _replay_step(
-        self, s: ReplaySession, pos: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        """``replay --verify`` / ``--live``: serve the step (checking its inputs) or run it live and compare.
-
-        Nothing is written. A live step's new output goes back to the agent; the
-        state keeps following the recorded patches, as for served steps.
-        """
-        try:
-            rec = self._step_record(pos) if pos < len(self._steps) else None
-        except JournalError:  # a damaged step line loaded unparsed: as in _replay
-            rec = cast(LazyRecord, self._steps[pos]).damaged().record()
-            rec["pos"] = pos
-            self._fold.damaged.insert(0, rec)
-        damaged = self._fold.damaged
-        if rec is not None and damaged and rec["seq"] >= damaged[0]["seq"]:
-            self._replay_state(rec["seq"])  # raises: a damaged line is never served nor passed
-        live = s.mode.is_live(name)
-        if rec is None and not live:
-            raise s.missing(pos, name)
-        if rec is not None and step_name(rec) != name:
-            raise s.step_mismatch(pos, rec, name)
-        if not live:
-            s.check_inputs(pos, rec, canonical_inputs(args, kwargs))  # type: ignore[arg-type]
-            s.replayed += 1
-            # as _replay, without parsing the record a second time
-            self._pos = pos + 1
-            self.replayed.append(name)
-            self._replay_state(rec["seq"], rec)  # type: ignore[index]
-            return rec.get("output")  # type: ignore[union-attr]
-        self._current_key = self.idempotency_key(pos)
-        t0 = time.perf_counter()
-        try:
-            out = fn(*args, **kwargs)
-        except BaseException as e:
-            s.live_error(pos, name, e)
-            raise
-        finally:
-            self._current_key = None
-        s.live_step(pos, rec, name, out, round((time.perf_counter() - t0) * 1000, 3))
-        self._pos = pos + 1
-        self.executed.append(name)
-        if rec is not None:
-            self._replay_state(rec["seq"], rec)
-        return out
 
     def _replay_state(self, upto_seq: int, current: Record | None = None) -> None:
         """Bring the state to what it was right after the recorded record ``upto_seq``.
@@ -640,59 +1276,14 @@ class Run:
             self._state.clear()
             self._state.update(state_mod.json_copy(self._shadow))
 
-    def _execute(self, pos: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        inputs: dict[str, Any] = {}
-        if args:
-            inputs["args"] = list(args)
-        if kwargs:
-            inputs["kwargs"] = kwargs
-        base: Record = {"kind": _BEGIN, "step": name, "pos": pos, "attempt": self.attempt}
-        if inputs:
-            base["inputs"] = inputs
-        self._append(base, sync=False)
-        key = self.idempotency_key(pos)
-        tries = 0
-        while True:
-            tries += 1
-            t0 = time.perf_counter()
-            self._current_key = key
-            try:
-                out = fn(*args, **kwargs)
-            except self.transient as e:
-                if tries <= self.retries:
-                    self._record_error(pos, name, inputs, e, t0, transient=True)
-                    delay = min(self.backoff_max, self.backoff * 2 ** (tries - 1)) * random.uniform(0.5, 1.0)
-                    time.sleep(delay)
-                    continue
-                self._fail(pos, name, inputs, e, t0)
-                raise
-            except Exception as e:
-                self._fail(pos, name, inputs, e, t0)
-                raise
-            finally:
-                self._current_key = None
-            break
-        rec: Record = {"kind": _STEP, "step": name, "pos": pos, "attempt": self.attempt}
-        if inputs:
-            rec["inputs"] = inputs
-        rec["inputs_hash"] = inputs_hash(inputs)  # compared by 'replay --verify'
-        rec["output"] = out
-        rec["dur_ms"] = round((time.perf_counter() - t0) * 1000, 3)
-        rec["key"] = key
-        self._with_state_patch(rec)
-        self._append(rec)
-        self._took(rec)
-        self._failures = 0
-        self._pos = pos + 1
-        self.executed.append(name)
-        return out
 
     def _took(self, rec: Record) -> None:
         """Fold a record this process just wrote; its state patch is already in the shadow."""
         if not self._fold.keep and "state_patch" in rec:
             rec = {k: v for k, v in rec.items() if k != "state_patch"}  # a kept checkpoint needs no patch
         self._fold.add(rec)
-        self._cursor.applied(rec["seq"])
+        if rec["seq"] > self._cursor.seq:  # records without a patch may commit out of order (threads)
+            self._cursor.applied(rec["seq"])
 
     def _with_state_patch(self, rec: Record) -> None:
         # fix_keys: the state's non-string keys become JSON's strings in place, so the state
@@ -709,17 +1300,7 @@ class Run:
             try:
                 return self._writer.append(rec, sync=sync)
             except TypeError:
-                # the record has a value JSON cannot hold: inputs are shown as repr, an output must be JSON
-                if "inputs" in rec:
-                    rec["inputs"] = orjson.Fragment(orjson.dumps(rec["inputs"], default=repr, option=_DUMPS_OPTS))
-                if rec.get("kind") == Kind.STEP and "output" in rec:
-                    try:
-                        orjson.dumps(rec["output"], option=_DUMPS_OPTS)
-                    except TypeError as e:
-                        raise TypeError(
-                            f"step {rec.get('step')!r} returned a value that is not JSON ({e}); "
-                            "return dicts, lists, strings, numbers, booleans or None"
-                        ) from None
+                self._unencodable(rec)
                 return self._writer.append(rec, sync=sync)
         except (JournalError, TypeError):
             if "state_patch" in rec:
@@ -729,31 +1310,29 @@ class Run:
                 self._shadow = None
             raise
 
-    def _record_error(
-        self, pos: int, name: str, inputs: dict[str, Any], e: BaseException, t0: float, *, transient: bool = False
-    ) -> None:
-        rec: Record = {"kind": _STEP, "step": name, "pos": pos, "attempt": self.attempt}
-        if inputs:
-            rec["inputs"] = inputs
-        rec["error"] = {
-            "type": type(e).__name__,
-            "message": str(e),
-            "traceback": "".join(traceback.format_exception(e)[-6:]),
-        }
-        rec["dur_ms"] = round((time.perf_counter() - t0) * 1000, 3)
-        if transient:
-            rec["transient"] = True
-        self._append(rec)
-        self._took(rec)
-        if not transient:
-            self._failures += 1
+    def _unencodable(self, rec: Record) -> None:
+        """A record with a value JSON cannot hold: inputs are shown as repr (an output was encoded before)."""
+        if "inputs" in rec:
+            rec["inputs"] = orjson.Fragment(orjson.dumps(rec["inputs"], default=repr, option=_DUMPS_OPTS))
 
-    def _fail(self, pos: int, name: str, inputs: dict[str, Any], e: BaseException, t0: float) -> None:
-        """Record a failed step; past ``max_failures`` in a row, roll back (or give up) and exit."""
-        self._record_error(pos, name, inputs, e, t0)
-        failures = self._failures  # as History.consecutive_failures counts them, without keeping the records
-        if failures >= self.max_failures:
-            self._rollback_or_give_up(name, failures, e)
+    async def _aappend(self, rec: Record) -> Record:
+        """:meth:`_append` for asyncio: the line is written at once, the task waits for its fdatasync (shared)."""
+        w = self._writer
+        if self.replay_mode or w is None:
+            return rec
+        aappend = getattr(w, "aappend", None)
+        if aappend is None:  # a writer without group commit
+            return self._append(rec)
+        try:
+            try:
+                return await aappend(rec)  # type: ignore[no-any-return]
+            except TypeError:
+                self._unencodable(rec)
+                return await aappend(rec)  # type: ignore[no-any-return]
+        except (JournalError, TypeError):
+            if "state_patch" in rec:
+                self._shadow = None
+            raise
 
     def _rollback_or_give_up(self, name: str, failures: int, e: BaseException) -> None:
         reason = f"{failures} consecutive failures of step {name!r}: {type(e).__name__}: {e}"

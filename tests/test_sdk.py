@@ -209,7 +209,7 @@ def test_non_json_output_is_a_clear_error_and_inputs_fall_back_to_repr(tmp_path:
 
     with Run.open(tmp_path) as run:
         assert run.step("takes", lambda t: "ok", Thing()) == "ok"
-        with pytest.raises(TypeError, match="returned a value that is not JSON"):
+        with pytest.raises(TypeError, match="step .returns. returned a value"):
             run.step("returns", lambda: Thing())
     assert load(tmp_path).steps[0]["inputs"] == {"args": ["<Thing>"]}
 

@@ -208,8 +208,12 @@ class ReplaySession:
         self.error = f"live step {name!r} at position {pos} raised {type(e).__name__}: {e}"
 
     # -- the end of the run
-    def finish(self, position: int, exc: BaseException | None) -> None:
-        """Note how the run ended and write the report; a strict replay that stops early left steps unreplayed."""
+    def finish(self, position: int, exc: BaseException | None, left: tuple[int, str] | None = None) -> None:
+        """Note how the run ended and write the report; a strict replay that stops early left steps unreplayed.
+
+        ``left`` is how many recorded steps were neither served nor run and the name of the first
+        (steps that overlapped are matched by name, so the position alone does not say it).
+        """
         if self._written:
             return
         if exc is not None and self.error is None and not isinstance(exc, (DivergenceError, ReplayError, SystemExit)):
@@ -217,14 +221,16 @@ class ReplaySession:
         elif isinstance(exc, SystemExit) and exc.code not in (0, None) and self.error is None:
             self.error = f"the agent exited with code {exc.code}"
         self.status = "failed" if exc is not None else "closed"
-        if exc is None and position < self.journal_steps and self.mode.kind == "strict":
+        if left is None:
+            n = self.journal_steps - position
+            left = (n, step_name(self.steps[position]) if 0 <= position < len(self.steps) else "")
+        n, first = left
+        if exc is None and n > 0 and self.mode.kind == "strict":
             self.divergences.append(
                 {
                     "position": position,
                     "kind": "unfinished",
-                    "expected": f"{self.journal_steps - position} more recorded step(s), next {step_name(self.steps[position])!r}"
-                    if position < len(self.steps)
-                    else f"{self.journal_steps - position} more recorded step(s)",
+                    "expected": f"{n} more recorded step(s), next {first!r}" if first else f"{n} more recorded step(s)",
                     "actual": "the agent finished",
                 }
             )
