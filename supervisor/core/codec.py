@@ -114,7 +114,7 @@ def encode(value: Any, *, step: str) -> tuple[Any, str | None]:
         except TypeError:
             pass  # a datetime, dataclass, set... inside (or an int over 64 bits): the typed path
     try:
-        out, typ = _enc(value, ())
+        out, typ = _enc(value)
         otype = _render(typ)
     except RecursionError:
         raise TypeError(
@@ -134,9 +134,9 @@ def encode(value: Any, *, step: str) -> tuple[Any, str | None]:
 
 
 class _Unencodable(Exception):
-    def __init__(self, obj: Any, path: tuple[Any, ...], what: str = "", detail: str = "") -> None:
+    def __init__(self, obj: Any, what: str = "", detail: str = "") -> None:
         self.obj = obj
-        self.path = path
+        self.path: tuple[Any, ...] = ()
         self.what = what
         self.detail = detail
 
@@ -207,76 +207,168 @@ def _render(t: _T | None) -> str:
     return f"{head}[{inner}]"
 
 
-def _enc(v: Any, path: tuple[Any, ...]) -> tuple[Any, _T | None]:
+_Enc = Callable[[Any], tuple[Any, "_T | None"]]
+_encoders: dict[type, _Enc] = {}  # per type, found once: a step's output holds few types, many times
+
+
+def _enc(v: Any) -> tuple[Any, _T | None]:
     """``(JSON, type)``: type is None for a null, ``_J`` for a plain value."""
     t = type(v)
     if t in _PLAIN:
         return v, (None if v is None else _J)
-    if isinstance(v, enum.Enum):
-        out, _ = _enc(v.value, (*path, ".value"))
-        return out, ("leaf", _tag("enum", t))
-    if isinstance(v, (str, int, float)):  # a subclass (bool is in _PLAIN): its plain value
-        base = str if isinstance(v, str) else int if isinstance(v, int) else float
-        return base(v), _J
-    if isinstance(v, dict):
-        out_d: dict[Any, Any] = {}
-        vtypes = []
-        for k, x in v.items():
-            ox, tx = _enc(x, (*path, k))
-            out_d[_enc_key(k, path)] = ox
-            vtypes.append(tx)
-        return out_d, ("dict", _items(vtypes))
-    if isinstance(v, (list, tuple, set, frozenset)):
-        pairs = [_enc(x, (*path, i)) for i, x in enumerate(v)]
-        items = [p[0] for p in pairs]
-        it = _items(p[1] for p in pairs)
-        if isinstance(v, list):
-            return items, ("list", it)
-        if isinstance(v, tuple):
-            return items, ("tuple", it)
+    try:
+        return _encoders[t](v)
+    except KeyError:
+        pass
+    f = _encoder_for(t)
+    if len(_encoders) < 1024:
+        _encoders[t] = f
+    return f(v)
+
+
+def _at(e: _Unencodable, key: Any) -> _Unencodable:
+    e.path = (key, *e.path)
+    return e
+
+
+def _enc_dict(v: Any) -> tuple[Any, _T | None]:
+    out: dict[Any, Any] = {}
+    vtypes = []
+    for k, x in v.items():
         try:
-            items.sort()  # a set in a stable order where its items compare
-        except TypeError:
-            pass
-        return items, ("frozenset" if isinstance(v, frozenset) else "set", it)
-    if isinstance(v, dt.datetime):
-        return v.isoformat(), ("leaf", "datetime")
-    if isinstance(v, dt.date):
-        return v.isoformat(), ("leaf", "date")
-    if isinstance(v, dt.time):
-        return v.isoformat(), ("leaf", "time")
-    if isinstance(v, (bytes, bytearray, memoryview)):
-        return base64.b64encode(v).decode("ascii"), ("leaf", "bytes")
+            ox, tx = _enc(x)
+        except _Unencodable as e:
+            raise _at(e, k) from None
+        out[_enc_key(k)] = ox
+        vtypes.append(tx)
+    return out, ("dict", _items(vtypes))
+
+
+def _enc_items(v: Any) -> tuple[list[Any], _T]:
+    items = []
+    types_seen = []
+    for i, x in enumerate(v):
+        try:
+            ox, tx = _enc(x)
+        except _Unencodable as e:
+            raise _at(e, i) from None
+        items.append(ox)
+        types_seen.append(tx)
+    return items, _items(types_seen)
+
+
+def _enc_list(v: Any) -> tuple[Any, _T | None]:
+    items, it = _enc_items(v)
+    return items, ("list", it)
+
+
+def _enc_tuple(v: Any) -> tuple[Any, _T | None]:
+    items, it = _enc_items(v)
+    return items, ("tuple", it)
+
+
+def _enc_set(v: Any) -> tuple[Any, _T | None]:
+    items, it = _enc_items(v)
+    try:
+        items.sort()  # a set in a stable order where its items compare
+    except TypeError:
+        pass
+    return items, ("frozenset" if isinstance(v, frozenset) else "set", it)
+
+
+def _enc_bytes(v: Any) -> tuple[Any, _T | None]:
+    return base64.b64encode(v).decode("ascii"), ("leaf", "bytes")
+
+
+def _enc_iso(name: str) -> _Enc:
+    leaf = ("leaf", name)
+    return lambda v: (v.isoformat(), leaf)
+
+
+def _enc_str(name: str) -> _Enc:
+    leaf = ("leaf", name)
+    return lambda v: (str(v), leaf)
+
+
+def _encoder_for(t: type) -> _Enc:
+    """How to encode values of type ``t`` (the checks run once per type)."""
+    if issubclass(t, enum.Enum):
+        leaf = ("leaf", _tag("enum", t))
+
+        def enc_enum(v: Any) -> tuple[Any, _T | None]:
+            try:
+                return _enc(v.value)[0], leaf
+            except _Unencodable as e:
+                raise _at(e, ".value") from None
+
+        return enc_enum
+    if issubclass(t, (str, int, float)):  # a subclass (bool is in _PLAIN): its plain value
+        base = str if issubclass(t, str) else int if issubclass(t, int) else float
+        return lambda v: (base(v), _J)
+    if issubclass(t, dict):
+        return _enc_dict
+    if issubclass(t, list):
+        return _enc_list
+    if issubclass(t, tuple):
+        return _enc_tuple
+    if issubclass(t, (set, frozenset)):
+        return _enc_set
+    if issubclass(t, dt.datetime):
+        return _enc_iso("datetime")
+    if issubclass(t, dt.date):
+        return _enc_iso("date")
+    if issubclass(t, dt.time):
+        return _enc_iso("time")
+    if issubclass(t, (bytes, bytearray, memoryview)):
+        return _enc_bytes
     # The modules below are looked up, not imported: a value of their type means they are loaded.
     mod = sys.modules.get("decimal")
-    if mod is not None and isinstance(v, mod.Decimal):
-        return str(v), ("leaf", "decimal")
+    if mod is not None and issubclass(t, mod.Decimal):
+        return _enc_str("decimal")
     mod = sys.modules.get("uuid")
-    if mod is not None and isinstance(v, mod.UUID):
-        return str(v), ("leaf", "uuid")
+    if mod is not None and issubclass(t, mod.UUID):
+        return _enc_str("uuid")
     mod = sys.modules.get("pydantic")
-    if mod is not None and isinstance(v, mod.BaseModel):
-        try:
-            return v.model_dump(mode="json"), ("leaf", _tag("pydantic", t))
-        except Exception as e:  # pydantic's serialization errors have no common base we may import
-            raise _Unencodable(v, path, detail=f" whose model_dump(mode='json') failed ({_one_line(e)})") from None
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        out_f = {}
-        for f in dataclasses.fields(v):
-            out_f[f.name], _ = _enc(getattr(v, f.name), (*path, "." + f.name))
-        return out_f, ("leaf", _tag("dataclass", t))
-    try:  # a type orjson writes itself (a numpy array, a numpy number): as it would write it
-        return orjson.loads(orjson.dumps(v, option=_WRITE_OPTS)), _J
-    except TypeError:
-        raise _Unencodable(v, path) from None
+    if mod is not None and issubclass(t, mod.BaseModel):
+        leaf = ("leaf", _tag("pydantic", t))
+
+        def enc_model(v: Any) -> tuple[Any, _T | None]:
+            try:
+                return v.model_dump(mode="json"), leaf
+            except Exception as e:  # pydantic's serialization errors have no common base we may import
+                raise _Unencodable(v, detail=f" whose model_dump(mode='json') failed ({_one_line(e)})") from None
+
+        return enc_model
+    if dataclasses.is_dataclass(t):
+        leaf = ("leaf", _tag("dataclass", t))
+        names = [f.name for f in dataclasses.fields(t)]
+
+        def enc_dataclass(v: Any) -> tuple[Any, _T | None]:
+            out = {}
+            for name in names:
+                try:
+                    out[name] = _enc(getattr(v, name))[0]
+                except _Unencodable as e:
+                    raise _at(e, "." + name) from None
+            return out, leaf
+
+        return enc_dataclass
+
+    def enc_other(v: Any) -> tuple[Any, _T | None]:
+        try:  # a type orjson writes itself (a numpy array, a numpy number): as it would write it
+            return orjson.loads(orjson.dumps(v, option=_WRITE_OPTS)), _J
+        except TypeError:
+            raise _Unencodable(v) from None
+
+    return enc_other
 
 
-def _enc_key(k: Any, path: tuple[Any, ...]) -> Any:
+def _enc_key(k: Any) -> Any:
     t = type(k)
     if t in _PLAIN:
         return k  # non-string keys are written as strings by the journal writer (as today)
     if isinstance(k, enum.Enum):
-        return _enc_key(k.value, path)
+        return _enc_key(k.value)
     if isinstance(k, (str, int, float)):
         return str(k) if isinstance(k, str) else k
     if isinstance(k, (dt.date, dt.time)):
@@ -285,7 +377,7 @@ def _enc_key(k: Any, path: tuple[Any, ...]) -> Any:
         mod = sys.modules.get(name)
         if mod is not None and isinstance(k, getattr(mod, cls)):
             return str(k)
-    raise _Unencodable(k, path, what="a key of ", detail=" (keys must be strings, numbers, dates or UUIDs)")
+    raise _Unencodable(k, what="a key of ", detail=" (keys must be strings, numbers, dates or UUIDs)")
 
 
 def _one_line(e: BaseException) -> str:
