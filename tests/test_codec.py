@@ -60,6 +60,10 @@ class Pair(enum.Enum):
     A = (1, 2)
 
 
+class Day(enum.Enum):
+    NEW_YEAR = dt.date(2026, 1, 1)
+
+
 @dataclasses.dataclass
 class Hit:
     url: str
@@ -161,6 +165,7 @@ def make_plan() -> Plan:
         (Color.RED, f"enum:{__name__}:Color"),
         (Level.HIGH, f"enum:{__name__}:Level"),
         (Pair.A, f"enum:{__name__}:Pair"),
+        (Day.NEW_YEAR, f"enum:{__name__}:Day"),  # a value that is not JSON itself
         ((1, "a", None), "tuple[json]"),
         ({3, 1, 2}, "set[json]"),
         (frozenset({"b", "a"}), "frozenset[json]"),
@@ -697,3 +702,54 @@ def test_importing_and_using_the_codec_on_plain_values_pulls_neither_pydantic_no
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=30)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+# --------------------------------------------------------------------- through the SDK, in real processes
+AGENT = """
+import datetime as dt, os, sys
+import pydantic
+from supervisor import Run
+
+class V1(pydantic.BaseModel):
+    when: dt.datetime
+
+class V2(pydantic.BaseModel):
+    count: int
+
+if os.environ.get("AGENT_VERSION") == "2":  # the code changed: the step now returns another model
+    def make() -> V2:
+        return V2(count=1)
+else:
+    def make() -> V1:
+        return V1(when=dt.datetime(2026, 1, 1, 12, tzinfo=dt.timezone(dt.timedelta(hours=2))))
+
+with Run.open(sys.argv[1]) as run:
+    out = run.step("make", make)
+    print(type(out).__name__, out.model_dump_json(), len(run.replayed))
+"""
+
+
+def test_an_agent_gets_its_model_back_and_a_changed_return_type_stops_it_with_exit_78(tmp_path: Path) -> None:
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("AGENT_SUPERVISOR_")}
+
+    def run(version: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, str(script), str(tmp_path / "run")],
+            capture_output=True, text=True, cwd=ROOT, timeout=30, env={**env, "AGENT_VERSION": version},
+        )
+
+    live = run("1")
+    assert live.returncode == 0, live.stderr
+    assert live.stdout.split() == ["V1", '{"when":"2026-01-01T12:00:00+02:00"}', "0"]
+    rec = next(r for r in map(orjson.loads, (tmp_path / "run" / "journal.jsonl").read_bytes().splitlines())
+               if r.get("kind") == "step")
+    assert rec["output"] == {"when": "2026-01-01T12:00:00+02:00"} and rec["output_type"] == "pydantic:__main__:V1"
+    served = run("1")
+    assert served.returncode == 0 and served.stdout.split() == ["V1", '{"when":"2026-01-01T12:00:00+02:00"}', "1"]
+    changed = run("2")
+    assert changed.returncode == 78, changed.stderr
+    err = changed.stderr.strip().splitlines()
+    assert len(err) == 1 and "cannot return the recorded output of" in err[0] and "as V2" in err[0], err
+    assert "output_type 'pydantic:__main__:V1'" in err[0] and "Traceback" not in changed.stderr

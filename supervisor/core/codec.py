@@ -909,7 +909,14 @@ def _enum(cls: type[enum.Enum]) -> _Decoder:
         try:
             return cls(tuple(v) if isinstance(v, list) else v)
         except (ValueError, TypeError):
-            raise _Mismatch(f"{v!r} is not a value of {cls.__qualname__}") from None
+            pass
+        for m in cls:  # a value that is not JSON itself (a date, a Decimal): compare the encoded forms
+            try:
+                if _enc(m.value)[0] == v:
+                    return m
+            except _Unencodable:
+                continue
+        raise _Mismatch(f"{v!r} is not a value of {cls.__qualname__}")
 
     return dec
 
@@ -941,24 +948,25 @@ def _field_hints(cls: Any) -> dict[str, Any]:
 
 
 def _dataclass(cls: Any) -> _Decoder:
-    fields: list[tuple[str, bool, bool, _Decoder]] = []
-    ready = False
+    fields: list[tuple[str, bool, bool, _Decoder]] | None = None
 
-    def prepare() -> None:  # on first use, so that a dataclass holding itself compiles
+    def prepare() -> list[tuple[str, bool, bool, _Decoder]]:
+        # on first use, so that a dataclass holding itself compiles; built whole, then set (steps run in threads)
         hints = _field_hints(cls)
+        out = []
         for f in dataclasses.fields(cls):
             required = f.init and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-            fields.append((f.name, f.init, required, _compile(hints.get(f.name))))
+            out.append((f.name, f.init, required, _compile(hints.get(f.name))))
+        return out
 
     def dec(v: Any, node: _Node | None) -> Any:
-        nonlocal ready
+        nonlocal fields
         if v is None:
             return None
         if not isinstance(v, dict):
             raise _Mismatch(f"expected an object of {cls.__qualname__}'s fields, the journal has {_json_kind(v)}")
-        if not ready:
-            prepare()
-            ready = True
+        if fields is None:
+            fields = prepare()
         kwargs: dict[str, Any] = {}
         later: dict[str, Any] = {}
         for name, init, required, fdec in fields:
