@@ -482,6 +482,13 @@ def test_unknown_or_damaged_output_types_are_ignored() -> None:
     assert decode("2026-01-01", "future:kind:x", dt.date) == dt.date(2026, 1, 1)  # the hint still works
 
 
+def test_a_hostile_output_type_is_ignored() -> None:
+    deep = "list[" * 5000 + "datetime" + "]" * 5000
+    assert decode([], deep, None) == []
+    assert decode({"a": 1}, "dataclass:os:path", None) == {"a": 1}  # not a class
+    assert decode({"a": 1}, "dataclass:sys:modules", None) == {"a": 1}
+
+
 def test_the_output_type_grammar_parses_its_examples() -> None:
     assert codec._parse("list[pydantic:agent.mod:Plan.Inner?]") == (
         "list",
@@ -508,6 +515,9 @@ def test_a_class_is_resolved_only_from_modules_already_imported(tmp_path: Path) 
         assert decode({"a": 1}, "dataclass:codec_evil_mod:X", None) == codec_evil_mod.X(1)
         # a class of another kind than recorded is not used
         assert decode({"a": 1}, "pydantic:codec_evil_mod:X", None) == {"a": 1}
+        # nor a module's __getattr__ (PEP 562: lazy imports) reached by a name the journal gives
+        codec_evil_mod.__getattr__ = lambda name: pytest.fail(f"__getattr__({name!r}) was called")  # type: ignore[attr-defined]
+        assert decode({"a": 1}, "dataclass:codec_evil_mod:Lazy", None) == {"a": 1}
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("codec_evil_mod", None)

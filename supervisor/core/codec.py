@@ -400,7 +400,7 @@ def _parse(s: str) -> _Node:
     """The output_type as a tree; anything this version cannot read is ``json`` (returned as is)."""
     try:
         node, end = _parse_at(s, 0)
-    except (IndexError, ValueError):
+    except (IndexError, ValueError, RecursionError):
         return _JSON
     return node if end == len(s) else _JSON
 
@@ -438,7 +438,8 @@ def _resolve(node: _Node) -> type | None:
     for part in qualname.split("."):
         if obj is None:
             return None
-        obj = getattr(obj, part, None)
+        # the namespace itself, not getattr: a module's __getattr__ (a lazy import) is code the journal must not reach
+        obj = getattr(obj, "__dict__", {}).get(part)
     if not isinstance(obj, type):
         return None
     if kind == "enum":
