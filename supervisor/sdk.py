@@ -756,7 +756,6 @@ class Run:
         if type(got) is not _Call:
             return got
         c: _Call = got
-        retries, retry_on, backoff = self._policy(opts)
         ctx = _StepCtx(c.key)
         token = _CURRENT.set(ctx)
         tries = 0
@@ -766,15 +765,15 @@ class Run:
                 t0 = time.perf_counter()
                 try:
                     out = fn(*args, **kwargs) if opts.timeout is None else _call_in_thread(name, fn, args, kwargs, opts.timeout)
-                except retry_on as e:
-                    if tries <= retries:
-                        self._failed(c, e, t0, ctx, transient=True)
-                        time.sleep(self._delay(backoff, tries))
-                        continue
-                    self._failed(c, e, t0, ctx)
-                    raise
                 except Exception as e:
-                    self._failed(c, e, t0, ctx)
+                    delay = self._on_error(c, e, t0, ctx, opts, tries)
+                    if delay is None:
+                        raise
+                    time.sleep(delay)
+                    continue
+                except BaseException:  # KeyboardInterrupt, SystemExit: not a failure of the step
+                    with self._lock:
+                        self._leave(c)
                     raise
                 break
         finally:
@@ -784,8 +783,9 @@ class Run:
         rec = self._finished(c, out, t0, ctx)
         with self._lock:
             self._with_state_patch(rec)
-            if "state_patch" in rec:
-                # its patch is made against the records before it: written in the same order (under the lock)
+            if "state_patch" in rec or self._inflight == 1:
+                # a patch is made against the records before it: written in the same order (under the lock);
+                # a step alone in flight has no one to share its fdatasync with
                 self._append_or_leave(c, rec, held=True)
                 self._done(c, rec)
                 return out
@@ -800,7 +800,6 @@ class Run:
         if type(got) is not _Call:
             return got
         c: _Call = got
-        retries, retry_on, backoff = self._policy(opts)
         ctx = _StepCtx(c.key)
         token = _CURRENT.set(ctx)
         tries = 0
@@ -810,16 +809,12 @@ class Run:
                 t0 = time.perf_counter()
                 try:
                     out = await _acall(name, fn, args, kwargs, opts.timeout)
-                except retry_on as e:
-                    if tries <= retries:
-                        self._failed(c, e, t0, ctx, transient=True)
-                        await asyncio.sleep(self._delay(backoff, tries))
-                        continue
-                    self._failed(c, e, t0, ctx)
-                    raise
                 except Exception as e:
-                    self._failed(c, e, t0, ctx)
-                    raise
+                    delay = self._on_error(c, e, t0, ctx, opts, tries)
+                    if delay is None:
+                        raise
+                    await asyncio.sleep(delay)
+                    continue
                 except BaseException:  # cancelled (an outer timeout, the task group failing): not a failure of the step
                     with self._lock:
                         self._leave(c)
@@ -844,15 +839,22 @@ class Run:
             self._done(c, rec)
         return out
 
-    def _policy(self, opts: _Opts) -> tuple[int, tuple[type[BaseException], ...], float]:
+    def _on_error(self, c: _Call, e: Exception, t0: float, ctx: _StepCtx, opts: _Opts, tries: int) -> float | None:
+        """Record a failed try: the delay before the next try, or ``None`` (recorded as failed: re-raise).
+
+        Retried: an exception of ``retry_on`` (default: the run's ``transient``) while tries are left
+        (``retries``, default: the run's); with a ``timeout``, a try that timed out is retried too.
+        """
         retries = self.retries if opts.retries is None else opts.retries
         retry_on = self.transient if opts.retry_on is None else opts.retry_on
-        if opts.timeout is not None and TimeoutError not in retry_on:
-            retry_on = (*retry_on, TimeoutError)  # a try that timed out is retried like a transient error
-        return retries, retry_on, self.backoff if opts.backoff is None else opts.backoff
-
-    def _delay(self, backoff: float, tries: int) -> float:
-        return float(min(self.backoff_max, backoff * 2 ** (tries - 1)) * random.uniform(0.5, 1.0))
+        if opts.timeout is not None:
+            retry_on = (*retry_on, TimeoutError)
+        if tries <= retries and isinstance(e, retry_on):
+            self._failed(c, e, t0, ctx, transient=True)
+            backoff = self.backoff if opts.backoff is None else opts.backoff
+            return float(min(self.backoff_max, backoff * 2 ** (tries - 1)) * random.uniform(0.5, 1.0))
+        self._failed(c, e, t0, ctx)
+        return None
 
     # -- under the lock: numbering, serving, beginning
     def _enter(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts) -> Any:
