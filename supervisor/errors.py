@@ -57,15 +57,32 @@ class CodecError(DivergenceError):
     A divergence (exit 78, not restarted): the output was recorded by code whose step
     returned another shape, so running again would fail the same way.
     ``position`` is -1 when the caller did not give it; ``expected`` is the type asked
-    for, ``actual`` the recorded ``output_type`` (or ``"json"``).
+    for, ``actual`` the recorded ``output_type`` (or ``"json"``); ``reason`` what did not
+    fit and ``path`` where in the output (keys, indexes, ``.field`` names).
     """
 
-    def __init__(self, message: str, *, step: str | None, expected: str, actual: str, position: int = -1) -> None:
+    def __init__(
+        self, message: str, *, step: str | None = None, expected: str = "", actual: str = "", position: int = -1
+    ) -> None:
         self.step = step
         self.position = position
         self.expected = expected
         self.actual = actual
+        self.reason = message
+        self.path: list[object] = []
         SupervisorError.__init__(self, message)
+
+
+class OutputEncodeError(TypeError):
+    """A step returned a value the journal cannot hold: a ``TypeError`` of the agent's code, not a user error.
+
+    ``value`` is the part that cannot be encoded and ``path`` where it is in the output.
+    """
+
+    def __init__(self, message: str, value: object = None, path: tuple[object, ...] = ()) -> None:
+        self.value = value
+        self.path = path
+        super().__init__(message)
 
 
 class ForkError(SupervisorError):

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 
 from supervisor.core import codec
 from supervisor.core.codec import decode, encode, output_hint
-from supervisor.errors import CodecError, DivergenceError, SupervisorError
+from supervisor.errors import CodecError, DivergenceError, OutputEncodeError, SupervisorError
 
 WRITER_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY  # what JournalWriter dumps records with
 ROOT = Path(__file__).resolve().parent.parent
@@ -534,6 +534,9 @@ def test_a_recorded_output_of_another_shape_is_a_codec_error_naming_step_hint_an
     assert "step 'plan' (position 4)" in msg and "as Other" in msg and f"output_type '{otype}'" in msg
     assert "validation error" in msg and "goal" in msg and "returns=" in msg and "\n" not in msg
     assert (e.step, e.position, e.expected, e.actual) == ("plan", 4, "Other", otype)
+    with pytest.raises(CodecError) as exc:
+        decode({"hits": [{"url": "u", "seen": "noon", "body": ""}]}, None, Page)
+    assert exc.value.path == [".hits", 0, ".seen"] and "'noon' is not an ISO 8601 datetime" in exc.value.reason
 
 
 @pytest.mark.parametrize(
@@ -577,6 +580,7 @@ def test_encode_errors_name_the_step_the_type_and_what_to_return(value: Any, whe
     with pytest.raises(TypeError) as exc:
         encode(value, step="search:q1")
     msg = str(exc.value)
+    assert isinstance(exc.value, OutputEncodeError) and exc.value.value is not None
     assert msg.startswith("step 'search:q1' returned a value that cannot be journaled: ")
     assert where in msg and "return dicts, lists, strings, numbers, booleans or None, or a pydantic model" in msg
 

@@ -72,7 +72,7 @@ from typing import Any
 
 import orjson
 
-from ..errors import CodecError
+from ..errors import CodecError, OutputEncodeError
 
 __all__ = ["decode", "encode", "output_hint"]
 
@@ -90,12 +90,9 @@ _RETURN_INSTEAD = (
 
 
 # ---------------------------------------------------------------------------------------- encode
-class _Typed(Exception):
-    """Raised by the fast check's ``default``: the value holds something that is not plain JSON."""
-
-
 def _typed(obj: Any) -> Any:
-    raise _Typed
+    """The fast check's ``default``: the value holds something that is not plain JSON (orjson raises)."""
+    raise TypeError
 
 
 def encode(value: Any, *, step: str) -> tuple[Any, str | None]:
@@ -121,10 +118,10 @@ def encode(value: Any, *, step: str) -> tuple[Any, str | None]:
             f"step {step!r} returned a value nested too deeply to journal (or that contains itself); "
             f"{_RETURN_INSTEAD}"
         ) from None
-    except _Unencodable as e:
-        raise TypeError(
-            f"step {step!r} returned a value that cannot be journaled: {e.what}output{_where(e.path)} is of "
-            f"type {_qualname(type(e.obj))!r}{e.detail}; {_RETURN_INSTEAD}"
+    except OutputEncodeError as e:
+        what = str(e).replace(_WHERE, "output" + _where(e.path))
+        raise OutputEncodeError(
+            f"step {step!r} returned a value that cannot be journaled: {what}; {_RETURN_INSTEAD}", e.value, e.path
         ) from None
     try:
         orjson.dumps(out, option=_WRITE_OPTS)
@@ -133,12 +130,12 @@ def encode(value: Any, *, step: str) -> tuple[Any, str | None]:
     return out, (None if otype == "json" else otype)
 
 
-class _Unencodable(Exception):
-    def __init__(self, obj: Any, what: str = "", detail: str = "") -> None:
-        self.obj = obj
-        self.path: tuple[Any, ...] = ()
-        self.what = what
-        self.detail = detail
+_WHERE = "\x00"  # where in the output: filled in by encode, once the path is known
+
+
+def _unencodable(obj: Any, what: str = "", detail: str = "") -> OutputEncodeError:
+    """The error for ``obj`` (its path is added on the way up, by the containers that hold it)."""
+    return OutputEncodeError(f"{what}{_WHERE} is of type {_qualname(type(obj))!r}{detail}", obj)
 
 
 def _where(path: tuple[Any, ...]) -> str:
@@ -226,7 +223,7 @@ def _enc(v: Any) -> tuple[Any, _T | None]:
     return f(v)
 
 
-def _at(e: _Unencodable, key: Any) -> _Unencodable:
+def _at(e: OutputEncodeError, key: Any) -> OutputEncodeError:
     e.path = (key, *e.path)
     return e
 
@@ -237,7 +234,7 @@ def _enc_dict(v: Any) -> tuple[Any, _T | None]:
     for k, x in v.items():
         try:
             ox, tx = _enc(x)
-        except _Unencodable as e:
+        except OutputEncodeError as e:
             raise _at(e, k) from None
         out[_enc_key(k)] = ox
         vtypes.append(tx)
@@ -250,7 +247,7 @@ def _enc_items(v: Any) -> tuple[list[Any], _T]:
     for i, x in enumerate(v):
         try:
             ox, tx = _enc(x)
-        except _Unencodable as e:
+        except OutputEncodeError as e:
             raise _at(e, i) from None
         items.append(ox)
         types_seen.append(tx)
@@ -298,7 +295,7 @@ def _encoder_for(t: type) -> _Enc:
         def enc_enum(v: Any) -> tuple[Any, _T | None]:
             try:
                 return _enc(v.value)[0], leaf
-            except _Unencodable as e:
+            except OutputEncodeError as e:
                 raise _at(e, ".value") from None
 
         return enc_enum
@@ -336,7 +333,7 @@ def _encoder_for(t: type) -> _Enc:
             try:
                 return v.model_dump(mode="json"), leaf
             except Exception as e:  # pydantic's serialization errors have no common base we may import
-                raise _Unencodable(v, detail=f" whose model_dump(mode='json') failed ({_one_line(e)})") from None
+                raise _unencodable(v, detail=f" whose model_dump(mode='json') failed ({_one_line(e)})") from None
 
         return enc_model
     if dataclasses.is_dataclass(t):
@@ -348,7 +345,7 @@ def _encoder_for(t: type) -> _Enc:
             for name in names:
                 try:
                     out[name] = _enc(getattr(v, name))[0]
-                except _Unencodable as e:
+                except OutputEncodeError as e:
                     raise _at(e, "." + name) from None
             return out, leaf
 
@@ -358,7 +355,7 @@ def _encoder_for(t: type) -> _Enc:
         try:  # a type orjson writes itself (a numpy array, a numpy number): as it would write it
             return orjson.loads(orjson.dumps(v, option=_WRITE_OPTS)), _J
         except TypeError:
-            raise _Unencodable(v) from None
+            raise _unencodable(v) from None
 
     return enc_other
 
@@ -377,7 +374,7 @@ def _enc_key(k: Any) -> Any:
         mod = sys.modules.get(name)
         if mod is not None and isinstance(k, getattr(mod, cls)):
             return str(k)
-    raise _Unencodable(k, what="a key of ", detail=" (keys must be strings, numbers, dates or UUIDs)")
+    raise _unencodable(k, what="a key of ", detail=" (keys must be strings, numbers, dates or UUIDs)")
 
 
 def _one_line(e: BaseException) -> str:
@@ -467,12 +464,12 @@ def _decode_node(v: Any, node: _Node) -> Any:
     inner = node[1]
     if head == "dict":
         if not isinstance(v, dict):
-            raise _Mismatch(f"a dict[...] output_type over {_json_kind(v)}")
+            raise CodecError(f"a dict[...] output_type over {_json_kind(v)}")
         if inner == _JSON:
             return v
         return _map_dict(v, lambda x: _decode_node(x, inner))
     if not isinstance(v, list):
-        raise _Mismatch(f"a {head}[...] output_type over {_json_kind(v)}")
+        raise CodecError(f"a {head}[...] output_type over {_json_kind(v)}")
     items = v if inner == _JSON else _map_list(v, lambda x: _decode_node(x, inner))
     if head == "list":
         return items
@@ -480,15 +477,6 @@ def _decode_node(v: Any, node: _Node) -> Any:
 
 
 # ---------------------------------------------------------------------------------------- decode
-class _Mismatch(Exception):
-    """The recorded value does not fit the hint (``path``: where in the value)."""
-
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.path: list[Any] = []
-
-
 _Decoder = Callable[[Any, "_Node | None"], Any]
 
 
@@ -515,14 +503,14 @@ def decode(
         if hint is None:
             return _decode_node(value, node) if node is not None else value
         return _compile(hint)(value, node)
-    except _Mismatch as e:
+    except CodecError as e:
         raise _codec_error(e, value, output_type, hint, step, pos) from None
     except RecursionError:
-        raise _codec_error(_Mismatch("nested too deeply"), value, output_type, hint, step, pos) from None
+        raise _codec_error(CodecError("nested too deeply"), value, output_type, hint, step, pos) from None
 
 
 def _codec_error(
-    e: _Mismatch, value: Any, output_type: str | None, hint: Any, step: str | None, pos: int | None
+    e: CodecError, value: Any, output_type: str | None, hint: Any, step: str | None, pos: int | None
 ) -> CodecError:
     target = _hint_name(hint) if hint is not None else f"its output_type {output_type!r}"
     where = f" at output{_where(tuple(e.path))}" if e.path else ""
@@ -541,9 +529,11 @@ def _codec_error(
         f"cannot return the recorded output of {who} as {target}: {e.reason}{where} "
         f"(the journal recorded {_json_kind(value)}, {recorded}); {fix}"
     )
-    return CodecError(
+    err = CodecError(
         msg, step=step, position=-1 if pos is None else pos, expected=_hint_name(hint), actual=output_type or "json"
     )
+    err.reason, err.path = e.reason, e.path
+    return err
 
 
 def _json_kind(v: Any) -> str:
@@ -632,7 +622,7 @@ def _map_list(v: list[Any], f: Callable[[Any], Any]) -> list[Any]:
     for i, x in enumerate(v):
         try:
             out.append(f(x))
-        except _Mismatch as e:
+        except CodecError as e:
             e.path.insert(0, i)
             raise
     return out
@@ -643,7 +633,7 @@ def _map_dict(v: dict[Any, Any], f: Callable[[Any], Any]) -> dict[Any, Any]:
     for k, x in v.items():
         try:
             out[k] = f(x)
-        except _Mismatch as e:
+        except CodecError as e:
             e.path.insert(0, k)
             raise
     return out
@@ -657,7 +647,7 @@ def _seq(make: Callable[[Any], Any], name: str, item: _Decoder) -> _Decoder:
         if v is None:
             return None
         if not isinstance(v, list):
-            raise _Mismatch(f"expected a list for {name}, the journal has {_json_kind(v)}")
+            raise CodecError(f"expected a list for {name}, the journal has {_json_kind(v)}")
         if item is _ident:
             return make(v)
         inner = _child(node, "list", "tuple", "set", "frozenset")
@@ -675,7 +665,7 @@ def _fixed_tuple(hint: Any, items: list[_Decoder]) -> _Decoder:
             return None
         if not isinstance(v, list) or len(v) != len(items):
             n = f"{len(v)} items" if isinstance(v, list) else _json_kind(v)
-            raise _Mismatch(f"expected a list of {len(items)} items for {_hint_name(hint)}, the journal has {n}")
+            raise CodecError(f"expected a list of {len(items)} items for {_hint_name(hint)}, the journal has {n}")
         inner = _child(node, "tuple", "list")
         return tuple(_map_list(list(zip(items, v, strict=True)), lambda p: p[0](p[1], inner)))
 
@@ -690,7 +680,7 @@ def _mapping(kdec: Callable[[Any], Any] | None, vdec: _Decoder) -> _Decoder:
         if v is None:
             return None
         if not isinstance(v, dict):
-            raise _Mismatch(f"expected an object, the journal has {_json_kind(v)}")
+            raise CodecError(f"expected an object, the journal has {_json_kind(v)}")
         inner = _child(node, "dict")
         if vdec is _ident or (vdec is _by_node and inner is None):
             out = v
@@ -730,7 +720,7 @@ def _key_decoder(hint: Any) -> Callable[[Any], Any] | None:
         try:
             return conv(k)
         except (ValueError, KeyError, TypeError):
-            raise _Mismatch(f"key {k!r} is not a {_hint_name(hint)}") from None
+            raise CodecError(f"key {k!r} is not a {_hint_name(hint)}") from None
 
     return key
 
@@ -756,7 +746,7 @@ def _union(args: tuple[Any, ...]) -> _Decoder:
                     tried.append(d)
                     try:
                         return d(v, node)
-                    except _Mismatch:
+                    except CodecError:
                         break
         for check in plain:  # a member that takes the JSON as it is
             if check(v):
@@ -767,9 +757,9 @@ def _union(args: tuple[Any, ...]) -> _Decoder:
                 continue
             try:
                 return d(v, node)
-            except _Mismatch as e:
+            except CodecError as e:
                 errors.append(e.reason)
-        raise _Mismatch("it fits none of the union's types" + (f" ({errors[0]})" if errors else ""))
+        raise CodecError("it fits none of the union's types" + (f" ({errors[0]})" if errors else ""))
 
     return dec
 
@@ -833,11 +823,11 @@ def _converter(name: str, conv: Callable[[Any], Any], accepts: type | tuple[type
         if v is None:
             return None
         if not isinstance(v, accepts) or isinstance(v, bool):
-            raise _Mismatch(f"expected {name}, the journal has {_json_kind(v)}")
+            raise CodecError(f"expected {name}, the journal has {_json_kind(v)}")
         try:
             return conv(v)
         except (ValueError, TypeError, ArithmeticError) as e:
-            raise _Mismatch(f"{v!r} is not {name} ({_one_line(e)})") from None
+            raise CodecError(f"{v!r} is not {name} ({_one_line(e)})") from None
 
     return dec
 
@@ -915,9 +905,9 @@ def _enum(cls: type[enum.Enum]) -> _Decoder:
             try:
                 if _enc(m.value)[0] == v:
                     return m
-            except _Unencodable:
+            except OutputEncodeError:
                 continue
-        raise _Mismatch(f"{v!r} is not a value of {cls.__qualname__}")
+        raise CodecError(f"{v!r} is not a value of {cls.__qualname__}")
 
     return dec
 
@@ -933,7 +923,7 @@ def _pydantic(cls: Any, pyd: Any) -> _Decoder:
             first = e.errors()[0]
             loc = ".".join(str(x) for x in first.get("loc", ()))
             n = e.error_count()
-            raise _Mismatch(
+            raise CodecError(
                 f"{n} validation error{'s' if n != 1 else ''} for {cls.__qualname__}"
                 f"{' at ' + loc if loc else ''}: {first.get('msg', '')}"
             ) from None
@@ -965,7 +955,7 @@ def _dataclass(cls: Any) -> _Decoder:
         if v is None:
             return None
         if not isinstance(v, dict):
-            raise _Mismatch(f"expected an object of {cls.__qualname__}'s fields, the journal has {_json_kind(v)}")
+            raise CodecError(f"expected an object of {cls.__qualname__}'s fields, the journal has {_json_kind(v)}")
         if fields is None:
             fields = prepare()
         kwargs: dict[str, Any] = {}
@@ -974,16 +964,16 @@ def _dataclass(cls: Any) -> _Decoder:
             if name in v:
                 try:
                     x = fdec(v[name], None)
-                except _Mismatch as e:
+                except CodecError as e:
                     e.path.insert(0, "." + name)
                     raise
                 (kwargs if init else later)[name] = x
             elif required:
-                raise _Mismatch(f"{cls.__qualname__} field {name!r} is missing")
+                raise CodecError(f"{cls.__qualname__} field {name!r} is missing")
         try:
             obj = cls(**kwargs)
         except Exception as e:  # the dataclass's own __init__/__post_init__ refused the values
-            raise _Mismatch(f"{cls.__qualname__}(...) raised {type(e).__name__}: {_one_line(e)}") from None
+            raise CodecError(f"{cls.__qualname__}(...) raised {type(e).__name__}: {_one_line(e)}") from None
         for name, x in later.items():
             object.__setattr__(obj, name, x)  # init=False fields, also on a frozen dataclass
         return obj
@@ -997,11 +987,11 @@ def _namedtuple(cls: Any) -> _Decoder:
             return None
         hints = _field_hints_nt(cls)
         if not isinstance(v, list):
-            raise _Mismatch(f"expected a list for {cls.__qualname__}, the journal has {_json_kind(v)}")
+            raise CodecError(f"expected a list for {cls.__qualname__}, the journal has {_json_kind(v)}")
         try:
             return cls(*(_compile(hints.get(n))(x, None) for n, x in zip(cls._fields, v, strict=False)))
         except TypeError as e:
-            raise _Mismatch(f"{cls.__qualname__}(...) raised TypeError: {_one_line(e)}") from None
+            raise CodecError(f"{cls.__qualname__}(...) raised TypeError: {_one_line(e)}") from None
 
     return dec
 
