@@ -939,19 +939,18 @@ class Run:
 
     def _unserved(self) -> tuple[int, str]:
         """How many recorded steps are not served (nor run) yet, and the name of the first in call order."""
-        with self._lock:
-            t = self._table
-            if t is not None:
-                first = min(t.values(), key=lambda v: v[0], default=None)
-                return len(t), step_name(first[1]) if first else ""
-            n = len(self._steps) - self._next
-            if n <= 0:
-                return 0, ""
-            e = self._steps[self._next]
-            try:
-                return n, step_name(e.record() if isinstance(e, LazyRecord) else e)
-            except JournalError:  # a damaged line: its name is not known
-                return n, ""
+        t = self._table
+        if t is not None:
+            first = min(t.values(), key=lambda v: v[0], default=None)
+            return len(t), step_name(first[1]) if first else ""
+        n = len(self._steps) - self._next
+        if n <= 0:
+            return 0, ""
+        e = self._steps[self._next]
+        try:
+            return n, step_name(e.record() if isinstance(e, LazyRecord) else e)
+        except JournalError:  # a damaged line: its name is not known
+            return n, ""
 
     @property
     def _left(self) -> bool:
@@ -1079,7 +1078,7 @@ class Run:
         detail = f"the inputs of step {name!r} at position {pos} changed since it was recorded (inputs hash {expected} -> {actual})"
         if mode == "error":
             raise DivergenceError(pos, name, name, detail)
-        self.note("inputs changed", step=name, pos=pos, seq=rec.get("seq"), recorded_hash=expected, inputs_hash=actual,
+        self.note("changed inputs", step=name, pos=pos, served_seq=rec.get("seq"), recorded_hash=expected, inputs_hash=actual,
                   action="served" if mode == "warn" else "rerun")
         what = "served its recorded output" if mode == "warn" else "running it again"
         print(f"agent-supervisor: {detail}: {what} (Run.open(on_changed_inputs=...): warn, error, rerun)", file=sys.stderr)
@@ -1356,6 +1355,10 @@ class Run:
     # ------------------------------------------------------------------ checkpoints and notes
     def checkpoint(self, name: str) -> str:
         """Save the full state as a named checkpoint; on resume, an already recorded one is not written again."""
+        with self._lock:  # its patch and its line, in order with the steps' (threads)
+            return self._checkpoint(name)
+
+    def _checkpoint(self, name: str) -> str:
         pending = self._pending_checkpoints
         while pending and pending[0].get("pos", 0) < self._pos:
             pending.pop(0)

@@ -99,7 +99,7 @@ def test_changed_inputs_on_resume(tmp_path: Path, how: str) -> None:
     result(agent(run_dir, ledger))
     n = len(calls(ledger))
     r = agent(run_dir, ledger, "--salt", "other", "--on-changed-inputs", how)
-    notes = [x for x in JournalReader(run_dir).load() if x.get("kind") == "note" and x.get("message") == "inputs changed"]
+    notes = [x for x in JournalReader(run_dir).load() if x.get("kind") == "note" and x.get("message") == "changed inputs"]
     line = "the inputs of step 'work:0' at position 0 changed since it was recorded"
     if how == "error":
         assert r.returncode == 78 and line in r.stderr and notes == []
@@ -107,6 +107,8 @@ def test_changed_inputs_on_resume(tmp_path: Path, how: str) -> None:
         return
     assert r.returncode == 0 and r.stderr.count("inputs of step") == 1 and line in r.stderr, r.stderr
     assert len(notes) == 1 and notes[0]["step"] == "work:0" and notes[0]["action"] == ("served" if how == "warn" else "rerun")
+    first = next(x for x in steps(run_dir) if x["step"] == "work:0")
+    assert notes[0]["pos"] == 0 and notes[0]["served_seq"] == first["seq"] and notes[0]["recorded_hash"] == first["inputs_hash"]
     assert calls(ledger)[n:] == ([] if how == "warn" else [0])
 
 
