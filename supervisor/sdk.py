@@ -501,6 +501,8 @@ class Run:
                 "resume": self.resuming,
                 "replayable_steps": len(self._steps),
                 "argv": redact_argv(sys.argv, self.redactor),
+                # the supervisor's pid: it tells this attempt's records from another writer's, even behind sh -c
+                **({"supervisor": int(sup)} if (sup := os.environ.get(rundir.ENV_SUPERVISED, "")).isdigit() else {}),
             }
         )
 

@@ -32,6 +32,7 @@ EVENTS = frozenset(
         "succeeded",
         "pause",
         "resume",
+        "resource-error",
     }
 )
 
