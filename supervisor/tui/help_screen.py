@@ -23,6 +23,8 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
             ("e / E", "next / previous error"),
             ("!", "first error"),
             ("] / [", "next / previous checkpoint"),
+            ("a", "begin rows on / off: by default a step's begin folds into its step's row (one row per step; "
+                  "a step in flight shows its begin row, running)"),
             ("mouse", "click a row to select it, wheel to scroll"),
         ],
     ),

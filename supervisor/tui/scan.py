@@ -1,6 +1,8 @@
 """Whole-journal passes over raw bytes, at C speed (no Textual): the marker scan and the search.
 
-Neither pass parses every record. The scan counts lines, finds the few records
+Neither pass parses every record. The scan also pairs each ``begin`` line with
+its step (:class:`StepPairs`, by the ``step``/``pos``/``attempt`` the two lines share,
+not by adjacency) so the timeline shows one row per step. The scan counts lines, finds the few records
 that navigation and folding need (checkpoints, rollbacks, starts, errors) with
 ``bytes.find`` and parses only those lines, gives each marker the number of
 successful steps since the previous one (counted with ``bytes.count``, so
@@ -12,6 +14,7 @@ newlines only in regions that hold a match.
 
 from __future__ import annotations
 
+import bisect
 import os
 import re
 from collections.abc import Callable, Iterator
@@ -33,12 +36,14 @@ from ..core.records import (
 from ..core.segments import JournalFile, Region, read_stream, segment_paths
 
 __all__ = [
+    "CHANGED_INPUTS",
     "DAMAGED",
     "ERROR",
     "STEPS",
     "Marker",
     "Region",
     "ScanResult",
+    "StepPairs",
     "add_marker",
     "iter_new_regions",
     "journal_regions",
@@ -60,6 +65,97 @@ _MARKED = (b"checkpoint", b"rollback", b"start")
 _KIND_RE = re.compile(rb'\s*\{\s*"kind"\s*:\s*"([a-z]+)"\s*[,}]')
 """A line whose first key is ``kind`` (so the top-level one), in any spacing."""
 _ERROR_RE = re.compile(rb'"error"\s*:')
+_BEGIN = b'{"kind":"begin",'
+_START = b'{"kind":"start",'
+_BEGIN_KEY = re.compile(rb'\{"kind":"begin",("step":"(?:[^"\\]|\\.)*","pos":\d+,(?:"attempt":\d+,)?)')
+"""A writer begin line's head that its step line repeats after ``{"kind":"step",``: the pairing key."""
+_TRANSIENT = b'"transient":true'
+CHANGED_INPUTS = "changed inputs"
+"""The ``message`` of the SDK's ``note`` for a step served on resume whose inputs differ from the call's."""
+_CHANGED = b'"changed inputs"'
+
+
+@dataclass
+class StepPairs:
+    """Begin lines paired with their step lines in raw bytes, chunk after chunk (a scan's, then the live reads').
+
+    A writer ``begin`` line's head (``"step":...,"pos":N,"attempt":A,``) is repeated
+    by its ``step`` line after ``{"kind":"step",``: a ``bytes.find`` of that finds the
+    step however many records come between (concurrent steps), and the next line
+    for sequential code. A failed try marked ``transient`` does not close it; a
+    ``start`` line (a new process attempt) ends every begin still open (interrupted).
+    A begin in another form pairs with the step line right after it.
+    """
+
+    hidden: list[int] = field(default_factory=list)
+    """Seqs of the begins whose step record exists (their rows fold into the step's), in the order found."""
+    pending: dict[bytes, int] = field(default_factory=dict)
+    """The step-line head still awaited -> the seq of its begin (steps in flight)."""
+    changed: dict[int, str] = field(default_factory=dict)
+    """``pos`` -> step name of every changed-inputs note seen."""
+
+    def copy(self) -> StepPairs:
+        return StepPairs(list(self.hidden), dict(self.pending), dict(self.changed))
+
+    def scan(self, data: bytes, base_seq: int) -> None:
+        """Pair the begin lines in ``data`` (whole lines, the first at ``base_seq``) and close pending ones."""
+        starts = [i for i in _find_all(data, _START) if i == 0 or data[i - 1] == 10]
+        if self.pending:
+            self._close(data, starts[0] if starts else len(data))
+        if starts:
+            self.pending.clear()
+        i = data.find(_BEGIN)
+        line_at, seq = 0, base_seq
+        while i >= 0:
+            if i == 0 or data[i - 1] == 10:
+                seq += data.count(b"\n", line_at, i)
+                line_at = i
+                end = data.find(b"\n", i)
+                m = _BEGIN_KEY.match(data, i)
+                if m is not None:
+                    want = b'{"kind":"step",' + m.group(1)
+                    if data.startswith(want, end + 1) and data.find(_TRANSIENT, end + 1, data.find(b"\n", end + 1)) < 0:
+                        self.hidden.append(seq)
+                    else:
+                        k = bisect.bisect_right(starts, i)
+                        limit = starts[k] if k < len(starts) else len(data)
+                        if not self._find(data, want, end, limit, seq) and limit == len(data):
+                            self.pending[want] = seq
+                elif data.startswith(_STEP, end + 1):
+                    self.hidden.append(seq)  # a begin without the writer's head: the step line after it
+                i = end
+            i = data.find(_BEGIN, i + 1)
+        if b"changed inputs" in data:
+            for j in _find_all(data, _CHANGED):
+                a = data.rfind(b"\n", 0, j) + 1
+                try:
+                    rec = parse_line(data[a : data.find(b"\n", j)])
+                except ValueError:
+                    continue
+                self.note(rec)
+
+    def note(self, rec: Record) -> None:
+        """Take a parsed record: a changed-inputs note marks its step."""
+        if rec.get("kind") == Kind.NOTE and rec.get("message") == CHANGED_INPUTS and isinstance(rec.get("pos"), int):
+            self.changed[rec["pos"]] = str(rec.get("step") or "")
+
+    def _find(self, data: bytes, want: bytes, at: int, limit: int, seq: int) -> bool:
+        j = data.find(b"\n" + want, at, limit)
+        while j >= 0:
+            if data.find(_TRANSIENT, j + 1, data.find(b"\n", j + 1)) < 0:
+                self.hidden.append(seq)
+                return True
+            j = data.find(b"\n" + want, j + 1, limit)
+        return False
+
+    def _close(self, data: bytes, limit: int) -> None:
+        """Look for the steps of the begins pending from earlier bytes (``data`` starts at a line start)."""
+        for want, seq in list(self.pending.items()):
+            if data.startswith(want) and data.find(_TRANSIENT, 0, data.find(b"\n")) < 0:
+                self.hidden.append(seq)
+                del self.pending[want]
+            elif self._find(data, want, 0, limit, seq):
+                del self.pending[want]
 
 
 @dataclass
@@ -74,6 +170,8 @@ class ScanResult:
     """Step records, failed and abandoned ones included."""
     reader: JournalReader | None = None
     """A reader indexed in the worker too: the model swaps it in (indexing 290 MB takes a second)."""
+    pairs: StepPairs = field(default_factory=StepPairs)
+    """The begins paired with their steps so far (a live scan goes on with the model's)."""
 
 
 def add_marker(rec: Record, seq: int, markers: list[Marker]) -> bool:
@@ -120,6 +218,8 @@ def scan_bytes(data: bytes, base_seq: int, out: ScanResult) -> int:
     (:func:`records.damaged_holds_step`).
     """
     lines = data.count(b"\n")
+    if _BEGIN in data or b"changed inputs" in data:
+        out.pairs.scan(data, base_seq)
     suspects = _suspect_lines(data)
     # every line in the writer's form: it starts with the kind, and ends with "}" (a line cut short does not)
     writer = data.startswith(_WRITER) and data.endswith(b"}\n") and data.count(_END_WRITER) == lines - 1

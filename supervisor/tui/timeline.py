@@ -1,13 +1,16 @@
 """The timeline: a virtual list of records and supervisor events (Line API, renders visible rows only).
 
 A DataTable with a million rows is too slow to build; this widget asks the
-model only for the rows on screen. Follow mode works as in ``tail -f`` and lnav:
+model only for the rows on screen. One row per step: a begin whose step record
+exists is folded into the step's row; a step in flight shows its begin row,
+running with its elapsed time (live) or interrupted; ``a`` shows every begin row. Follow mode works as in ``tail -f`` and lnav:
 on at the end, off when the cursor leaves the last row, on again with ``f`` or ``G``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any, ClassVar
 
 from rich.segment import Segment
@@ -79,6 +82,22 @@ def describe_event(ev: dict[str, Any]) -> str:
     return f"── supervisor: {name} " + ", ".join(p for p in parts if p)
 
 
+def _elapsed(ts: Any, now: datetime | None = None) -> str:
+    """Time since an ISO-8601 UTC ``ts`` (a running step's), e.g. ``3.2s`` or ``4m05s``; ``""`` if unreadable."""
+    try:
+        t = datetime.fromisoformat(str(ts).replace("Z", "+00:00"))
+    except ValueError:
+        return ""
+    if t.tzinfo is None:
+        t = t.replace(tzinfo=timezone.utc)
+    sec = max(0.0, ((now or datetime.now(timezone.utc)) - t).total_seconds())
+    if sec < 60:
+        return f"{sec:.1f}s"
+    if sec < 3600:
+        return f"{int(sec // 60)}m{int(sec % 60):02d}s"
+    return f"{int(sec // 3600)}h{int(sec % 3600 // 60):02d}m"
+
+
 def is_crash(ev: dict[str, Any]) -> bool:
     return ev.get("event") in ("exit", "hang", "memory-limit", "give-up") and (
         ev.get("event") != "exit" or ev.get("code") not in (0, None) or bool(ev.get("signal"))
@@ -95,6 +114,7 @@ class TimelineView(ScrollView, can_focus=True):
         Binding("pageup,b", "page(-1)", "Page up", show=False),
         Binding("g,home", "top", "Top", show=False),
         Binding("G,end", "bottom", "Bottom", show=False),
+        Binding("a", "toggle_begins", "Begins", tooltip="Show begin rows (each folded into its step's row by default)"),
     ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -151,6 +171,7 @@ class TimelineView(ScrollView, can_focus=True):
         self.matches: set[int] = set()
         self.mark: int | None = None
         self._previews: dict[tuple[int, str], str] = {}
+        self._running_shown = False  # a running step's row was painted: repaint each second (its elapsed time)
         if replay:
             self.set_reactive(TimelineView.follow, False)
 
@@ -167,6 +188,25 @@ class TimelineView(ScrollView, can_focus=True):
         self.virtual_size = Size(self.size.width, self.model.rows)
         if self.model.rows:
             self.cursor = self.model.rows - 1 if (self.follow or not self.replay) else 0
+        if not self.replay:
+            self.set_interval(1.0, self._tick)
+
+    def _tick(self) -> None:
+        if self._running_shown:
+            self.refresh()
+
+    def action_toggle_begins(self) -> None:
+        """Show every begin row, or fold each into its step's row again; the cursor stays on its record."""
+        seq = self.selected_seq()
+        kind, _ = self.selected()
+        self.model.toggle_begins()
+        self.virtual_size = Size(self.size.width, self.model.rows)
+        if seq is not None and kind == "rec":
+            self.move_to(self.model.row_of_seq(seq), keep_follow=True)
+        else:
+            self.cursor = self.cursor  # clamp, repaint
+        self.refresh()
+        self.notify("begin rows shown" if self.model.show_begins else "begin rows folded into their steps' rows", timeout=2)
 
     def on_resize(self, event: events.Resize) -> None:
         self.virtual_size = Size(event.size.width, self.model.rows)
@@ -201,6 +241,10 @@ class TimelineView(ScrollView, can_focus=True):
             self.follow = self.cursor >= self.model.rows - 1 and not self.replay
 
     def move_to_seq(self, seq: int) -> None:
+        """Select record ``seq``; a begin folded into its step's row is asked for by its seq: show the begin rows."""
+        if self.model.is_hidden(seq):
+            self.model.toggle_begins()
+            self.virtual_size = Size(self.size.width, self.model.rows)
         self.move_to(self.model.row_of_seq(seq))
 
     def action_cursor(self, delta: int) -> None:
@@ -249,12 +293,16 @@ class TimelineView(ScrollView, can_focus=True):
         if row >= self.model.rows:
             return Strip.blank(width, self.rich_style)
         top = int(self.scroll_y)
+        if y == 0:
+            self._running_shown = False
         if y == 0 or not self.model.has(self.model.row_item(row)[1]):
             # fetch the visible window in one read (a few kB): cheaper than a worker round trip
             h = self.scrollable_content_region.height
             first = self.model.row_item(top)
             a = first[1] if first[0] == "rec" else self.model.events[first[1]].before
-            self.model.fetch(a, a + h + 1)
+            last = self.model.row_item(min(top + h, self.model.rows - 1))
+            b = last[1] if last[0] == "rec" else self.model.events[last[1]].before
+            self.model.fetch(a, max(b, a + h) + 1)
         kind, i = self.model.row_item(row)
         if kind == "event":
             ev = self.model.events[i].data
@@ -322,11 +370,27 @@ class TimelineView(ScrollView, can_focus=True):
                 segs.append(Segment("✗ ", st))
                 segs.append(Segment(_pv(msg), st))
             else:
+                pos = rec.get("pos")
+                if isinstance(pos, int) and pos in self.model.changed_inputs and self.model.changed_inputs[pos] == name:
+                    segs.append(Segment("≠ ", self.get_component_rich_style("timeline--mark")))  # served with changed inputs
                 segs.append(Segment("✓ ", self.get_component_rich_style("timeline--checkpoint")))
                 segs.append(Segment(self._cached_preview(rec, "output"), None))
         elif kind == Kind.BEGIN:
-            segs.append(Segment("… ", None))
-            segs.append(Segment(self._cached_preview(rec, "inputs"), self.get_component_rich_style("timeline--muted")))
+            status = self.model.begin_status(int(rec.get("seq", -1)))
+            muted = self.get_component_rich_style("timeline--muted")
+            if status == "running" and not self.replay:
+                self._running_shown = True
+                segs.append(Segment(f"⟳ running {_elapsed(rec.get('ts'))} ", self.get_component_rich_style("timeline--mark")))
+            elif status == "running":
+                segs.append(Segment("⟳ no step record (in flight when the journal ends) ", self.get_component_rich_style("timeline--mark")))
+            elif status == "interrupted":
+                segs.append(Segment("✗ interrupted (no step record in its attempt) ", self.get_component_rich_style("timeline--error")))
+            else:
+                segs.append(Segment("… ", None))
+            segs.append(Segment(self._cached_preview(rec, "inputs"), muted))
+        elif kind == Kind.NOTE and rec.get("message") == "changed inputs":
+            segs.append(Segment(f"≠ changed inputs: step {step_name(rec)!r} #{rec.get('pos')} was served with the output recorded for other inputs",
+                                self.get_component_rich_style("timeline--mark")))
         elif kind == Kind.ROLLBACK:
             segs.append(Segment(f"  {rec.get('reason', '')}", None))
         elif kind == Kind.START:

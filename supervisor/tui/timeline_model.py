@@ -10,6 +10,12 @@ The model never holds every record. It keeps:
   (``scan.py``, C speed) and parsed one by one;
 - supervisor events (``supervisor.jsonl``), placed between records by attempt.
 
+One row per step: a ``begin`` record whose ``step`` record exists (paired by
+``pos``, however many records of concurrent steps come between: the scan's
+:class:`StepPairs`) has no row of its own, its step's row stands for both; a
+step in flight keeps its begin row (running). ``show_begins`` gives every
+record its row again. Rows map to seqs through the sorted hidden seqs.
+
 Folding is ``history.Fold`` (``keep=False``) fed with the scan's markers, which
 carry the number of successful steps between them: the effective step count is
 exact, and a rollback to checkpoint ``c`` at ``r`` abandons ``c < seq < r``.
@@ -20,6 +26,7 @@ from __future__ import annotations
 
 import bisect
 import queue
+from array import array
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,14 +36,16 @@ import orjson
 
 from ..core import rundir
 from ..core.cursor import Shape, StateCursor
-from ..core.history import ERROR, STEPS, Fold, fold_shape
+from ..core.history import ERROR, STEPS, Fold, Pairing, fold_shape
 from ..core.journal import Entry, JournalReader, read_json_lines
 from ..core.records import DAMAGED, BadLine, Kind
 from ..core.segments import segment_paths
 from .scan import (
+    CHANGED_INPUTS,
     Marker,
     Region,
     ScanResult,
+    StepPairs,
     add_marker,
     iter_new_regions,
     scan_bytes,
@@ -74,6 +83,7 @@ class LiveSide:
     scan_pos: dict[int, tuple[int, int]] = field(default_factory=dict)  # inode -> (bytes scanned, line number there)
     scanned: int = 0  # lines scanned
     events_size: int = -1
+    pairs: StepPairs = field(default_factory=StepPairs)  # begins awaiting their step, across reads
 
 
 @dataclass(slots=True)
@@ -92,6 +102,10 @@ class Changes:
     """Markers from the byte scan (indexed mode); ``None``: take them from ``new``."""
     steps: int = 0
     regions: list[Region] = field(default_factory=list)
+    hidden: list[int] = field(default_factory=list)
+    """Begins whose step the scan of the new bytes found (their rows fold into the step's)."""
+    changed: dict[int, str] = field(default_factory=dict)
+    """Changed-inputs notes so far: ``pos`` -> step name."""
     events: list[dict[str, Any]] | None = None
     """All of ``supervisor.jsonl`` when it changed, else ``None``."""
     events_size: int = -1
@@ -147,6 +161,14 @@ class TimelineModel:
         self._tail_markers: list[Marker] = []
         self.bad_seqs: set[int] = set()
         """Lines seen so far that are not JSON objects (the status bar counts them)."""
+        self.hidden: array[int] = array("q")
+        """Sorted seqs of the begins whose step record exists: no row of their own unless ``show_begins``."""
+        self._hadj: array[int] = array("q")  # hidden[i] - i: the visible rows before each hidden seq
+        self.show_begins = False
+        """Every record its own row (the toggle): begins are shown beside their steps."""
+        self.changed_inputs: dict[int, str] = {}
+        """Steps served with changed inputs (the SDK's note): ``pos`` -> step name."""
+        self._pairing = Pairing()  # before the scan: the parsed records' begins paired with their steps
 
     # ------------------------------------------------------------------ loading
     def open(self) -> None:
@@ -169,6 +191,7 @@ class TimelineModel:
             elif not ent.foreign:
                 self._tail_markers.append(Marker(ent.seq, DAMAGED, ent.was))
         self._apply_markers(self._tail_markers, provisional=True)
+        self._pair_parsed(tail)
         self._reset_live(JournalReader(self.source), indexed=False, count=self.count)
         self.load_events()
 
@@ -191,12 +214,17 @@ class TimelineModel:
         if scan.reader is not None:
             self.reader = scan.reader  # indexed in the worker
         self.indexed = True
+        self._set_hidden(sorted(set(scan.pairs.hidden)))
+        self.changed_inputs = dict(scan.pairs.changed)
+        pairs = scan.pairs.copy()
+        pairs.hidden.clear()
         self._reset_live(
             self.reader.twin(),  # the worker's reader: the same line offsets, its own everything else
             indexed=True,
             count=scan.count,
             scan_pos=scan_positions(scan.regions, scan.count),
             scanned=scan.count,
+            pairs=pairs,
         )
         self.place_events()
 
@@ -260,7 +288,10 @@ class TimelineModel:
         return [s for s in self.checkpoint_seqs if not self.is_abandoned(s)]
 
     # ------------------------------------------------------------------ live
-    def _reset_live(self, reader: JournalReader, *, indexed: bool, count: int, scan_pos: dict[int, tuple[int, int]] | None = None, scanned: int = 0) -> None:
+    def _reset_live(
+        self, reader: JournalReader, *, indexed: bool, count: int, scan_pos: dict[int, tuple[int, int]] | None = None,
+        scanned: int = 0, pairs: StepPairs | None = None,
+    ) -> None:
         """Start the worker side over (after the tail, after the scan); a read in flight becomes stale."""
         self._live_gen += 1
         self.applied_reads = 0
@@ -268,7 +299,7 @@ class TimelineModel:
             self._live.get_nowait()
         except queue.Empty:
             pass  # the worker holds it: its changes come back stale and are dropped
-        self._live.put(LiveSide(self._live_gen, reader, indexed, count, scan_pos or {}, scanned, self._events_size))
+        self._live.put(LiveSide(self._live_gen, reader, indexed, count, scan_pos or {}, scanned, self._events_size, pairs or StepPairs()))
 
     def read_changes(self, timeout: float | None = None) -> Changes | None:
         """Read what was committed since the last read (a worker's half: only I/O, only ``LiveSide``).
@@ -294,6 +325,9 @@ class TimelineModel:
             ch.again = not ch.indexed
             if n > live.count:
                 ch.markers, ch.steps, ch.regions = self._scan_new(live)
+                ch.hidden = list(live.pairs.hidden)
+                live.pairs.hidden.clear()
+                ch.changed = dict(live.pairs.changed)
                 try:  # parse only the last screen: a burst of 10,000 records is scanned, not parsed
                     ch.new = live.reader.get_range(max(live.count, n - self.tail_rows), n)
                 except OSError:
@@ -330,6 +364,10 @@ class TimelineModel:
                 self.regions.extend(ch.regions)
                 self.step_records += ch.steps
                 self._take_new(old, ch.new, ch.markers)
+                if ch.hidden:
+                    self.add_hidden(ch.hidden)
+                if ch.changed:
+                    self.changed_inputs.update(ch.changed)
             if ch.events is not None:
                 self._events_raw = ch.events
                 self._events_size = ch.events_size
@@ -347,6 +385,7 @@ class TimelineModel:
     def _scan_new(self, live: LiveSide) -> tuple[list[Marker], int, list[Region]]:
         """Scan the bytes committed since the last scan (by inode: a rotation renames, keeps the inode)."""
         res = ScanResult()
+        res.pairs = live.pairs
         regions: list[Region] = []
         for p in segment_paths(self.source):
             try:
@@ -378,6 +417,8 @@ class TimelineModel:
                     self.step_records += 1
         if scanned is not None:
             markers = scanned
+        else:
+            self._pair_parsed(new)
         self._apply_markers(markers, provisional=not self.scanned)
         if len(self.cache) > CACHE_MAX:
             self._trim_cache()
@@ -442,7 +483,74 @@ class TimelineModel:
         placed.sort(key=lambda e: (e.before, e.order))
         # an event placed at the end stays there until the next start record: keep ``before`` = count
         self.events = placed
-        self._event_rows = [e.before + i for i, e in enumerate(placed)]
+        self._place_event_rows()
+
+    def _place_event_rows(self) -> None:
+        self._event_rows = [self.visible_index(e.before) + i for i, e in enumerate(self.events)]
+
+    # ------------------------------------------------------------------ one row per step
+    def _pair_parsed(self, entries: list[Entry]) -> None:
+        """Pair the begins among parsed records (before the scan: the tail, then what live reads parse)."""
+        p = self._pairing
+        before = set(p.paired)
+        for ent in entries:
+            if type(ent) is not BadLine:
+                p.add(ent)  # type: ignore[arg-type]
+                if ent.get("kind") == Kind.NOTE and ent.get("message") == CHANGED_INPUTS and isinstance(ent.get("pos"), int):  # type: ignore[union-attr]
+                    self.changed_inputs[ent["pos"]] = str(ent.get("step") or "")  # type: ignore[index,union-attr]
+        new = [s for s in p.paired if s not in before]
+        if new:
+            self.add_hidden(new)
+
+    def _set_hidden(self, seqs: list[int]) -> None:
+        self.hidden = array("q", seqs)
+        self._hadj = array("q", (s - i for i, s in enumerate(seqs)))
+        self._place_event_rows()
+
+    def add_hidden(self, seqs: list[int]) -> None:
+        """Fold more begins into their steps' rows (concurrent steps: not always after the last one)."""
+        h = self.hidden
+        lowest = len(h)
+        for s in sorted(seqs):
+            i = bisect.bisect_left(h, s)
+            if i < len(h) and h[i] == s:
+                continue
+            h.insert(i, s)
+            lowest = min(lowest, i)
+        if lowest < len(h):
+            adj = self._hadj
+            del adj[lowest:]
+            adj.extend(h[i] - i for i in range(lowest, len(h)))
+            self._place_event_rows()
+
+    def toggle_begins(self) -> None:
+        """Show the begin rows folded into their steps' rows, or fold them again."""
+        self.show_begins = not self.show_begins
+        self._place_event_rows()
+
+    def is_hidden(self, seq: int) -> bool:
+        """Whether the record at ``seq`` is a begin folded into its step's row (and begins are folded)."""
+        if self.show_begins:
+            return False
+        i = bisect.bisect_left(self.hidden, seq)
+        return i < len(self.hidden) and self.hidden[i] == seq
+
+    def visible_index(self, seq: int) -> int:
+        """The row of record ``seq`` among the records' rows (a folded begin: its step's, the next row)."""
+        return seq if self.show_begins else seq - bisect.bisect_left(self.hidden, seq)
+
+    def seq_at(self, index: int) -> int:
+        """The seq of the record at visible index ``index`` (the inverse of :meth:`visible_index`)."""
+        return index if self.show_begins else index + bisect.bisect_right(self._hadj, index)
+
+    def begin_status(self, seq: int) -> str:
+        """A begin's step: ``done`` (its step record exists), ``interrupted`` (a later process attempt or a
+        rollback came first) or ``running``."""
+        i = bisect.bisect_left(self.hidden, seq)
+        if i < len(self.hidden) and self.hidden[i] == seq:
+            return "done"
+        later = [s for s in self.start_seqs.values() if s > seq] or [s for s in self.rollback_seqs if s > seq]
+        return "interrupted" if later else "running"
 
     def _refine_by_time(self, before: int, ev: dict[str, Any], steps: int = 64) -> int:
         """Move an event up past the records just before it that are later in time.
@@ -465,19 +573,19 @@ class TimelineModel:
     # ------------------------------------------------------------------ rows
     @property
     def rows(self) -> int:
-        return self.count + len(self.events)
+        return self.count - (0 if self.show_begins else len(self.hidden)) + len(self.events)
 
     def row_item(self, row: int) -> tuple[str, int]:
         """``("rec", seq)`` or ``("event", index)`` for a row."""
         k = bisect.bisect_left(self._event_rows, row)
         if k < len(self._event_rows) and self._event_rows[k] == row:
             return "event", k
-        return "rec", row - k
+        return "rec", self.seq_at(row - k)
 
     def row_of_seq(self, seq: int) -> int:
-        """The row of record ``seq`` (events with ``before <= seq`` come first)."""
+        """The row of record ``seq`` (events with ``before <= seq`` come first; a folded begin: its step's row)."""
         k = bisect.bisect_right([e.before for e in self.events], seq) if self.events else 0
-        return seq + k
+        return self.visible_index(seq) + k
 
     def entry(self, seq: int) -> Entry | None:
         """The parsed record at ``seq`` if cached (``None``: blank line or not loaded)."""

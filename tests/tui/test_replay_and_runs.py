@@ -41,7 +41,7 @@ async def test_replay_moves_now_and_shows_the_state_as_of_now(rolled_back_run: P
         # rows after now are 'future' (dimmed), rows before are not
         assert tl._is_future(tl.cursor + 1) and not tl._is_future(tl.cursor - 1)
         await pilot.press("j")
-        assert tl.selected() == ("rec", 4)
+        assert tl.selected() == ("rec", 5)  # one row per step: search:q1's begin (4) is folded into its step's row
         await pilot.press("k")
         assert tl.selected() == ("rec", 3)
         await pilot.press("f")  # no follow in replay
