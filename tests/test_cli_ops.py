@@ -167,3 +167,27 @@ def test_completion_scripts_are_accepted_by_their_shell(shell: str, tmp_path: Pa
                  'printf "%s\\n" "${COMPREPLY[@]}"')
         r = subprocess.run([exe, "-c", probe], capture_output=True, text=True, timeout=30, env={**os.environ})
         assert "rollback" in r.stdout.split(), (r.stdout, r.stderr)
+
+
+@pytest.mark.timeout(120)
+def test_supervise_without_a_command_runs_the_recorded_one_where_it_ran(tmp_path: Path) -> None:
+    """The shipped sample runs record 'python research_agent.py' in '../..' (relative to the run directory):
+    supervise without '-- CMD' runs it there, from any directory, with an interpreter that has the SDK."""
+    samples = tmp_path / "samples"
+    shutil.copytree(ROOT / "sample_runs", samples)
+    run = samples / "runs" / "crashed-resumed"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    meta = orjson.loads((run / "run.json").read_bytes())
+    assert meta["cwd"] == "../.." and meta["command"][0] == "python"
+    # a rollback to the start makes the finished run go on: the agent must really start again
+    assert _cli("rollback", str(run), "--to", "start", cwd=elsewhere).returncode == 0
+    res = _cli("supervise", "--run-dir", str(run), "-q", cwd=elsewhere)
+    assert res.returncode == 0, res.stderr
+    meta = orjson.loads((run / "run.json").read_bytes())
+    assert meta["status"] == "succeeded" and meta["cwd"] == str(samples.resolve())
+    assert not (elsewhere / "runs").exists()  # nothing was created where supervise was called
+    # a recorded working directory that is gone: one line, exit 2
+    (run / "run.json").write_bytes(orjson.dumps({**meta, "cwd": str(tmp_path / "gone")}))
+    res = _cli("supervise", "--run-dir", str(run), cwd=elsewhere)
+    assert res.returncode == 2 and "no longer exists" in res.stderr and "Traceback" not in res.stderr

@@ -12,6 +12,7 @@ from typing import Any
 import orjson
 
 from ..core import rundir
+from ..core.command import portable_program, recorded_cwd
 from ..core.status import RunStatus
 from ..errors import RunDirError, SupervisorError
 from ..supervise.control import run_status
@@ -157,6 +158,7 @@ def _check_run_dir(run_dir: Path) -> bool:
 
 def cmd_supervise(args: argparse.Namespace) -> int:
     cmd = list(args.command)
+    cwd: Path | None = None
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     run_dir: Path = args.run_dir or Path("runs") / rundir.new_run_id()
@@ -169,7 +171,15 @@ def cmd_supervise(args: argparse.Namespace) -> int:
                 "missing command: put the agent's command after '--', "
                 "e.g. agent-supervisor supervise -- python agent.py"
             )
-        cmd = recorded
+        # as replay does: where the agent ran (a relative cwd from the run directory), a recorded
+        # python that no longer exists here by the interpreter that runs us
+        cwd = recorded_cwd(run_dir, meta) if "cwd" in meta else None
+        if cwd is not None and not cwd.is_dir():
+            raise SupervisorError(
+                f"the recorded working directory {cwd} no longer exists; give the command after '--': "
+                f"agent-supervisor supervise --run-dir {run_dir} -- CMD"
+            )
+        cmd = [portable_program(recorded[0]), *recorded[1:]]
     _check_command(cmd)
     if args.give_up_after < 1:
         raise SupervisorError("--give-up-after must be at least 1")
@@ -191,7 +201,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     if not exists:
         rundir.ensure_dir(run_dir)
         created = True
-    sup = Supervisor(run_dir, cmd, opts)
+    sup = Supervisor(run_dir, cmd, opts, cwd=str(cwd) if cwd is not None else None)
     try:
         sup.prepare()
     except SupervisorError:
