@@ -218,7 +218,7 @@ def scan_bytes(data: bytes, base_seq: int, out: ScanResult) -> int:
     (:func:`records.damaged_holds_step`).
     """
     lines = data.count(b"\n")
-    if _BEGIN in data or b"changed inputs" in data:
+    if out.pairs.pending or _BEGIN in data or b"changed inputs" in data:
         out.pairs.scan(data, base_seq)
     suspects = _suspect_lines(data)
     # every line in the writer's form: it starts with the kind, and ends with "}" (a line cut short does not)
