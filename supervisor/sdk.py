@@ -775,7 +775,7 @@ class Run:
                     continue
                 except BaseException:  # KeyboardInterrupt, SystemExit: not a failure of the step
                     with self._lock:
-                        self._leave(c)
+                        self._leave(c, give_back=False)
                     raise
                 break
         finally:
@@ -819,7 +819,7 @@ class Run:
                     continue
                 except BaseException:  # cancelled (an outer timeout, the task group failing): not a failure of the step
                     with self._lock:
-                        self._leave(c)
+                        self._leave(c, give_back=False)
                     raise
                 break
         finally:
@@ -833,9 +833,13 @@ class Run:
         # step commits between the patch above and its line, so the file has the patches in their order.
         try:
             await self._aappend(rec)
-        except BaseException:
+        except (JournalError, TypeError):  # not written
             with self._lock:
                 self._leave(c)
+            raise
+        except BaseException:  # cancelled while its sync was awaited: the line is written and will be synced
+            with self._lock:
+                self._done(c, rec)
             raise
         with self._lock:
             self._done(c, rec)
@@ -1159,10 +1163,15 @@ class Run:
                     self._leave(c)
             raise
 
-    def _leave(self, c: _Call) -> None:
-        """A call that ends without a record (cancelled, or its record not written). Under the lock."""
+    def _leave(self, c: _Call, *, give_back: bool = True) -> None:
+        """A call that ends without a record (its record not written, or cancelled). Under the lock.
+
+        A cancelled call keeps its position: on resume it is called again, and finds its
+        position free (a call that gave it back would find the next step's record there).
+        """
         self._inflight -= 1
-        self._give_back(c.pos, c.name)
+        if give_back:
+            self._give_back(c.pos, c.name)
 
     def _done(self, c: _Call, rec: Record) -> None:
         """A step's record is committed. Under the lock."""

@@ -229,3 +229,31 @@ def test_bad_options_are_clear(tmp_path: Path) -> None:
             run.with_options(timeout=0)
     with pytest.raises(ValueError, match="on_changed_inputs='maybe': use 'warn', 'error' or 'rerun'"):
         Run.open(tmp_path / "x", on_changed_inputs="maybe")
+
+
+def test_a_cancelled_gather_resumes_without_divergence(tmp_path: Path) -> None:
+    ran: list[str] = []
+
+    async def quick(x: int) -> int:
+        ran.append(f"quick{x}")
+        return x
+
+    async def slow() -> str:
+        ran.append("slow")
+        await asyncio.sleep(0 if len(ran) > 3 else 30)
+        return "slow"
+
+    async def main(run: Run) -> list[Any]:
+        try:
+            got: list[Any] = list(await asyncio.wait_for(asyncio.gather(run.astep("quick", quick, 1), run.astep("slow", slow)), 0.3))
+        except TimeoutError:
+            got = ["timed out"]
+        return [*got, await run.astep("after", quick, 2)]
+
+    with Run.open(tmp_path) as run:
+        assert asyncio.run(main(run)) == ["timed out", 2]
+    assert ran == ["quick1", "slow", "quick2"]
+    assert [(r["step"], r["pos"]) for r in records(tmp_path)] == [("quick", 0), ("after", 2)]  # slow kept its position
+    with Run.open(tmp_path) as run:  # quick and after are served, slow runs (and now finishes)
+        assert asyncio.run(main(run)) == [1, "slow", 2]
+    assert ran == ["quick1", "slow", "quick2", "slow"]
