@@ -183,7 +183,7 @@ def _call_in_thread(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kw
     def target() -> None:
         try:
             box["out"] = ctx.run(fn, *args, **kwargs)
-        except BaseException as e:  # handed to the caller's thread
+        except BaseException as e:  # noqa: BLE001  # handed to the caller's thread, raised there
             box["err"] = e
 
     t = threading.Thread(target=target, name=f"step {name}", daemon=True)
@@ -1111,9 +1111,8 @@ class Run:
     def _hint(self, fn: Callable[..., Any]) -> Any:
         """``fn``'s return annotation (through the codec), cached; ``None`` without one, cheaply."""
         ann = getattr(fn, "__annotations__", None)
-        if not ann or "return" not in ann:
-            if not isinstance(fn, functools.partial):
-                return None
+        if (not ann or "return" not in ann) and not isinstance(fn, functools.partial):
+            return None
         hints = self._hints
         try:
             return hints[fn]

@@ -20,7 +20,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import orjson
@@ -79,7 +79,7 @@ def main() -> int:
         if not args.typed:
             return {"i": i, "square": i * i}
         if i % 2 == 0:
-            return Hit(i=i, square=i * i, at=datetime(2026, 1, 1, 0, 0, i, tzinfo=timezone.utc))
+            return Hit(i=i, square=i * i, at=datetime(2026, 1, 1, 0, 0, i, tzinfo=UTC))
         return Pair(i, i * i)
 
     with Run.open(args.run_dir, on_changed_inputs=args.on_changed_inputs) as run:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from supervisor import Run  # noqa: E402
+from supervisor import Run
 
 
 async def work(i: int) -> dict[str, int]:

@@ -224,9 +224,8 @@ def test_sequential_divergence_is_unchanged(tmp_path: Path) -> None:
 
 
 def test_bad_options_are_clear(tmp_path: Path) -> None:
-    with Run.open(tmp_path) as run:
-        with pytest.raises(ValueError, match="timeout=0"):
-            run.with_options(timeout=0)
+    with Run.open(tmp_path) as run, pytest.raises(ValueError, match="timeout=0"):
+        run.with_options(timeout=0)
     with pytest.raises(ValueError, match="on_changed_inputs='maybe': use 'warn', 'error' or 'rerun'"):
         Run.open(tmp_path / "x", on_changed_inputs="maybe")
 
