@@ -112,12 +112,13 @@ def test_changed_inputs_on_resume(tmp_path: Path, how: str) -> None:
     assert calls(ledger)[n:] == ([] if how == "warn" else [0])
 
 
-def test_replay_verify_and_live_of_a_concurrent_async_agent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["async", "threads"])
+def test_replay_verify_and_live_of_a_concurrent_agent(tmp_path: Path, mode: str) -> None:
     run_dir, ledger = tmp_path / "run", tmp_path / "ledger"
-    assert agent(run_dir, ledger, "--exit-after", "4").returncode == 3
-    result(agent(run_dir, ledger))
+    assert agent(run_dir, ledger, "--exit-after", "4", "--mode", mode).returncode == 3
+    result(agent(run_dir, ledger, "--mode", mode))
     n = len(calls(ledger))
-    cmd = [PY, str(AGENT), "--ledger", str(ledger)]
+    cmd = [PY, str(AGENT), "--ledger", str(ledger), "--mode", mode]
     r = run_cli("replay", str(run_dir), "--verify", "--", *cmd)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "17 of 17 steps replayed" in r.stdout and calls(ledger)[n:] == []
