@@ -191,6 +191,11 @@ def test_supervise_names_the_damaged_line(recorded: tuple[Path, Path, Path, int]
     assert f"journal.jsonl:{line_no} (seq {seq}" in sup.stderr()
     exits = [e for e in read_events(run_dir) if e.get("event") == "exit"]
     assert exits and any(f"journal.jsonl:{line_no}" in line for line in exits[-1].get("stderr_tail") or [])
+    # the failure's reason keeps the agent's line: in run.json, and so in 'status' after the supervisor is gone
+    meta = orjson.loads((run_dir / "run.json").read_bytes())
+    assert meta["status"] == "failed" and f"journal.jsonl:{line_no}" in meta["reason"], meta
+    st = run_cli("status", str(run_dir))
+    assert f"journal.jsonl:{line_no}" in st.stdout, st.stdout
 
 
 def test_replay_verify_names_the_damaged_line(recorded: tuple[Path, Path, Path, int]) -> None:

@@ -190,7 +190,8 @@ def offline_state(files: RunFiles) -> tuple[str, str | None]:
         # whatever run.json says (succeeded, failed, stopped, or no run.json at all): the run goes on
         return ROLLED_BACK, rolled_back_note(files)
     if status in _FINAL:
-        return status, None
+        why = files.meta.get("reason")
+        return status, str(why) if why and status == "failed" else None
     if status == "running":
         ev = files.last_exit or {}
         how = ""

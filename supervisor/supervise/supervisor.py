@@ -815,8 +815,12 @@ class Supervisor:
             self._finish(S.SUCCEEDED, "succeeded")
             return
         if d.action is Action.FAIL:
-            self.say(f"attempt {cur.number} reported a permanent failure (exit {rundir.EXIT_FAILED}): not restarting")
-            self._finish(S.FAILED, "failed", reason=d.reason)
+            # the agent's own last word (the SDK prints why on one line: a damaged line, a divergence)
+            last = next((ln.strip() for ln in reversed(self.log.stderr_tail(5)) if ln.strip()), "")
+            reason = f"{d.reason}: {last}" if last else (d.reason or "")
+            self.say(f"attempt {cur.number} reported a permanent failure (exit {rundir.EXIT_FAILED}): not restarting"
+                     + (f"; it said: {last}" if last else ""))
+            self._finish(S.FAILED, "failed", reason=reason)
             return
         if d.action is Action.GIVE_UP:
             self._give_up()
@@ -906,7 +910,9 @@ class Supervisor:
         if state is S.STOPPED and self._stop_signal:
             fields["signal"] = signal.Signals(self._stop_signal).name
         self.sm.change(state, status=status, restarts=self.restarts, **fields)
-        self._write_final(status=status, ended=rundir.utc_now(), attempts=self.attempt_no)
+        # why a run failed stays in run.json for 'status' and the runs list (None clears an older one)
+        why = fields.get("reason") if state is S.FAILED else None
+        self._write_final(status=status, ended=rundir.utc_now(), attempts=self.attempt_no, reason=why)
         if state is S.SUCCEEDED:
             self.exit_code = 0
             self.say(f"run succeeded after {self.attempt_no} attempt(s)")
