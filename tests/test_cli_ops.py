@@ -191,3 +191,21 @@ def test_supervise_without_a_command_runs_the_recorded_one_where_it_ran(tmp_path
     (run / "run.json").write_bytes(orjson.dumps({**meta, "cwd": str(tmp_path / "gone")}))
     res = _cli("supervise", "--run-dir", str(run), cwd=elsewhere)
     assert res.returncode == 2 and "no longer exists" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.timeout(120)
+def test_agent_log_keeps_the_newest_rotated_files_and_logs_prints_what_is_kept(tmp_path: Path) -> None:
+    run = tmp_path / "chatty"
+    with Supervised(run, printer(600), "--log-max-bytes", "4096", "--log-keep", "2", "-q") as sup:
+        assert sup.wait(60) == 0, sup.stderr()
+    sealed = sorted(p.name for p in run.glob("agent.0*.log"))
+    assert len(sealed) == 2 and sealed[-1] > sealed[0]
+    numbers = [int(n[6:-4]) for n in sealed]
+    assert numbers[0] > 1  # the oldest were removed, the newest kept
+    got = _numbers(run_cli("logs", str(run)).stdout)
+    assert got and got[-1] == 599 and got == list(range(got[0], 600))  # the kept tail, whole and in order
+    # --log-keep 0 keeps every rotated file
+    run2 = tmp_path / "all"
+    with Supervised(run2, printer(600), "--log-max-bytes", "4096", "--log-keep", "0", "-q") as sup:
+        assert sup.wait(60) == 0, sup.stderr()
+    assert _numbers(run_cli("logs", str(run2)).stdout) == list(range(600))

@@ -13,13 +13,16 @@ than ``MAX_LINE`` is cut only where no secret is (``_safe_cut``): the last
 the next chunk shows whether a secret runs across the cut.
 
 Rotation seals ``agent.log`` as ``agent.000001.log``, ``agent.000002.log`` ... when
-it passes ``max_bytes``; sealed files are never deleted by the tool (the house
-rule: nothing the agent wrote is removed), so prune them yourself if needed.
+it passes ``max_bytes``, and keeps the newest ``keep`` sealed files (``supervise
+--log-keep``, default ``DEFAULT_KEEP``, as supervisord keeps ``stdout_logfile_backups``
+and logrotate ``rotate N``); ``keep=0`` keeps them all. Only ``agent.log``'s own
+sealed files are ever removed: never the journal, never a checkpoint.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import select
 import stat
 import sys
@@ -31,12 +34,17 @@ from ..core import rundir
 from ..core.redact import REDACTED, Redactor, StreamState
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+DEFAULT_KEEP = 10
+"""Sealed ``agent.log`` files kept: with 16 MiB each, at most 176 MiB of agent output per run."""
 MAX_LINE = 64 * 1024
 """A line longer than this is written in pieces (a child printing megabytes without a newline)."""
 MAX_HOLD = 1024 * 1024
 """A secret-shaped run still growing at this length is cut anyway (nothing real is that long): bounded memory."""
 TEE_BUFFER = 4 * 1024 * 1024
 """Output held for a slow terminal or pipe reader; past this it is dropped from the terminal only."""
+
+
+_SEALED = re.compile(r"agent\.\d{6,}\.log")
 
 
 def _nonblocking_if_pipe(fd: int) -> bool:
@@ -91,12 +99,14 @@ class AgentLog:
         *,
         redact: Redactor | None = None,
         max_bytes: int = DEFAULT_MAX_BYTES,
+        keep: int = DEFAULT_KEEP,
         tee: bool = True,
         tail_lines: int = 20,
     ) -> None:
         self.run_dir = run_dir
         self.path = run_dir / rundir.AGENT_LOG
         self.max_bytes = max_bytes
+        self.keep = keep
         self._redact = redact
         self._fd = -1
         self._open()
@@ -241,7 +251,22 @@ class AgentLog:
         os.close(self._fd)
         os.rename(self.path, sealed)
         self._open()
+        self.prune()
         return sealed
+
+    def prune(self) -> list[Path]:
+        """Remove the oldest sealed ``agent.NNNNNN.log`` files past ``keep``; return them (``keep=0``: none)."""
+        if self.keep <= 0:
+            return []
+        sealed = sorted((p for p in self.run_dir.glob("agent.*.log") if _SEALED.fullmatch(p.name)),
+                        key=lambda p: int(p.name[6:-4]))
+        gone = sealed[: max(0, len(sealed) - self.keep)]
+        for p in gone:
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass  # removed by hand meanwhile
+        return gone
 
     def close(self, drain_s: float = 2.0) -> None:
         """Write the unfinished lines; give a slow terminal reader up to ``drain_s`` to take what is held."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..core import rundir
 from ..core.records import Kind, Record
-from .agentlog import DEFAULT_MAX_BYTES
+from .agentlog import DEFAULT_KEEP, DEFAULT_MAX_BYTES
 from .process import ExitStatus
 
 
@@ -36,6 +36,7 @@ class Options:
     quiet: bool = False
     tee: bool = True
     log_max_bytes: int = DEFAULT_MAX_BYTES
+    log_keep: int = DEFAULT_KEEP
 
 
 @dataclass

@@ -368,7 +368,7 @@ class Supervisor:
             self.run_id = str(rundir.update_run_json(self.run_dir, **changes).get("id") or self.run_dir.name)
             self.events = EventLog(self.run_dir)
             self.log = AgentLog(
-                self.run_dir, redact=self.redactor, max_bytes=self.opts.log_max_bytes, tee=self.opts.tee
+                self.run_dir, redact=self.redactor, max_bytes=self.opts.log_max_bytes, keep=self.opts.log_keep, tee=self.opts.tee
             )
             # one read of the journal at the start (the resume view: steps stay unparsed), then read_new
             self.fold.extend(self.reader.load(lazy=True))
@@ -816,7 +816,8 @@ class Supervisor:
             return
         if d.action is Action.FAIL:
             # the agent's own last word (the SDK prints why on one line: a damaged line, a divergence)
-            last = next((ln.strip() for ln in reversed(self.log.stderr_tail(5)) if ln.strip()), "")
+            tail = self.log.stderr_tail(5) if self.log is not None else []
+            last = next((ln.strip() for ln in reversed(tail) if ln.strip()), "")
             reason = f"{d.reason}: {last}" if last else (d.reason or "")
             self.say(f"attempt {cur.number} reported a permanent failure (exit {rundir.EXIT_FAILED}): not restarting"
                      + (f"; it said: {last}" if last else ""))
