@@ -221,6 +221,46 @@ def test_64_aappends_in_flight_share_syncs(tmp_path: Path, monkeypatch: pytest.M
     assert log.datasyncs <= 320 // 4, f"{log.datasyncs} syncs for 320 appends: no batching"
 
 
+def test_steps_that_finish_in_one_turn_of_the_loop_share_one_sync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """16 aappend started together: the flusher gets the lead only after all 16 lines are written (a
+    callback queued behind the ready tasks), so one sync commits them all; then 16 more, one more sync."""
+    log = SyncLog(monkeypatch)
+    run = tmp_path / "run"
+
+    async def main(w: JournalWriter) -> None:
+        for batch in range(2):
+            got = await asyncio.gather(*(w.aappend(rec(f"b{batch}", k)) for k in range(THREADS)))
+            assert [r["seq"] for r in got] == list(range(batch * THREADS, (batch + 1) * THREADS))
+            assert log.datasyncs == batch + 1
+
+    with JournalWriter(run) as w:
+        asyncio.run(main(w))
+    assert len(stream_lines(run)) == 2 * THREADS
+
+
+def test_a_loop_stopped_before_the_flusher_got_the_lead_is_committed_at_close(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    log = SyncLog(monkeypatch)
+    run = tmp_path / "run"
+    w = JournalWriter(run)
+    loop = asyncio.new_event_loop()
+    try:
+        tasks = []
+
+        async def start() -> None:
+            tasks.append(asyncio.ensure_future(w.aappend(rec("stopped", 0))))
+
+        loop.run_until_complete(start())  # the loop stops in the turn where the task writes its line
+        assert w._written > 0 and w._kick_loop is loop and log.datasyncs == 0
+        w.close()  # the flusher syncs it
+        assert log.datasyncs == 1
+        assert loop.run_until_complete(tasks[0])["seq"] == 0  # and the waiter hears of it
+    finally:
+        loop.close()
+    check_journal(run, {0: ("stopped", 0, log.tick())}, log)
+
+
 def test_threads_and_asyncio_append_to_one_writer_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     log = SyncLog(monkeypatch)
     run = tmp_path / "run"

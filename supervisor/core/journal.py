@@ -188,6 +188,8 @@ class JournalWriter:
         """Notified when the flusher is given the lead, or the writer closes."""
         self._flusher_go = False
         self._flusher: threading.Thread | None = None
+        self._kick_loop: asyncio.AbstractEventLoop | None = None
+        """The loop where a :meth:`_kick` is pending (one per turn of the loop, not one per waiter)."""
         self._closing = False
         self._lock_fd = rundir.open_run_file(run_dir / rundir.JOURNAL_LOCK, os.O_RDWR | os.O_CREAT)
         try:
@@ -278,7 +280,8 @@ class JournalWriter:
 
         Cancelling the awaiting task does not take the record back: its bytes are written,
         and it is committed when the next sync covers them, as if it had been awaited; the
-        cancelled caller is only not told when.
+        cancelled caller is only not told when. The loop thread blocks only for the write,
+        and, once per ``rotate_bytes``, for the rotation (which waits for a sync under way).
         """
         loop = asyncio.get_running_loop()
         with self._lock:
@@ -287,10 +290,21 @@ class JournalWriter:
                 return rec
             fut: asyncio.Future[None] = loop.create_future()
             self._queue.append(_AsyncWaiter(end, loop, fut))
-            if not self._syncing and not self._rotating:
-                self._handoff_locked()  # no thread is parked: the flusher leads
+            if not self._syncing and not self._rotating and self._kick_loop is not loop:
+                # the flusher gets the lead once the tasks ready in this turn of the loop have written
+                # their lines too: the steps that finish together share one sync
+                self._kick_loop = loop
+                loop.call_soon(self._kick, loop)
         await fut
         return rec
+
+    def _kick(self, loop: asyncio.AbstractEventLoop) -> None:
+        """In the loop, after the tasks that were ready with the first waiter: give the lead to the flusher."""
+        with self._lock:
+            if self._kick_loop is loop:
+                self._kick_loop = None
+            if not self._syncing and not self._rotating and self._queue:
+                self._handoff_locked()
 
     def _line(self, rec: Record) -> bytes:
         """``rec``'s line with its ``seq`` (the next one), ``id`` and ``ts``; under the lock."""
@@ -566,6 +580,8 @@ class JournalWriter:
         Later writes are refused (:class:`JournalError`). Call it once the appends are done.
         """
         with self._lock:
+            if self._queue and not self._syncing and not self._rotating:
+                self._handoff_locked()  # asyncio waiters whose loop stopped before its kick
             while self._syncing or self._queue:
                 self._idle_wait()
             if not self._broken:
