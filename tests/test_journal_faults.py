@@ -291,3 +291,17 @@ def test_a_refused_journal_leaves_the_lock_free(tmp_path: Path) -> None:
     (run / "journal.jsonl").write_bytes(real)
     with JournalWriter(run) as w:
         assert w.next_seq == 3
+
+
+@pytest.mark.parametrize("name", ["supervisor.jsonl", "agent.log", "supervisor.lock"])
+def test_supervise_never_writes_through_a_symlinked_run_file(tmp_path: Path, name: str) -> None:
+    """The supervisor's own files are opened as the journal is: a link is refused in one line, its target untouched."""
+    run = tmp_path / "run"
+    run.mkdir()
+    target = tmp_path / "target.txt"
+    target.write_bytes(b"precious\n")
+    (run / name).symlink_to(target)
+    r = run_cli("supervise", "--run-dir", str(run), "-q", "--", sys.executable, "-c", "print('hi')")
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "symbolic link" in r.stderr and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert target.read_bytes() == b"precious\n"

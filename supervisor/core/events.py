@@ -43,7 +43,7 @@ class EventLog:
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / rundir.SUPERVISOR_EVENTS
         repair_torn_tail(self.path)  # a supervisor killed mid-write: move the torn line aside
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, rundir.FILE_MODE)
+        self._fd = rundir.open_run_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # no link, ours
         self._dirty = False
 
     def emit(self, event: str, attempt: int, **fields: Any) -> dict[str, Any]:

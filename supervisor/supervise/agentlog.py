@@ -127,7 +127,7 @@ class AgentLog:
                     self._tee_fds[name] = fd
 
     def _open(self) -> None:
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, rundir.FILE_MODE)
+        self._fd = rundir.open_run_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # no link, ours
         self._size = os.fstat(self._fd).st_size
 
     def begin_attempt(self, attempt: int, pid: int, argv: list[str]) -> None:

@@ -49,7 +49,7 @@ class SupervisorLock:
         Raises ``LockedError`` naming the live holder's pid.
         """
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, rundir.FILE_MODE)
+            fd = rundir.open_run_file(self.path, os.O_RDWR | os.O_CREAT)  # no link, ours
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -134,7 +134,7 @@ def read_holder(run_dir: Path) -> dict[str, Any] | None:
     """The lock's content if a live process holds it, else ``None`` (no file or a stale one)."""
     path = run_dir / rundir.SUPERVISOR_LOCK
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        fd = rundir.open_run_file(path, os.O_RDONLY)
     except FileNotFoundError:
         return None
     try:
