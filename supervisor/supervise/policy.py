@@ -49,11 +49,21 @@ class Attempt:
     progress: int = 0
     rollbacks: int = 0
     """Rollback records the attempt committed (an exit 75 without one is a crash)."""
-    in_flight: str | None = None
+    flying: dict[int, str] = field(default_factory=dict)
+    """Steps begun and not finished, by position: several at once for concurrent steps (asyncio.gather, threads)."""
     last_activity: float = field(default_factory=time.monotonic)
     status: ExitStatus | None = None
     uptime_s: float = 0.0
     reason: str | None = None
+
+    @property
+    def in_flight(self) -> str | None:
+        """The step in flight (the first by position, and how many more), for messages and events."""
+        if not self.flying:
+            return None
+        first = self.flying[min(self.flying)]
+        more = len(self.flying) - 1
+        return f"{first} (+{more} more in flight)" if more else first
 
 
 def backoff_delay(opts: Options, failures: int, rng: random.Random | None = None) -> float:

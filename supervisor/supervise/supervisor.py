@@ -631,10 +631,14 @@ class Supervisor:
             if cur is None or self._writer_ours is False:
                 continue
             ours += 1
+            pos = ent.get("pos")
             if kind == Kind.BEGIN:
-                cur.in_flight = step_name(ent)
+                # paired by position, not adjacency: concurrent steps interleave their begins and ends
+                cur.flying[pos if isinstance(pos, int) else -1] = step_name(ent)
+            elif kind == Kind.STEP and isinstance(pos, int) and not ent.get("transient"):
+                cur.flying.pop(pos, None)
             elif kind in (Kind.STEP, Kind.START, Kind.ROLLBACK):
-                cur.in_flight = None
+                cur.flying.clear()  # a writer without positions: one step at a time, as before
             if is_progress(ent):
                 cur.progress += 1
             elif kind == Kind.ROLLBACK:
