@@ -99,23 +99,13 @@ class _Opts:
 _NO_OPTS = _Opts()
 
 
-class _StepCtx:
-    """The step running in this thread or task (found through :data:`_CURRENT`): its key and usage."""
-
-    __slots__ = ("key", "usage")
-
-    def __init__(self, key: str) -> None:
-        self.key = key
-        self.usage: list[dict[str, Any]] | None = None
-
-
-_CURRENT: ContextVar[_StepCtx | None] = ContextVar("agent_supervisor_step", default=None)
-
-
 class _Call:
-    """A step call that runs live: its position, name, inputs and key (``replay``: the recorded step, ``{}`` if none)."""
+    """A step call that runs live: its position, name, inputs and key (``replay``: the recorded step, ``{}`` if none).
 
-    __slots__ = ("inputs", "key", "name", "pos", "replay")
+    While it runs it is the current step of its thread or task (:data:`_CURRENT`): ``run.key`` and ``run.usage`` find it.
+    """
+
+    __slots__ = ("inputs", "key", "name", "pos", "replay", "usage")
 
     def __init__(self, pos: int, name: str, inputs: dict[str, Any], key: str, replay: Record | None = None) -> None:
         self.pos = pos
@@ -123,6 +113,10 @@ class _Call:
         self.inputs = inputs
         self.key = key
         self.replay = replay
+        self.usage: list[dict[str, Any]] | None = None
+
+
+_CURRENT: ContextVar[_Call | None] = ContextVar("agent_supervisor_step", default=None)
 
 
 class StepOptions:
@@ -758,8 +752,8 @@ class Run:
         if type(got) is not _Call:
             return got
         c: _Call = got
-        ctx = _StepCtx(c.key)
-        token = _CURRENT.set(ctx)
+        ctx = c
+        token = _CURRENT.set(c)
         tries = 0
         try:
             while True:
@@ -802,8 +796,8 @@ class Run:
         if type(got) is not _Call:
             return got
         c: _Call = got
-        ctx = _StepCtx(c.key)
-        token = _CURRENT.set(ctx)
+        ctx = c
+        token = _CURRENT.set(c)
         tries = 0
         try:
             while True:
@@ -845,7 +839,7 @@ class Run:
             self._done(c, rec)
         return out
 
-    def _on_error(self, c: _Call, e: Exception, t0: float, ctx: _StepCtx, opts: _Opts, tries: int) -> float | None:
+    def _on_error(self, c: _Call, e: Exception, t0: float, ctx: _Call, opts: _Opts, tries: int) -> float | None:
         """Record a failed try: the delay before the next try, or ``None`` (recorded as failed: re-raise).
 
         Retried: an exception of ``retry_on`` (default: the run's ``transient``) while tries are left
@@ -873,11 +867,13 @@ class Run:
         counts = self._counts
         k = counts.get(name, 0)
         counts[name] = k + 1
-        if self._inflight or threading.get_ident() != self._owner:
+        if not self._overlap and (self._inflight or threading.get_ident() != self._owner):
             self._overlap = True
         try:
             s = self._session
-            rec = self._lookup(pos, k, name, s) if self._left else None
+            t = self._table
+            left = bool(t) if t is not None else self._next < len(self._steps)
+            rec = self._lookup(pos, k, name, s) if left else None
             if s is not None:
                 return self._enter_replay(s, pos, name, rec, fn, args, kwargs, opts)
             if rec is not None and self._same_inputs(pos, rec, name, args, kwargs):
@@ -1127,7 +1123,7 @@ class Run:
         return h
 
     # -- after the call
-    def _finished(self, c: _Call, out: Any, t0: float, ctx: _StepCtx) -> Record:
+    def _finished(self, c: _Call, out: Any, t0: float, ctx: _Call) -> Record:
         rec: Record = {"kind": _STEP, "step": c.name, "pos": c.pos, "attempt": self.attempt}
         inputs = c.inputs
         if inputs:
@@ -1179,7 +1175,7 @@ class Run:
         self._inflight -= 1
         self.executed.append(c.name)
 
-    def _failed(self, c: _Call, e: BaseException, t0: float, ctx: _StepCtx, *, transient: bool = False) -> None:
+    def _failed(self, c: _Call, e: BaseException, t0: float, ctx: _Call, *, transient: bool = False) -> None:
         """Record a failed try; past ``max_failures`` in a row, roll back (or give up) and exit."""
         if c.replay is not None:
             if not transient:
@@ -1201,7 +1197,8 @@ class Run:
             if transient:
                 rec["transient"] = True
             if ctx.usage:
-                rec["usage"] = list(ctx.usage)
+                rec["usage"] = ctx.usage
+                ctx.usage = None  # the next try records its own
             try:
                 self._append(rec)
             except BaseException:
