@@ -256,3 +256,20 @@ def test_a_cancelled_gather_resumes_without_divergence(tmp_path: Path) -> None:
     with Run.open(tmp_path) as run:  # quick and after are served, slow runs (and now finishes)
         assert asyncio.run(main(run)) == [1, "slow", 2]
     assert ran == ["quick1", "slow", "quick2", "slow"]
+
+
+def test_each_try_records_its_own_usage(tmp_path: Path) -> None:
+    tries: list[int] = []
+
+    def call() -> str:
+        tries.append(1)
+        run.usage(model="m", input_tokens=len(tries))
+        if len(tries) == 1:
+            raise Flaky("once")
+        return "ok"
+
+    with Run.open(tmp_path, transient=(Flaky,), backoff=0.001) as run:
+        assert run.step("call", call) == "ok"
+    first, second = records(tmp_path)
+    assert first["transient"] and first["usage"] == [{"model": "m", "input_tokens": 1}]
+    assert second["usage"] == [{"model": "m", "input_tokens": 2}]
