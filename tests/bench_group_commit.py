@@ -1,6 +1,6 @@
 """Benchmark of group commit (not a test: prints figures, asserts nothing).
 
-    .venv/bin/python tests/bench_group_commit.py [--n 1600] [--rounds 5]
+    .venv/bin/python tests/bench_group_commit.py [--n 800] [--rounds 9] [--slow-disk-us N]
 
 Every figure is a durable append (or step) per second, or a cost per append, measured
 in interleaved rounds (the disk is shared and noisy; the median round of each is
@@ -153,8 +153,8 @@ def sdk_seq(run: Run, n: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=1600, help="appends per measurement per round")
-    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--n", type=int, default=800, help="appends per measurement per round")
+    ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--slow-disk-us", type=float, default=0.0, help="emulate a slower disk: add this to every fdatasync")
     args = ap.parse_args()
     if args.slow_disk_us > 0:

@@ -141,7 +141,8 @@ class JournalWriter:
     meanwhile), and returns. One thread alone pays one sync per durable append, as
     before. :meth:`aappend` is the same for asyncio: the line is written at once, in
     the event loop's thread, and a flusher thread of this writer leads the syncs
-    that only asyncio waiters need.
+    that only asyncio waiters need, from the end of the loop's turn: the tasks that
+    were ready together have all written their lines by then, and share one sync.
 
     **Failures.** A failed or short write is cut back to the end of the last whole
     line (see :meth:`_write_locked`). A failed sync breaks the writer: every waiter
