@@ -962,11 +962,13 @@ def _dataclass(cls: Any) -> _Decoder:
         later: dict[str, Any] = {}
         for name, init, required, fdec in fields:
             if name in v:
-                try:
-                    x = fdec(v[name], None)
-                except CodecError as e:
-                    e.path.insert(0, "." + name)
-                    raise
+                x = v[name]
+                if fdec is not _ident:
+                    try:
+                        x = fdec(x, None)
+                    except CodecError as e:
+                        e.path.insert(0, "." + name)
+                        raise
                 (kwargs if init else later)[name] = x
             elif required:
                 raise CodecError(f"{cls.__qualname__} field {name!r} is missing")
