@@ -3,7 +3,9 @@
 Random journals with rollbacks (to a named checkpoint, by ``checkpoint_seq``, to
 the start, to a checkpoint that does not exist), forks, failed steps, bad lines
 (not JSON, JSON after a text prefix, blank), other spacing (``json.dumps``
-defaults, records without ``kind``) and rotation into several segments are
+defaults, records without ``kind``), concurrent steps (a gather: begins and
+steps carrying their ``pos``, the steps committed in a random order, some
+failed) and rotation into several segments are
 written as real files. Then ``history.fold`` (parsed and lazy), ``Fold(keep=False)``,
 the SDK's resume (``Run.open`` on a copy, every step replayed), the TUI model
 after ``adopt(scan_journal(...))`` and after live appends, the runs list's count
@@ -15,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import shutil
 import tempfile
 from dataclasses import dataclass, field
@@ -52,6 +55,8 @@ OP = st.one_of(
     st.tuples(st.just("fork"), st.just(False), st.sampled_from(STYLES), st.just(0)),
     st.tuples(st.just("bad"), st.sampled_from(["text", "array", "blank", "prefixed-broken", "damaged", "damaged"]), st.just("writer"), st.just(0)),
     st.tuples(st.just("rotate"), st.just(False), st.just("writer"), st.just(0)),
+    # concurrent steps: width, style, a seed for the order they finish in and which fail
+    st.tuples(st.just("gather"), st.integers(1, 5), st.sampled_from(("writer", "writer", "spaced")), st.integers(0, 10**6)),
 )
 
 
@@ -90,9 +95,22 @@ def kind_of(rec: dict[str, Any]) -> str:
     return "step" if k is None else str(k)
 
 
+def ref_positions(eff: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, int]]:
+    """(pos, seq) of the successful steps and damaged lines (a step that cannot be served), in pos order
+    (file order for one pos): a step's written ``pos``, else the one after the highest so far."""
+    out: list[tuple[int, int]] = []
+    top = -1
+    for s, r in eff:
+        if (kind_of(r) == "step" and r.get("error") is None) or kind_of(r) == "damaged":
+            p = r.get("pos") if isinstance(r.get("pos"), int) else top + 1
+            out.append((p, s))
+            top = max(top, p)
+    return sorted(out)
+
+
 def ok_steps(eff: list[tuple[int, dict[str, Any]]]) -> list[int]:
-    """The step positions: successful steps and damaged lines (a step that cannot be served)."""
-    return [s for s, r in eff if (kind_of(r) == "step" and r.get("error") is None) or kind_of(r) == "damaged"]
+    """The seqs of the step positions, in pos order."""
+    return [s for _, s in ref_positions(eff)]
 
 
 def ref_state(lines: list[dict[str, Any] | None], seq: int) -> Any:
@@ -110,6 +128,17 @@ def ref_state_at(lines: list[dict[str, Any] | None], seq: int) -> Any:
     before a rollback."""
     end = seq
     r = lines[seq]
+    if r is not None and kind_of(r) == "begin" and isinstance(r.get("pos"), int) and "attempt" in r:
+        # a begin with its pos: the state after its own step's record (others' records between included)
+        for s in range(seq + 1, len(lines)):
+            x = lines[s]
+            if x is None:
+                continue
+            if kind_of(x) == "rollback":
+                break
+            if kind_of(x) == "step" and x.get("pos") == r["pos"] and x.get("error") is None:
+                return ref_state(lines, s)
+        return ref_state(lines, seq)
     if r is not None and kind_of(r) in ("step", "begin"):
         for s in range(seq + 1, len(lines)):
             r = lines[s]
@@ -150,6 +179,9 @@ class Journal:
         rec: dict[str, Any]
         if kind == "rotate":
             self.segments.append([])
+            return
+        if kind == "gather":
+            self.gather(arg, style, extra)
             return
         if kind == "bad":
             raw = {"text": b"not json at all", "array": b"[1, 2, 3]", "blank": b"",
@@ -208,6 +240,41 @@ class Journal:
         self.segments[-1].append(self.raw[-1])
 
 
+    def gather(self, width: int, style: str, seed: int) -> None:
+        """``width`` steps called at once (pos in call order after the highest so far), finishing in a
+        random order, some failing; written in the SDK's key order (kind, step, pos, attempt first)."""
+        rng = random.Random(seed)
+        pos = ref_positions(ref_effective(self.lines))
+        top = max((p for p, _ in pos), default=-1)
+        calls = list(range(top + 1, top + 1 + width))
+        names: dict[int, str] = {}
+        started: list[int] = []
+        order: list[tuple[str, int]] = []
+        while calls or started:
+            if calls and (not started or rng.random() < 0.5):
+                p = calls.pop(0)
+                started.append(p)
+                order.append(("begin", p))
+            else:
+                order.append(("step", started.pop(rng.randrange(len(started)))))
+        for what, p in order:
+            seq = len(self.lines)
+            if what == "begin":
+                names[p] = f"g{seq}"
+                rec: dict[str, Any] = {"kind": "begin", "step": names[p], "pos": p, "attempt": 1, "seq": seq}
+            else:
+                rec = {"kind": "step", "step": names[p], "pos": p, "attempt": 1}
+                if rng.random() < 0.2:
+                    rec["error"] = {"type": "Boom", "message": f"failed {seq}"}
+                else:
+                    rec["output"] = {"g": p, "seq": seq}
+                    rec["state_patch"] = [{"op": "add", "path": f"/g{seq}", "value": p}, {"op": "replace", "path": "/last", "value": seq}]
+                rec["seq"] = seq
+            self.lines.append(rec)
+            self.raw.append(encode(rec, style))
+            self.segments[-1].append(self.raw[-1])
+
+
 def encode(rec: dict[str, Any], style: str) -> bytes:
     if style == "writer":
         return orjson.dumps(rec)  # kind first, compact: as this package's writer
@@ -260,7 +327,7 @@ def test_every_consumer_folds_like_the_reference(
         h = fold(JournalReader(run).load())
         assert [r["seq"] for r in h.effective] == eff_seqs
         assert [r["seq"] for r in h.steps] == steps
-        assert [r["pos"] for r in h.steps] == list(range(len(steps)))
+        assert [r["pos"] for r in h.steps] == [p for p, _ in ref_positions(eff)]
         assert [r["seq"] for r in h.checkpoints] == cps
         assert [r["seq"] for r in h.rollbacks] == rbs
         assert h.abandoned_seqs == abandoned
@@ -296,6 +363,7 @@ def test_every_consumer_folds_like_the_reference(
         m.open()
         m.adopt(scan_journal(run))
         check_model(m, lines, points)
+        check_rows(m, j)
         for op in more:
             j.add(op)
         if more:
@@ -303,6 +371,7 @@ def test_every_consumer_folds_like_the_reference(
             wait_for(lambda: caught_up(m, len(j.lines)), what="the model to read the appended lines")
             lines = j.lines
             check_model(m, lines, pick(picks, len(lines)))
+            check_rows(m, j)
             assert _count_steps(run, segment_paths(run)) == str(len(ok_steps(ref_effective(lines))))
 
         # the SDK resume: a copy opened by Run replays every effective step with the state as recorded
@@ -328,6 +397,16 @@ def check_model(m: TimelineModel, lines: list[dict[str, Any] | None], points: li
     m.forget_state()
     for p in reversed(points):
         assert m.state_at(p) == ref_state_at(lines, p), p
+
+
+def check_rows(m: TimelineModel, j: Journal) -> None:
+    """One row per step: every begin of a gather (the SDK's form) folds into its step's row (its step is
+    always written: a success or a failure); rows map to seqs and back."""
+    sdk_begins = [s for s, raw in enumerate(j.raw) if raw.startswith(b'{"kind":"begin","step":')]
+    assert all(m.is_hidden(s) for s in sdk_begins)
+    assert set(m.hidden) <= {s for s, r in enumerate(j.lines) if r is not None and kind_of(r) == "begin"}
+    seqs = [m.row_item(r)[1] for r in range(m.rows) if m.row_item(r)[0] == "rec"]
+    assert seqs == [s for s in range(m.count) if not m.is_hidden(s)]
 
 
 def caught_up(m: TimelineModel, count: int) -> bool:
@@ -359,14 +438,16 @@ def check_sdk_resume(base: Path, run: Path, lines: list[dict[str, Any] | None]) 
     with pytest.raises(SystemExit) if first_damaged is not None else contextlib.nullcontext() as stopped:
         with Run.open(copy) as r:
             assert len(r.history.steps) == len(ok_steps(eff))
-            for s in ok_steps(eff):
+            furthest = -1
+            for s in ok_steps(eff):  # in pos order: concurrent steps were committed in another order
                 rec = lines[s]
                 assert rec is not None
                 if first_damaged is not None and s >= first_damaged:
                     r.step("any", _must_not_run)
                 out = r.step(str(rec["step"]), _must_not_run)
                 assert out == rec["output"]
-                assert r.state == ref_state(lines, s), s
+                furthest = max(furthest, s)  # the state as the journal has it after the furthest record served
+                assert r.state == ref_state(lines, furthest), s
             assert len(r.rollbacks) == len([1 for _, x in eff if kind_of(x) == "rollback"])
     if stopped is not None:
         assert stopped.value.code == 78

@@ -189,13 +189,14 @@ class StateCursor:
     def _end_after(self, seq: int, it: Iterator[tuple[int, Any]], at: Any = None) -> int:
         """:meth:`result_seq` of the step at ``seq`` (its entry ``at``), from the entries after it.
 
-        A ``begin`` that carries its ``pos`` ends at its own step: the next successful
-        ``step`` record with that ``pos`` (with concurrent steps, other steps' records
+        A ``begin`` as the SDK writes it (with its ``pos`` and ``attempt``; a reader
+        gives a hand-written one a ``pos``, so ``attempt`` tells them apart) ends at its
+        own step: the next successful ``step`` record with that ``pos`` (with concurrent steps, other steps' records
         come in between: they are passed, their patches included, as they are in the
         file before it). If none comes before a rollback or the end, the state at the
         begin is the state right after it.
         """
-        if type(at) is dict and at.get("kind") == _BEGIN and type(at.get("pos")) is int:
+        if type(at) is dict and at.get("kind") == _BEGIN and type(at.get("pos")) is int and "attempt" in at:
             pos = at["pos"]
             for s, e in it:
                 if s <= seq or type(e) is BadLine:

@@ -7,8 +7,9 @@ that names no effective checkpoint is a problem, not a cut.
 
 Positions: a ``begin`` or ``step`` record's ``pos`` is the call's position as the
 SDK wrote it (assigned when the step is *called*, in call order); a record
-without one (a hand-written journal) gets the number of successful steps before
-it in the effective history, which is the same for sequential code. A step's
+without one (a hand-written journal) gets the position after the highest so far
+(the number of successful steps before it in the effective history, the same
+for sequential code). A step's
 records are paired by ``pos``, not by adjacency: with concurrent steps
 (``asyncio.gather``, threads) other records come between a ``begin`` and its
 ``step``, and ``step`` records are committed in another order than their ``pos``.
@@ -71,11 +72,12 @@ _STEP, _CHECKPOINT, _ROLLBACK = Kind.STEP, Kind.CHECKPOINT, Kind.ROLLBACK
 _BEGIN, _START = Kind.BEGIN, Kind.START
 
 # The resume view (``JournalReader.load(lazy=True)``) hands out successful step lines unparsed and leaves
-# the begin lines out. Their ``pos`` is taken as the count of successful steps before them (file order is
-# pos order for sequential code) unless a file shows overlapping steps: a ``begin`` line followed by a line
-# that is not a ``step`` (another begin: a step started while one was in flight), other than the end of the
-# file or a process start (a crash). Then, or when a file's last step line does not carry the count it was
-# given (positions skipped), the fold is done again with every step line's ``pos`` read from its bytes.
+# the begin lines out. A lazy step's ``pos`` is taken as the one after the highest so far (the count of
+# successful steps before it: file order is pos order for sequential code) unless a file shows overlapping
+# steps: a ``begin`` line followed by a line that is not a ``step`` (another begin: a step started while one
+# was in flight), other than the end of the file or a process start (a crash). Then, or when a file's last
+# step line does not carry the pos it was given (positions skipped), the fold is done again with every step
+# line's ``pos`` read from its bytes.
 _OVERLAP = re.compile(rb'\n\{"kind":"begin",[^\n]*\n(?!\{"kind":"step",|\{"kind":"start",|\{"kind":"rollback",|\Z)')
 _LAZY_POS = re.compile(rb'\{"kind":"step","step":"(?:[^"\\]|\\.)*","pos":(\d+)[,}]')
 _TEXT_POS = re.compile(r'"pos"\s*:\s*(\d+)')
@@ -190,7 +192,7 @@ class History:
     def in_flight_steps(self) -> list[Record]:
         """The ``begin`` records, in ``pos`` order, of the steps of the last process attempt that have no
         ``step`` record (running now, or interrupted by a crash if the process is gone)."""
-        return sorted(self.pairing().open.values(), key=lambda r: (r["pos"], r["seq"]))
+        return sorted(self.pairing().open.values(), key=lambda r: (r.get("pos", -1), r["seq"]))
 
     def in_flight(self) -> Record | None:
         """The first of :meth:`in_flight_steps` (the step a crash interrupted, for sequential code), or ``None``."""
@@ -295,7 +297,8 @@ class Fold:
         self._top = -1  # keep: the highest pos among ``steps`` (-1: none)
         self._ordered = True  # keep: ``steps`` in pos order is also file order (a rollback cuts its tail)
         self._exact = False  # keep: read every lazy step line's pos from its bytes (see _OVERLAP)
-        self._lazy_runs: list[tuple[LazyRecord, LazyRecord]] = []  # keep: (first, last) lazy step of each file run
+        self._src: Any = None  # keep: the mapped file of the last lazy step (checked for overlapping steps)
+        self._lazy_lasts: list[LazyRecord] = []  # keep: the last lazy step of each file, not checked yet
 
     @property
     def history(self) -> History:
@@ -350,7 +353,7 @@ class Fold:
                 entries = list(entries)
                 h.entries.extend(entries)  # type: ignore[arg-type]
                 self._fold_keep(entries, h)
-            if self._lazy_runs and not self._exact and not self._lazy_in_order():
+            if self._lazy_lasts and not self._exact and not self._lazy_in_order():
                 self._refold_exact()
             return
         for e in entries:
@@ -372,22 +375,19 @@ class Fold:
         steps = h.steps
         top = self._top
         exact = self._exact
-        src: Any = None
-        first: LazyRecord | None = None
-        last: LazyRecord | None = None
-        runs = self._lazy_runs
+        src = self._src
+        lasts = self._lazy_lasts
         for e in entries:
             t = type(e)
             if t is LazyRecord:  # the resume fast path: no parsing, no dict lookups
                 if e.src is not src:  # type: ignore[union-attr]
-                    if last is not None:
-                        runs.append((first, last))  # type: ignore[arg-type]
-                    src = e.src  # type: ignore[union-attr]
-                    first = e  # type: ignore[assignment]
+                    src = self._src = e.src  # type: ignore[union-attr]
+                    lasts.append(e)  # type: ignore[arg-type]
                     if not exact and _overlaps(src):
-                        self._exact = exact = True  # refolded at the end of extend(); go on for the runs
-                last = e  # type: ignore[assignment]
-                p = _lazy_pos(e, len(steps)) if exact else len(steps)  # type: ignore[arg-type]
+                        self._exact = exact = True  # refolded at the end of extend()
+                else:
+                    lasts[-1] = e  # type: ignore[assignment]
+                p = _lazy_pos(e, top + 1) if exact else top + 1  # type: ignore[arg-type]
                 e.pos = p  # type: ignore[union-attr]
                 if p >= top:
                     steps.append(e)  # type: ignore[arg-type]
@@ -434,8 +434,6 @@ class Fold:
             self._top = top
             self._record(e.record() if isinstance(e, LazyRecord) else e)  # type: ignore[arg-type]
             top = self._top
-        if last is not None:
-            runs.append((first, last))  # type: ignore[arg-type]
         self._top = top
         self.step_count = len(steps)
 
@@ -446,11 +444,13 @@ class Fold:
         self._ordered = False
 
     def _lazy_in_order(self) -> bool:
-        """Whether each file's last lazy step line carries the pos the count gave it (no position skipped)."""
-        for _, last in self._lazy_runs:
+        """Whether each file's last lazy step line (so far) carries the pos the fold gave it (none skipped)."""
+        lasts = self._lazy_lasts
+        for last in lasts:
             m = _LAZY_POS.match(last.src, last.start, last.end)
             if m is not None and int(m.group(1)) != last.pos:
                 return False
+        del lasts[:-1]  # the current file's last step may still change
         return True
 
     def _refold_exact(self) -> None:
