@@ -32,6 +32,11 @@ WRITER_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY  # what Journ
 ROOT = Path(__file__).resolve().parent.parent
 
 
+
+# ISO 8601 keeps a UTC offset, not a zone name: a ZoneInfo time in a DST gap or fold cannot come back equal,
+# so the round-trip properties draw fixed offsets (what the journal can hold), to the minute
+FIXED_OFFSETS = st.integers(-14 * 60, 14 * 60).map(lambda m: dt.timezone(dt.timedelta(minutes=m)))
+
 def on_disk(value: Any, step: str = "s") -> tuple[Any, str | None]:
     """(the output as a reader loads it from the journal line, output_type)."""
     out, otype = encode(value, step=step)
@@ -230,7 +235,7 @@ def test_a_bytearray_comes_back_as_bytes_without_a_hint_and_as_bytearray_with_on
 
 # --------------------------------------------------------------------- property: nested containers of atoms
 atoms = (
-    st.datetimes(timezones=st.none() | st.timezones())
+    st.datetimes(timezones=st.none() | FIXED_OFFSETS)
     | st.dates()
     | st.times()
     | st.binary(max_size=20)
@@ -256,9 +261,9 @@ def test_property_uniform_containers_of_atoms_round_trip_without_a_hint(data: st
     """
     atom = data.draw(st.sampled_from(["datetime", "date", "time", "bytes", "decimal"]))
     strat = {
-        "datetime": st.datetimes(timezones=st.none() | st.timezones()),
+        "datetime": st.datetimes(timezones=st.none() | FIXED_OFFSETS),
         "date": st.dates(),
-        "time": st.times(timezones=st.none() | st.timezones()),
+        "time": st.times(timezones=st.none() | FIXED_OFFSETS),
         "bytes": st.binary(max_size=20),
         "decimal": st.decimals(allow_nan=False, allow_infinity=False),
     }[atom]
