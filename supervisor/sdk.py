@@ -1002,6 +1002,9 @@ class Run:
         e: Record | LazyRecord = self._steps[i]
         if type(e) is not LazyRecord:
             d = cast(Record, e)
+            damaged = self._fold.damaged
+            if damaged and d["seq"] >= damaged[0]["seq"]:
+                self._replay_state(d["seq"])  # stops at a damaged line, before any step after it is served
             return d, int(d.get("pos", i))  # a parsed line: the fold's position
         try:
             rec: Record = orjson.loads(e.src[e.start : e.end])
