@@ -136,7 +136,7 @@ def ref_state_at(lines: list[dict[str, Any] | None], seq: int) -> Any:
                 continue
             if kind_of(x) == "rollback":
                 break
-            if kind_of(x) == "step" and x.get("pos") == r["pos"] and x.get("error") is None:
+            if kind_of(x) == "step" and x.get("pos") == r["pos"]:  # its step: done, or failed
                 return ref_state(lines, s)
         return ref_state(lines, seq)
     if r is not None and kind_of(r) in ("step", "begin"):

@@ -191,10 +191,10 @@ class StateCursor:
 
         A ``begin`` as the SDK writes it (with its ``pos`` and ``attempt``; a reader
         gives a hand-written one a ``pos``, so ``attempt`` tells them apart) ends at its
-        own step: the next successful ``step`` record with that ``pos`` (with concurrent steps, other steps' records
-        come in between: they are passed, their patches included, as they are in the
-        file before it). If none comes before a rollback or the end, the state at the
-        begin is the state right after it.
+        own step: the next ``step`` record with that ``pos`` that is not a failed try
+        to be retried (with concurrent steps, other steps' records come in between:
+        they are passed, their patches included, as they are in the file before it).
+        If none comes before a rollback or the end, the state right after the begin.
         """
         if type(at) is dict and at.get("kind") == _BEGIN and type(at.get("pos")) is int and "attempt" in at:
             pos = at["pos"]
@@ -208,8 +208,8 @@ class StateCursor:
                 kind = e.get("kind", _STEP)
                 if kind == _ROLLBACK:
                     return seq
-                if kind == _STEP and e.get("pos") == pos and e.get("error") is None:
-                    return s
+                if kind == _STEP and e.get("pos") == pos and (e.get("error") is None or not e.get("transient")):
+                    return s  # its step: done, or failed for good (a failed try is retried: go on)
             return seq
         end = seq
         for s, e in it:

@@ -66,6 +66,7 @@ _KIND_RE = re.compile(rb'\s*\{\s*"kind"\s*:\s*"([a-z]+)"\s*[,}]')
 """A line whose first key is ``kind`` (so the top-level one), in any spacing."""
 _ERROR_RE = re.compile(rb'"error"\s*:')
 _BEGIN = b'{"kind":"begin",'
+_NL_BEGIN = b'\n' + _BEGIN
 _START = b'{"kind":"start",'
 _BEGIN_KEY = re.compile(rb'\{"kind":"begin",("step":"(?:[^"\\]|\\.)*","pos":\d+,(?:"attempt":\d+,)?)')
 """A writer begin line's head that its step line repeats after ``{"kind":"step",``: the pairing key."""
@@ -104,27 +105,28 @@ class StepPairs:
             self._close(data, starts[0] if starts else len(data))
         if starts:
             self.pending.clear()
-        i = data.find(_BEGIN)
+        transient = _TRANSIENT in data  # else no line needs the look for it
         line_at, seq = 0, base_seq
+        i = 0 if data.startswith(_BEGIN) else data.find(_NL_BEGIN) + 1 or -1
         while i >= 0:
-            if i == 0 or data[i - 1] == 10:
-                seq += data.count(b"\n", line_at, i)
-                line_at = i
-                end = data.find(b"\n", i)
-                m = _BEGIN_KEY.match(data, i)
-                if m is not None:
-                    want = b'{"kind":"step",' + m.group(1)
-                    if data.startswith(want, end + 1) and data.find(_TRANSIENT, end + 1, data.find(b"\n", end + 1)) < 0:
-                        self.hidden.append(seq)
-                    else:
-                        k = bisect.bisect_right(starts, i)
-                        limit = starts[k] if k < len(starts) else len(data)
-                        if not self._find(data, want, end, limit, seq) and limit == len(data):
-                            self.pending[want] = seq
-                elif data.startswith(_STEP, end + 1):
-                    self.hidden.append(seq)  # a begin without the writer's head: the step line after it
-                i = end
-            i = data.find(_BEGIN, i + 1)
+            seq += data.count(b"\n", line_at, i)
+            line_at = i
+            end = data.find(b"\n", i)
+            m = _BEGIN_KEY.match(data, i)
+            if m is not None:
+                want = b'{"kind":"step",' + m.group(1)
+                if data.startswith(want, end + 1) and not (
+                    transient and data.find(_TRANSIENT, end + 1, data.find(b"\n", end + 1)) >= 0
+                ):
+                    self.hidden.append(seq)
+                else:
+                    k = bisect.bisect_right(starts, i)
+                    limit = starts[k] if k < len(starts) else len(data)
+                    if not self._find(data, want, end, limit, seq) and limit == len(data):
+                        self.pending[want] = seq
+            elif data.startswith(_STEP, end + 1):
+                self.hidden.append(seq)  # a begin without the writer's head: the step line after it
+            i = data.find(_NL_BEGIN, end) + 1 or -1
         if b"changed inputs" in data:
             for j in _find_all(data, _CHANGED):
                 a = data.rfind(b"\n", 0, j) + 1
