@@ -288,3 +288,45 @@ def test_log_of_a_sequential_journal_shows_no_pos_and_marks_an_interrupted_begin
     assert out[0].endswith("begin      a") and "#" not in out[1]
     assert out[2].endswith("b  (interrupted: no step record in its attempt)")
     assert out[4].endswith("begin      b")
+
+
+AGENT = '''
+import asyncio, sys
+from supervisor import Run
+
+async def search(q):
+    await asyncio.sleep(0.001 * (int(q[1:]) * 7 % 5))  # finish out of call order
+    return "r-" + q
+
+async def main(run_dir):
+    with Run.open(run_dir) as run:
+        await run.astep("plan", search, "p0")
+        await asyncio.gather(*(run.astep("search:" + str(i), search, "q" + str(i)) for i in range(16)))
+        await run.astep("summarize", search, "s0")
+
+asyncio.run(main(sys.argv[1]))
+'''
+
+
+def test_a_journal_the_sdk_wrote_with_16_steps_in_flight(tmp_path: Path) -> None:
+    """The real SDK's gather: every reader pairs by pos (the fold, its lazy view, the TUI scan, log)."""
+    from supervisor.tui.scan import scan_journal
+
+    script = tmp_path / "agent.py"
+    script.write_text(AGENT)
+    run = tmp_path / "run"
+    p = subprocess.run([sys.executable, str(script), str(run)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    h = load(run)
+    names = ["plan", *(f"search:{i}" for i in range(16)), "summarize"]
+    assert [r["step"] for r in h.steps] == names
+    assert h.concurrent and h.in_flight_steps() == []
+    committed = [r["pos"] for r in h.effective if r.get("kind") == "step"]
+    assert committed != sorted(committed)  # they did finish out of call order
+    f = Fold()
+    f.extend(JournalReader(run).load(lazy=True))
+    assert [r.record()["step"] for r in f.history.steps] == names
+    scan = scan_journal(run, index=False)
+    assert sorted(scan.pairs.hidden) == sorted(h.pairing().paired) and len(scan.pairs.hidden) == 18
+    out = run_cli("log", str(run)).stdout
+    assert "search:15 #16" in out
