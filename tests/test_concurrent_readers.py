@@ -330,3 +330,31 @@ def test_a_journal_the_sdk_wrote_with_16_steps_in_flight(tmp_path: Path) -> None
     assert sorted(scan.pairs.hidden) == sorted(h.pairing().paired) and len(scan.pairs.hidden) == 18
     out = run_cli("log", str(run)).stdout
     assert "search:15 #16" in out
+
+
+def test_lazy_view_knows_overlap_from_the_bytes_and_counts_failures(tmp_path: Path) -> None:
+    """The resume view has no begins: ``concurrent`` comes from the files; failures of a step in a gather
+    count across attempts past the other steps' successes."""
+    j = J(tmp_path)
+    j.begin("a", 0)
+    j.begin("b", 1)
+    j.step("b", 1, error=True)
+    j.step("a", 0)
+    j.start()
+    j.begin("b", 1)
+    j.step("b", 1, error=True)
+    j.write()
+    f = Fold()
+    f.extend(JournalReader(tmp_path).load(lazy=True))
+    assert f.history.concurrent and f.history.consecutive_failures() == 2
+    seq = J(tmp_path / "seq")
+    seq.begin("a", 0)
+    seq.step("a", 0, error=True)
+    seq.begin("a", 0)
+    seq.step("a", 0)
+    seq.begin("b", 1)
+    seq.step("b", 1)
+    seq.write()
+    f = Fold()
+    f.extend(JournalReader(tmp_path / "seq").load(lazy=True))
+    assert not f.history.concurrent and f.history.consecutive_failures(0) == 0

@@ -144,6 +144,7 @@ class History:
     """The :data:`DAMAGED` records of the effective history that a resume cannot pass (all but damaged
     ``begin`` and ``start`` lines), in order: the SDK stops at the first."""
     _shape: tuple[int, Shape] | None = field(default=None, repr=False)
+    _overlap: bool | None = field(default=None, repr=False)  # the lazy fold's answer to ``concurrent``
 
     @property
     def abandoned_seqs(self) -> set[int]:
@@ -160,20 +161,24 @@ class History:
         return {int(r["pos"]): r for r in self.steps}
 
     def consecutive_failures(self, pos: int | None = None) -> int:
-        """Failed attempts of the step at ``pos`` (default: :attr:`next_pos`) since its last success
-        (or since the last success of any step, for sequential code) or the last rollback."""
+        """Failed attempts of the step at ``pos`` (default: :attr:`next_pos`) since its last success or the
+        last rollback; for sequential code also since any later success (as before steps could overlap)."""
         pos = self.next_pos if pos is None else pos
-        concurrent = self.concurrent
         n = 0
+        concurrent: bool | None = None
         for r in reversed(self.effective):
-            if r.get("kind") == Kind.ROLLBACK:
+            kind = r.get("kind")
+            if kind == Kind.ROLLBACK:
                 break
-            if r.get("kind") == Kind.STEP:
+            if kind == Kind.STEP:
                 if r.get("error") is None:
-                    if r.get("pos") == pos or not concurrent:
+                    if r.get("pos") == pos:
                         break
-                    continue
-                if r.get("pos") == pos and not r.get("transient"):
+                    if concurrent is None:
+                        concurrent = self.concurrent
+                    if not concurrent:
+                        break
+                elif r.get("pos") == pos and not r.get("transient"):
                     n += 1
         return n
 
@@ -186,7 +191,11 @@ class History:
 
     @property
     def concurrent(self) -> bool:
-        """Whether two steps of the effective history overlapped (a begin came while another was in flight)."""
+        """Whether two steps of the effective history overlapped (a begin came while another was in flight).
+
+        The SDK's resume view has no begins: there the fold's look at the files' bytes answers."""
+        if self._overlap is not None:
+            return self._overlap
         return self.pairing().overlapped
 
     def in_flight_steps(self) -> list[Record]:
@@ -298,6 +307,7 @@ class Fold:
         self._ordered = True  # keep: ``steps`` in pos order is also file order (a rollback cuts its tail)
         self._exact = False  # keep: read every lazy step line's pos from its bytes (see _OVERLAP)
         self._src: Any = None  # keep: the mapped file of the last lazy step (checked for overlapping steps)
+        self._overlapping = False  # keep: a mapped file shows overlapping steps
         self._lazy_lasts: list[LazyRecord] = []  # keep: the last lazy step of each file, not checked yet
 
     @property
@@ -355,6 +365,8 @@ class Fold:
                 self._fold_keep(entries, h)
             if self._lazy_lasts and not self._exact and not self._lazy_in_order():
                 self._refold_exact()
+            if self._src is not None:  # the resume view (no begin lines): the files' bytes told
+                self._history._overlap = self._overlapping
             return
         for e in entries:
             t = type(e)
@@ -383,7 +395,8 @@ class Fold:
                 if e.src is not src:  # type: ignore[union-attr]
                     src = self._src = e.src  # type: ignore[union-attr]
                     lasts.append(e)  # type: ignore[arg-type]
-                    if not exact and _overlaps(src):
+                    if _overlaps(src):
+                        self._overlapping = True
                         self._exact = exact = True  # refolded at the end of extend()
                 else:
                     lasts[-1] = e  # type: ignore[assignment]
