@@ -79,7 +79,7 @@ _BEGIN, _START = Kind.BEGIN, Kind.START
 # step line does not carry the pos it was given (positions skipped), the fold is done again with every step
 # line's ``pos`` read from its bytes.
 _OVERLAP = re.compile(rb'\n\{"kind":"begin",[^\n]*\n(?!\{"kind":"step",|\{"kind":"start",|\{"kind":"rollback",|\Z)')
-_LAZY_POS = re.compile(rb'\{"kind":"step","step":"(?:[^"\\]|\\.)*","pos":(\d+)[,}]')
+_LAZY_POS = re.compile(rb'\{"kind":"step","step":"[^"\\]*(?:\\.[^"\\]*)*","pos":(\d+)[,}]')
 _TEXT_POS = re.compile(r'"pos"\s*:\s*(\d+)')
 
 

@@ -68,7 +68,7 @@ _ERROR_RE = re.compile(rb'"error"\s*:')
 _BEGIN = b'{"kind":"begin",'
 _NL_BEGIN = b'\n' + _BEGIN
 _START = b'{"kind":"start",'
-_BEGIN_KEY = re.compile(rb'\{"kind":"begin",("step":"(?:[^"\\]|\\.)*","pos":\d+,(?:"attempt":\d+,)?)')
+_BEGIN_KEY = re.compile(rb'\{"kind":"begin",("step":"[^"\\]*(?:\\.[^"\\]*)*","pos":\d+,(?:"attempt":\d+,)?)')
 """A writer begin line's head that its step line repeats after ``{"kind":"step",``: the pairing key."""
 _TRANSIENT = b'"transient":true'
 CHANGED_INPUTS = "changed inputs"

@@ -153,3 +153,24 @@ async def test_pilot_one_row_per_step_the_toggle_and_the_marks(tmp_path: Path) -
         await pilot.press("colon", *"3", "enter")  # a folded begin asked for by its seq: begin rows are shown
         await until(pilot, lambda: tl.selected_seq() == 3, what="the begin row")
         assert m.show_begins
+
+
+def test_names_with_quotes_and_backslashes_pair(tmp_path: Path) -> None:
+    j = J(tmp_path)
+    names = ['say "hi"', "path\\to", 'x\\"y']
+    for p, n in enumerate(names):
+        j.begin(n, p)
+    for p in (2, 0, 1):
+        j.step(names[p], p)
+    j.write()
+    m = TimelineModel(tmp_path)
+    m.open()
+    m.adopt(scan_journal(tmp_path))
+    assert list(m.hidden) == paired_begins(tmp_path) == [0, 1, 2]
+    from supervisor.core.history import Fold
+    from supervisor.core.journal import JournalReader
+
+    f = Fold()
+    f.extend(JournalReader(tmp_path).load(lazy=True))
+    assert [r["pos"] for r in f.history.steps] == [0, 1, 2]
+    assert [r.record()["step"] for r in f.history.steps] == names
