@@ -198,13 +198,13 @@ def test_a_record_not_written_after_a_resume_with_a_rollback_leaves_the_shadow_a
         run.step("c", lambda: 3)  # live from here: the resume view is let go
         assert run.history.steps[-1]["step"] == "c"  # read anew from the journal
         run.state["n"] = 4
-        real = run._writer.write_line  # type: ignore[union-attr]
+        real = run._writer._write_locked  # type: ignore[union-attr]  # the one place a line is written
 
-        def fail_once(line: bytes, *, sync: bool = True) -> None:
-            run._writer.write_line = real  # type: ignore[union-attr, method-assign]
+        def fail_once(line: bytes) -> int:
+            run._writer._write_locked = real  # type: ignore[union-attr, method-assign]
             raise JournalError("cannot append: injected")
 
-        run._writer.write_line = fail_once  # type: ignore[union-attr, method-assign]
+        run._writer._write_locked = fail_once  # type: ignore[union-attr, method-assign]
         with pytest.raises(JournalError):
             run.step("d", lambda: 4)
         h = load(run_dir)
