@@ -267,7 +267,9 @@ def test_disk_full_the_supervisor_keeps_supervising_and_writes_everything_once_s
         assert spawns == list(range(1, len(spawns) + 1))  # none lost, none twice, in order
         assert rundir.read_run_json(run_dir)["attempts"] == spawns[-1]
         names = [e["event"] for e in sup.events()]
-        assert names[:2] == ["supervisor-start", "spawn"] and "exit" in names and names[-1] == "succeeded"
+        # the resource-error summary is written once space is back, possibly after the end
+        ends = [n for n in names if n != "resource-error"]
+        assert ends[:2] == ["supervisor-start", "spawn"] and "exit" in ends and ends[-1] == "succeeded", names
         exit1 = sup.events("exit")[0]
         assert exit1["attempt"] == 1 and exit1["code"] == 3
         # every line of both files is whole (the torn part of a failed write was cut off)

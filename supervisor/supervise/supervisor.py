@@ -635,8 +635,9 @@ class Supervisor:
             if kind == Kind.BEGIN:
                 # paired by position, not adjacency: concurrent steps interleave their begins and ends
                 cur.flying[pos if isinstance(pos, int) else -1] = step_name(ent)
-            elif kind == Kind.STEP and isinstance(pos, int) and not ent.get("transient"):
-                cur.flying.pop(pos, None)
+            elif kind == Kind.STEP and isinstance(pos, int):
+                if not ent.get("transient"):  # a failed try to be retried: still in flight
+                    cur.flying.pop(pos, None)
             elif kind in (Kind.STEP, Kind.START, Kind.ROLLBACK):
                 cur.flying.clear()  # a writer without positions: one step at a time, as before
             if is_progress(ent):
