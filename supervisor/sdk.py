@@ -105,10 +105,13 @@ class _Call:
     While it runs it is the current step of its thread or task (:data:`_CURRENT`): ``run.key`` and ``run.usage`` find it.
     """
 
-    __slots__ = ("inputs", "key", "name", "pos", "replay", "usage")
+    __slots__ = ("inputs", "k", "key", "name", "pos", "replay", "usage")
 
-    def __init__(self, pos: int, name: str, inputs: dict[str, Any], key: str, replay: Record | None = None) -> None:
+    def __init__(
+        self, pos: int, name: str, inputs: dict[str, Any], key: str, replay: Record | None = None, k: int = 0
+    ) -> None:
         self.pos = pos
+        self.k = k
         self.name = name
         self.inputs = inputs
         self.key = key
@@ -494,6 +497,8 @@ class Run:
                 "pid": os.getpid(),
                 "resume": self.resuming,
                 "replayable_steps": len(self._steps),
+                # this attempt's begin/step records carry k (absent: 0), the (step, k) identity of their call
+                "numbering": "name-k",
                 "argv": redact_argv(sys.argv, self.redactor),
                 # the supervisor's pid: it tells this attempt's records from another writer's, even behind sh -c
                 **({"supervisor": int(sup)} if (sup := os.environ.get(rundir.ENV_SUPERVISED, "")).isdigit() else {}),
@@ -891,6 +896,8 @@ class Run:
             if kwargs:
                 inputs["kwargs"] = kwargs
             base: Record = {"kind": _BEGIN, "step": name, "pos": pos, "attempt": self.attempt}
+            if k:
+                base["k"] = k  # the call's number among this name's calls: its identity is (step, k)
             if inputs:
                 base["inputs"] = inputs
             self._append(base, sync=False)
@@ -898,7 +905,7 @@ class Run:
             self._give_back(pos, name)
             raise
         self._inflight += 1
-        return _Call(pos, name, inputs, f"{self.run_id}:{pos}")
+        return _Call(pos, name, inputs, f"{self.run_id}:{pos}", k=k)
 
     def _give_back(self, pos: int, name: str) -> None:
         """A call that failed and is the latest gives its position and its count back: a sequential agent's
@@ -1030,19 +1037,33 @@ class Run:
         served = {int(self._steps[j].get("seq", -1)) for j in range(self._next)}
         entries = JournalReader(self.run_dir).load()
         rpos: dict[int, Any] = {}
+        numbered: set[Any] = set()  # attempts whose records carry their k (the start record says so)
         for e in entries:
-            if type(e) is dict and e.get("kind", _STEP) in (_BEGIN, _STEP):
-                rpos[e["seq"]] = e.get("pos")
+            if type(e) is dict:
+                kind = e.get("kind", _STEP)
+                if kind in (_BEGIN, _STEP):
+                    rpos[e["seq"]] = e.get("pos")
+                elif kind == Kind.START and e.get("numbering") == "name-k":
+                    numbered.add(e.get("attempt"))
         f = Fold()
         f.extend(entries)
         final: dict[int, str] = {}
         committed: dict[int, Record] = {}
+        by_id: dict[tuple[str, int], tuple[int, Record | None]] = {}  # numbered attempts: (step, k) -> its step
         for r in f.history.effective:
             kind = r.get("kind", _STEP)
             if kind != _BEGIN and kind != _STEP or r.get("was"):
                 continue
             p = rpos.get(r["seq"])
             p = p if type(p) is int else r["pos"]
+            if r.get("attempt") in numbered:
+                # the call's identity is in the record: positions of another attempt (threads number their
+                # calls in another order each time) never shadow it
+                ident = (step_name(r), int(r.get("k") or 0))
+                old = by_id.get(ident)
+                ok = kind == _STEP and r.get("error") is None
+                by_id[ident] = (p, r if ok else (old[1] if old and kind == _BEGIN else None))
+                continue
             final[p] = step_name(r)
             if kind == _STEP:
                 if r.get("error") is None:
@@ -1053,7 +1074,7 @@ class Run:
         table: dict[tuple[str, int], tuple[int, Record]] = {}
         at: dict[int, Record] = {}
         calls: set[tuple[str, int]] = set()
-        for p in sorted(final):
+        for p in sorted(final):  # journals of older SDKs: k from the positions
             n = final[p]
             k = counts.get(n, 0)
             counts[n] = k + 1
@@ -1061,6 +1082,11 @@ class Run:
             c = committed.get(p)
             if c is not None and step_name(c) == n and c["seq"] not in served:
                 table[(n, k)] = (p, c)
+                at[p] = c
+        for ident, (p, c) in by_id.items():
+            calls.add(ident)
+            if c is not None and c["seq"] not in served:
+                table[ident] = (p, c)
                 at[p] = c
         self._table, self._table_at, self._table_calls = table, at, calls
         self._recorded = max(self._recorded, len(f.history.steps))
@@ -1128,6 +1154,8 @@ class Run:
     # -- after the call
     def _finished(self, c: _Call, out: Any, t0: float, ctx: _Call) -> Record:
         rec: Record = {"kind": _STEP, "step": c.name, "pos": c.pos, "attempt": self.attempt}
+        if c.k:
+            rec["k"] = c.k
         inputs = c.inputs
         if inputs:
             rec["inputs"] = inputs
@@ -1189,6 +1217,8 @@ class Run:
             return
         with self._lock:
             rec: Record = {"kind": _STEP, "step": c.name, "pos": c.pos, "attempt": self.attempt}
+            if c.k:
+                rec["k"] = c.k
             if c.inputs:
                 rec["inputs"] = c.inputs
             rec["error"] = {

@@ -273,3 +273,39 @@ def test_each_try_records_its_own_usage(tmp_path: Path) -> None:
     first, second = records(tmp_path)
     assert first["transient"] and first["usage"] == [{"model": "m", "input_tokens": 1}]
     assert second["usage"] == [{"model": "m", "input_tokens": 2}]
+
+
+def test_positions_of_another_attempt_never_shadow_a_committed_call(tmp_path: Path) -> None:
+    """Threads number their calls in another order in each attempt: attempt 2's live 'c' took position 1,
+    where attempt 1 had committed 'b'. The call's identity is in its records (step, k), so a third attempt
+    still serves 'b' instead of paying for it again."""
+    import threading
+
+    import orjson
+
+    from supervisor import Run
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    recs = [
+        {"kind": "start", "attempt": 1, "pid": 1, "numbering": "name-k"},
+        {"kind": "begin", "step": "a", "pos": 0, "attempt": 1},
+        {"kind": "begin", "step": "b", "pos": 1, "attempt": 1},
+        {"kind": "step", "step": "b", "pos": 1, "attempt": 1, "output": "B"},
+        {"kind": "step", "step": "a", "pos": 0, "attempt": 1, "output": "A"},
+        {"kind": "start", "attempt": 2, "pid": 2, "numbering": "name-k"},
+        {"kind": "begin", "step": "c", "pos": 1, "attempt": 2},  # b was served at position 0 this time
+        {"kind": "step", "step": "c", "pos": 1, "attempt": 2, "output": "C"},
+    ]
+    (run_dir / "journal.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in recs))
+    ran: list[str] = []
+    got: dict[str, object] = {}
+    with Run.open(run_dir) as run:
+        def call(name: str) -> None:
+            got[name] = run.step(name, lambda: ran.append(name) or name.upper())
+
+        threads = [threading.Thread(target=call, args=(n,)) for n in ("c", "b", "a")]
+        for t in threads:
+            t.start()
+            t.join()  # one at a time, from other threads than the one that opened the run: overlapping numbering
+    assert got == {"a": "A", "b": "B", "c": "C"} and ran == [], (got, ran)
