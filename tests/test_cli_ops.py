@@ -209,3 +209,27 @@ def test_agent_log_keeps_the_newest_rotated_files_and_logs_prints_what_is_kept(t
     with Supervised(run2, printer(600), "--log-max-bytes", "4096", "--log-keep", "0", "-q") as sup:
         assert sup.wait(60) == 0, sup.stderr()
     assert _numbers(run_cli("logs", str(run2)).stdout) == list(range(600))
+
+
+def test_supervisor_events_rotate_and_keep_the_newest(tmp_path: Path) -> None:
+    from supervisor.core.events import EventLog, read_events, sealed_event_paths
+
+    run = tmp_path / "run"
+    run.mkdir()
+    log = EventLog(run, max_bytes=2048, keep=2)
+    for i in range(400):
+        log.emit("backoff", i, delay_s=0.5, note="x" * 40)
+    log.close()
+    sealed = sealed_event_paths(run)
+    assert len(sealed) == 2 and int(sealed[0].name.split(".")[1]) > 1  # older ones pruned
+    attempts = [e["attempt"] for e in read_events(run)]
+    assert attempts[-1] == 399 and attempts == list(range(attempts[0], 400))  # the kept tail, in order
+    assert all(p.stat().st_size <= 2048 + 200 for p in sealed)
+    # keep=0 keeps every file
+    run2 = tmp_path / "all"
+    run2.mkdir()
+    log = EventLog(run2, max_bytes=2048, keep=0)
+    for i in range(400):
+        log.emit("backoff", i, delay_s=0.5, note="x" * 40)
+    log.close()
+    assert [e["attempt"] for e in read_events(run2)] == list(range(400))

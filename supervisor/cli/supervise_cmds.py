@@ -94,9 +94,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--hang-timeout", type=_positive(float), default=None, metavar="S", help="restart when no journal record and no output came for S seconds (default: off)")
     p.add_argument("--max-rss", type=_size, default=None, metavar="SIZE", help="restart when the agent's process tree uses more memory, e.g. 2G (default: off)")
     p.add_argument("--stop-grace", type=_positive(float), default=d.stop_grace, metavar="S", help="seconds between SIGTERM and SIGKILL when stopping")
-    p.add_argument("--log-max-bytes", type=_size, default=d.log_max_bytes, metavar="SIZE", help="rotate agent.log at this size, e.g. 16M")
+    p.add_argument("--log-max-bytes", type=_size, default=d.log_max_bytes, metavar="SIZE", help="rotate agent.log and supervisor.jsonl at this size, e.g. 16M")
     p.add_argument("--log-keep", type=int, default=d.log_keep, metavar="N",
-                   help=f"keep the newest N rotated agent.log files (default {d.log_keep}; 0 keeps all; the journal is never pruned)")
+                   help=f"keep the newest N rotated agent.log and supervisor.jsonl files (default {d.log_keep}; 0 keeps all; the journal is never pruned)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]", help="the agent's command, after --")
     p.set_defaults(func=cmd_supervise)
 

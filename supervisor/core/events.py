@@ -9,6 +9,7 @@ every event: a restart must not wait for the disk.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +38,31 @@ EVENTS = frozenset(
 )
 
 
-class EventLog:
-    """Appends events to ``supervisor.jsonl``; used by the one process holding ``supervisor.lock``."""
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+DEFAULT_KEEP = 10
+_SEALED = re.compile(r"supervisor\.(\d{6,})\.jsonl")
 
-    def __init__(self, run_dir: Path) -> None:
+
+class EventLog:
+    """Appends events to ``supervisor.jsonl``; used by the one process holding ``supervisor.lock``.
+
+    Past ``max_bytes`` the file is sealed as ``supervisor.NNNNNN.jsonl`` and a new
+    one started; the newest ``keep`` sealed files are kept (``0``: all), as for
+    ``agent.log`` (``supervise --log-max-bytes/--log-keep``). Readers take them in
+    order (:func:`event_paths`). A crash loop no longer fills the disk with events.
+    """
+
+    def __init__(self, run_dir: Path, *, max_bytes: int = DEFAULT_MAX_BYTES, keep: int = DEFAULT_KEEP) -> None:
+        self.run_dir = run_dir
         self.path = run_dir / rundir.SUPERVISOR_EVENTS
+        self.max_bytes = max_bytes
+        self.keep = keep
         repair_torn_tail(self.path)  # a supervisor killed mid-write: move the torn line aside
+        self._open()
+
+    def _open(self) -> None:
         self._fd = rundir.open_run_file(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)  # no link, ours
+        self._size = os.fstat(self._fd).st_size
         self._dirty = False
 
     def emit(self, event: str, attempt: int, **fields: Any) -> dict[str, Any]:
@@ -54,7 +73,25 @@ class EventLog:
         line = orjson.dumps(rec, option=orjson.OPT_NON_STR_KEYS, default=str) + b"\n"
         rundir.write_all(self._fd, line)
         self._dirty = True
+        self._size += len(line)
+        if self._size >= self.max_bytes:
+            self.rotate()
         return rec
+
+    def rotate(self) -> Path:
+        """Seal ``supervisor.jsonl`` (synced first) as the next numbered file, start a new one, prune old ones."""
+        sealed = rundir.next_sealed(self.run_dir, "supervisor", ".jsonl")
+        self.close()
+        os.rename(self.path, sealed)
+        rundir.fsync_dir(self.run_dir)
+        self._open()
+        if self.keep > 0:
+            for old in sealed_event_paths(self.run_dir)[: -self.keep]:
+                try:
+                    os.unlink(old)
+                except FileNotFoundError:
+                    pass  # removed by hand meanwhile
+        return sealed
 
     def flush(self) -> None:
         """Make the events written so far durable."""
@@ -69,6 +106,24 @@ class EventLog:
             self._fd = -1
 
 
+def sealed_event_paths(run_dir: Path) -> list[Path]:
+    """The sealed ``supervisor.NNNNNN.jsonl`` files, oldest first."""
+    try:
+        names = os.listdir(run_dir)
+    except OSError:
+        return []
+    found = sorted((int(m.group(1)), n) for n in names if (m := _SEALED.fullmatch(n)))
+    return [run_dir / n for _, n in found]
+
+
+def event_paths(run_dir: Path) -> list[Path]:
+    """Every event file of a run in order: the sealed ones, then ``supervisor.jsonl``."""
+    return [*sealed_event_paths(run_dir), run_dir / rundir.SUPERVISOR_EVENTS]
+
+
 def read_events(run_dir: Path) -> list[dict[str, Any]]:
-    """All events of a run directory (bad or torn lines skipped)."""
-    return read_json_lines(run_dir / rundir.SUPERVISOR_EVENTS)
+    """All events of a run directory, over its rotated files (bad or torn lines skipped)."""
+    out: list[dict[str, Any]] = []
+    for p in event_paths(run_dir):
+        out.extend(read_json_lines(p))
+    return out

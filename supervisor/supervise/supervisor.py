@@ -366,7 +366,7 @@ class Supervisor:
             if not exists:
                 changes.update(id=self.run_dir.name, created=rundir.utc_now())
             self.run_id = str(rundir.update_run_json(self.run_dir, **changes).get("id") or self.run_dir.name)
-            self.events = EventLog(self.run_dir)
+            self.events = EventLog(self.run_dir, max_bytes=self.opts.log_max_bytes, keep=self.opts.log_keep)
             self.log = AgentLog(
                 self.run_dir, redact=self.redactor, max_bytes=self.opts.log_max_bytes, keep=self.opts.log_keep, tee=self.opts.tee
             )

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import bisect
 import queue
-from array import array
 import threading
+from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,8 +36,9 @@ import orjson
 
 from ..core import rundir
 from ..core.cursor import Shape, StateCursor
+from ..core.events import read_events
 from ..core.history import ERROR, STEPS, Fold, Pairing, fold_shape
-from ..core.journal import Entry, JournalReader, read_json_lines
+from ..core.journal import Entry, JournalReader
 from ..core.records import DAMAGED, BadLine, Kind
 from ..core.segments import segment_paths
 from .scan import (
@@ -454,7 +455,7 @@ class TimelineModel:
         if size == live.events_size:
             return None
         live.events_size = size
-        return read_json_lines(path) if size > 0 else []
+        return read_events(self.run_dir) if size > 0 else []  # with the rotated files before it
 
     def place_events(self) -> None:
         """Put each event before the journal's start record of the attempt it leads to."""
