@@ -96,7 +96,7 @@ class EventLog:
     def flush(self) -> None:
         """Make the events written so far durable."""
         if self._dirty and self._fd >= 0:
-            os.fdatasync(self._fd)
+            rundir.datasync_function()(self._fd)  # fsync where the platform has no fdatasync
             self._dirty = False
 
     def close(self) -> None:
