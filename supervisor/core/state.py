@@ -273,6 +273,8 @@ def make_patch(old: Any, new: Any, *, fix_keys: bool = False) -> list[dict[str, 
     ``fix_keys``: also convert ``new``'s non-string dict keys to JSON's strings
     in place (the SDK's state, so that it is the state a resume gives).
     """
+    if same(old, new):  # most steps leave the state as it was: == at C speed, then the JSON bytes
+        return []
     ops: list[dict[str, Any]] = []
 
     def emit(c: Change) -> None:
