@@ -255,7 +255,7 @@ def _follow(run_dir: Path, cur: Path, f: IO[bytes] | None) -> Iterator[bytes]:
                 try:
                     f = open(cur, "rb")
                 except FileNotFoundError:
-                    pass
+                    pass  # between a rotation's rename and the new file: the next poll opens it
                 else:
                     ino = os.fstat(f.fileno()).st_ino
             got = False

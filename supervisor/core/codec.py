@@ -216,7 +216,7 @@ def _enc(v: Any) -> tuple[Any, _T | None]:
     try:
         return _encoders[t](v)
     except KeyError:
-        pass
+        pass  # the first value of this type: its encoder is found below and cached
     f = _encoder_for(t)
     if len(_encoders) < 1024:
         _encoders[t] = f
@@ -269,7 +269,7 @@ def _enc_set(v: Any) -> tuple[Any, _T | None]:
     try:
         items.sort()  # a set in a stable order where its items compare
     except TypeError:
-        pass
+        pass  # items that do not compare keep the set's own order: still the same set on decode
     return items, ("frozenset" if isinstance(v, frozenset) else "set", it)
 
 
@@ -559,7 +559,7 @@ def _compile(hint: Any) -> _Decoder:
     try:
         return _compiled[hint]
     except KeyError:
-        pass
+        pass  # not compiled yet: built below and cached
     except TypeError:  # an unhashable hint: compiled each time
         return _build(hint)
     dec = _build(hint)
@@ -1036,7 +1036,7 @@ def output_hint(fn: Any) -> Any | None:
         try:
             _hints[target] = cached
         except TypeError:
-            pass
+            pass  # not weakly referable: not cached, looked up again next time
     return cached
 
 
