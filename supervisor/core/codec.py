@@ -1060,7 +1060,7 @@ def _return_annotation(fn: Any) -> Any:
     try:
         return typing.get_type_hints(fn).get("return")
     except Exception:
-        pass
+        pass  # some annotation does not resolve: try the return one alone, below
     # another annotation does not resolve (a name imported under TYPE_CHECKING): the return one alone
     ann = getattr(fn, "__annotations__", None) or {}
     if "return" not in ann:

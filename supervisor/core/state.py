@@ -127,7 +127,7 @@ def fix_keys_deep(value: Any) -> None:
         orjson.dumps(value)  # raises on a non-string key (or another value JSON cannot hold)
         return
     except TypeError:
-        pass
+        pass  # some key is not a string: convert them all, below
     stack = [value]
     while stack:
         v = stack.pop()

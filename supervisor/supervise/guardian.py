@@ -108,7 +108,7 @@ def sweep_once(supervisor: int, run_dir: str, child: int | None, cgroup: str | N
             with open(os.path.join(cgroup, "cgroup.kill"), "wb") as f:
                 f.write(b"1")
         except OSError:
-            pass
+            pass  # gone already, or no cgroup.kill: each member is killed one by one, below
         for pid in _cgroup_procs(cgroup):
             if pid != me and _kill(pid):
                 hit.add(pid)

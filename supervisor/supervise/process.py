@@ -159,7 +159,7 @@ class Cgroup:
             if not self.path.exists():
                 return
         except OSError:
-            pass
+            pass  # no cgroup.kill (a kernel before 5.14): SIGKILL each member, below
         with contextlib.suppress(OSError):
             self.signal(signal.SIGKILL)
 
@@ -321,7 +321,7 @@ def _child_pids() -> list[int]:
                 pids.extend(int(x) for x in f.read().split())
         return pids
     except OSError:
-        pass
+        pass  # no /proc children file (a kernel without it): psutil's slower walk, below
     try:
         return [c.pid for c in psutil.Process().children()]
     except (OSError, psutil.Error):
