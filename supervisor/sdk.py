@@ -70,7 +70,7 @@ _ON_CHANGED = ("warn", "error", "rerun")
 class _Opts:
     """Per-call options (``None``: the run's default)."""
 
-    __slots__ = ("backoff", "retries", "retry_on", "returns", "timeout")
+    __slots__ = ("backoff", "call", "retries", "retry_on", "returns", "timeout")
 
     def __init__(
         self,
@@ -79,6 +79,7 @@ class _Opts:
         retry_on: tuple[type[BaseException], ...] | None = None,
         backoff: float | None = None,
         returns: Any = None,
+        call: dict[str, Any] | None = None,
     ) -> None:
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout={timeout!r}: give a number of seconds above 0")
@@ -89,6 +90,14 @@ class _Opts:
         self.retry_on = tuple(retry_on) if retry_on is not None else None
         self.backoff = backoff
         self.returns = returns
+        if call is not None:
+            if not isinstance(call, dict) or call.get("kind") not in ("model", "tool"):
+                raise ValueError(f'call={call!r}: give a dict with "kind": "model" or "tool" (see the README)')
+            try:
+                orjson.dumps(call)
+            except TypeError as e:
+                raise ValueError(f"call={call!r}: not JSON ({e})") from None
+        self.call = call
 
     def merged(self, **more: Any) -> _Opts:
         kw = {k: getattr(self, k) for k in self.__slots__}
@@ -105,10 +114,11 @@ class _Call:
     While it runs it is the current step of its thread or task (:data:`_CURRENT`): ``run.key`` and ``run.usage`` find it.
     """
 
-    __slots__ = ("inputs", "k", "key", "name", "pos", "replay", "usage")
+    __slots__ = ("call", "inputs", "k", "key", "name", "pos", "replay", "usage")
 
     def __init__(
-        self, pos: int, name: str, inputs: dict[str, Any], key: str, replay: Record | None = None, k: int = 0
+        self, pos: int, name: str, inputs: dict[str, Any], key: str, replay: Record | None = None, k: int = 0,
+        call: dict[str, Any] | None = None,
     ) -> None:
         self.pos = pos
         self.k = k
@@ -117,6 +127,7 @@ class _Call:
         self.key = key
         self.replay = replay
         self.usage: list[dict[str, Any]] | None = None
+        self.call = call
 
 
 _CURRENT: ContextVar[_Call | None] = ContextVar("agent_supervisor_step", default=None)
@@ -144,8 +155,11 @@ class StepOptions:
         retry_on: tuple[type[BaseException], ...] | None = None,
         backoff: float | None = None,
         returns: Any = None,
+        call: dict[str, Any] | None = None,
     ) -> Callable[[Callable[P, T]], Callable[P, T]]:
-        opts = self._opts.merged(timeout=timeout, retries=retries, retry_on=retry_on, backoff=backoff, returns=returns)
+        opts = self._opts.merged(
+            timeout=timeout, retries=retries, retry_on=retry_on, backoff=backoff, returns=returns, call=call
+        )
         return self._run._task(name, opts)
 
 
@@ -707,13 +721,16 @@ class Run:
         retry_on: tuple[type[BaseException], ...] | None = None,
         backoff: float | None = None,
         returns: Any = None,
+        call: dict[str, Any] | None = None,
     ) -> StepOptions:
         """Per-call options: ``run.with_options(timeout=30, retries=3).step("search", search, q)``.
 
         Returns a view with the same ``step``, ``astep`` and ``task``; the step function's own
-        keyword arguments never mix with these. Unset options take the run's defaults.
+        keyword arguments never mix with these. Unset options take the run's defaults. ``call`` marks a
+        model or tool call for the dashboard and the exporters (the step records' ``call`` field):
+        ``{"kind": "model", "model": ..., "provider": ...}`` or ``{"kind": "tool", "tool": ..., "call_id": ...}``.
         """
-        return StepOptions(self, _Opts(timeout, retries, retry_on, backoff, returns))
+        return StepOptions(self, _Opts(timeout, retries, retry_on, backoff, returns, call))
 
     def task(
         self,
@@ -724,10 +741,11 @@ class Run:
         retry_on: tuple[type[BaseException], ...] | None = None,
         backoff: float | None = None,
         returns: Any = None,
+        call: dict[str, Any] | None = None,
     ) -> Callable[[Callable[P, T]], Callable[P, T]]:
         """Decorator form of :meth:`step` (of :meth:`astep` on an ``async def``: the wrapper is then a coroutine
         function). ``name`` is a string, or a function of the call's arguments; the options are :meth:`with_options`'."""
-        return self._task(name, _Opts(timeout, retries, retry_on, backoff, returns))
+        return self._task(name, _Opts(timeout, retries, retry_on, backoff, returns, call))
 
     def _task(self, name: str | Callable[..., str] | None, opts: _Opts) -> Callable[[Callable[P, T]], Callable[P, T]]:
         def deco(fn: Callable[P, T]) -> Callable[P, T]:
@@ -900,12 +918,14 @@ class Run:
                 base["k"] = k  # the call's number among this name's calls: its identity is (step, k)
             if inputs:
                 base["inputs"] = inputs
+            if opts.call is not None:
+                base["call"] = opts.call
             self._append(base, sync=False)
         except BaseException:
             self._give_back(pos, name)
             raise
         self._inflight += 1
-        return _Call(pos, name, inputs, f"{self.run_id}:{pos}", k=k)
+        return _Call(pos, name, inputs, f"{self.run_id}:{pos}", k=k, call=opts.call)
 
     def _give_back(self, pos: int, name: str) -> None:
         """A call that failed and is the latest gives its position and its count back: a sequential agent's
@@ -1174,6 +1194,8 @@ class Run:
                 rec["output_type"] = otype
         rec["dur_ms"] = round((time.perf_counter() - t0) * 1000, 3)
         rec["key"] = c.key
+        if c.call is not None:
+            rec["call"] = c.call
         if ctx.usage:
             rec["usage"] = ctx.usage
         return rec
@@ -1229,6 +1251,8 @@ class Run:
             rec["dur_ms"] = round((time.perf_counter() - t0) * 1000, 3)
             if transient:
                 rec["transient"] = True
+            if c.call is not None:
+                rec["call"] = c.call
             if ctx.usage:
                 rec["usage"] = ctx.usage
                 ctx.usage = None  # the next try records its own
