@@ -1,0 +1,106 @@
+"""The cost of recorded model calls, priced with the genai-prices table (the only module importing it).
+
+genai-prices is an optional extra (``pip install 'agent-supervisor-tui[cost]'``)
+and its import takes about 0.4 s, so it is imported on the first record that has
+usage to price, never at module import. Its bundled table works offline; nothing
+here fetches prices.
+
+Never a wrong figure: a step whose model or provider the table does not know, a
+step without usage, or a machine without genai-prices has no cost (``None``),
+only tokens. A step priced as of its record's ``ts`` (prices change; the table
+knows when). Cached tokens are priced as cache reads where the table has a
+cache-read price, else as input (genai-prices' own rule); ``input_tokens``
+includes them (see :mod:`supervisor.core.usage`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Any
+
+from ..core.usage import Tokens, usage_entries
+
+__all__ = ["available", "step_cost", "usage_cost"]
+
+_UNSET: Any = object()
+_calc: Any = _UNSET  # genai_prices.calc_price, or None when it is not installed
+_usage_cls: Any = None
+_warned = False
+
+
+def _load() -> Any:
+    """``genai_prices.calc_price`` (imported once, on first use), or ``None`` if genai-prices is not installed."""
+    global _calc, _usage_cls
+    if _calc is _UNSET:
+        try:
+            from genai_prices import Usage, calc_price
+        except ImportError:
+            _calc = None
+        else:
+            _calc, _usage_cls = calc_price, Usage
+    return _calc
+
+
+def available() -> bool:
+    """Whether genai-prices is installed (imports it: about 0.4 s the first time)."""
+    return _load() is not None
+
+
+def _when(ts: Any) -> datetime | None:
+    if isinstance(ts, str) and ts:
+        try:
+            t = datetime.fromisoformat(ts)
+        except ValueError:
+            return None
+        return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
+    return None
+
+
+def usage_cost(model: str | None, provider: str | None, tokens: Tokens, *, when: datetime | None = None) -> float | None:
+    """The price in USD of one model call's ``tokens`` (``None``: unknown model or provider, no genai-prices).
+
+    ``provider`` is matched as genai-prices matches it (``openai``, ``anthropic``, ``google-gla``...);
+    a provider it does not know gives ``None`` rather than another provider's price for the same
+    model name. Without a provider the model name picks it. ``when``: the call's time (default now).
+    """
+    if not model or _load() is None:
+        return None
+    return _cost(model, provider, tokens, when)
+
+
+@lru_cache(maxsize=4096)  # a front end prices the same rows again as it redraws (about 100 us a call)
+def _cost(model: str, provider: str | None, tokens: Tokens, when: datetime | None) -> float | None:
+    calc = _calc
+    usage = _usage_cls(
+        input_tokens=tokens.input, output_tokens=tokens.output, cache_read_tokens=min(tokens.cached, tokens.input)
+    )
+    try:
+        if provider:
+            r = calc(usage, model, provider_id=provider, genai_request_timestamp=when)
+        else:
+            r = calc(usage, model, genai_request_timestamp=when)
+    except (LookupError, ValueError):
+        return None
+    return float(r.total_price)
+
+
+def step_cost(rec: Mapping[str, Any]) -> float | None:
+    """A step record's cost in USD: the sum over its ``usage`` entries, each priced with its own model
+    and provider (the step's ``call`` fills in what an entry lacks) as of the record's ``ts``.
+
+    ``None`` when the record has no usage (genai-prices is then not even imported), when an entry
+    is malformed, or when any entry cannot be priced: part of a figure would be a wrong figure.
+    """
+    entries = usage_entries(rec)
+    if entries is None:
+        return None
+    when = _when(rec.get("ts"))
+    total = 0.0
+    for model, provider, tokens in entries:
+        c = usage_cost(model, provider, tokens, when=when)
+        if c is None:
+            return None
+        total += c
+    return total
