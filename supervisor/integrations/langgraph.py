@@ -1,0 +1,482 @@
+"""LangGraph adapter: a checkpointer kept in the run directory, and model and tool calls journaled as steps.
+
+``pip install 'agent-supervisor-tui[langgraph]'``::
+
+    with Run.open() as run:
+        model = JournaledChatModel(chat_model, run)            # every model request: a step model:<model>@<task>
+        tools = journaled_tools([search, lookup], run)        # every tool call: a step tool:<name>@<task>#<call id>
+        graph = builder.compile(checkpointer=JournalSaver(run))
+
+- :class:`JournalSaver` is a ``BaseCheckpointSaver`` (sync and async) kept in ``<run dir>/langgraph/checkpoints.jsonl``:
+  an append-only JSON-lines file, one line per ``put``/``put_writes``/deletion, each synced (``fdatasync``) before the
+  call returns. A ``put`` line holds only the channels in ``new_versions`` (each channel value version is written once;
+  unchanged channels are found by their version in earlier lines), so a long thread does not rewrite its whole state
+  per step as a full snapshot per checkpoint would. Deletions (``delete_thread``, ``delete_for_runs``, ``prune``) are
+  lines too: the file stays append-only, like every file of the run directory.
+- :class:`JournaledChatModel` wraps a ``BaseChatModel``: each ``_generate``/``_agenerate`` is a step whose output (the
+  ``ChatResult``) is journaled as JSON and comes back as a ``ChatResult`` of the same messages on resume, with the
+  call's token usage (``run.usage``).
+- :func:`journaled_tools` / :class:`JournaledTool` wrap LangChain tools: each call is a step; ``ToolNode`` runs them.
+
+Step identity. LangGraph resumes a thread from its last checkpoint: the nodes that finished are not run again, the
+interrupted one is. The steps of a resumed attempt are therefore a subset of the first attempt's, not a replay of
+its sequence, so a call's step name carries the LangGraph task that made it (``@<node>:<hash of the task's checkpoint
+namespace>``, stable across attempts: LangGraph derives a task's id from the checkpoint it runs from) and, for a
+tool, the tool call id (``#<id>``); ``k`` then counts the calls of one task. The adapter switches its run to matching
+by ``(name, k)`` (the rule concurrent steps use), since the calls of the nodes that finished are not made again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import os
+import random
+import threading
+from collections.abc import AsyncIterator, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..core import rundir
+from ..errors import JournalError, JournalLockedError
+
+try:
+    import fcntl
+
+    from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+    from langchain_core.language_models.chat_models import BaseChatModel
+    from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
+    from langchain_core.outputs import ChatGeneration, ChatResult
+    from langchain_core.runnables import RunnableBinding, RunnableConfig, ensure_config
+    from langchain_core.tools import BaseTool
+    from langgraph.checkpoint.serde.base import SerializerProtocol
+    from langgraph.checkpoint.base import (
+        WRITES_IDX_MAP,
+        BaseCheckpointSaver,
+        ChannelVersions,
+        Checkpoint,
+        CheckpointMetadata,
+        CheckpointTuple,
+        get_checkpoint_id,
+        get_checkpoint_metadata,
+        writes_sort_key,
+    )
+except ImportError as e:  # pragma: no cover - the extra is installed wherever the tests run
+    raise ImportError(
+        f"supervisor.integrations.langgraph needs LangGraph and LangChain core ({e}): "
+        "pip install 'agent-supervisor-tui[langgraph]'"
+    ) from e
+
+__all__ = ["JournalSaver", "JournaledChatModel", "JournaledTool", "journaled_tools"]
+
+FILE_NAME = "checkpoints.jsonl"
+DIR_NAME = "langgraph"
+
+# ---------------------------------------------------------------------------------------------- values on disk
+_PLAIN_SCALARS = (str, int, float, bool, type(None))
+
+
+def _plain(v: Any, depth: int = 0) -> bool:
+    """Whether ``v`` is JSON exactly as it is (``dict`` with ``str`` keys, ``list``, scalars of those exact types):
+    such a value is written as readable JSON and read back equal, of the same types."""
+    t = type(v)
+    if t in _PLAIN_SCALARS:
+        return True
+    if depth > 64:
+        return False
+    if t is list:
+        return all(_plain(x, depth + 1) for x in v)
+    if t is dict:
+        return all(type(k) is str and _plain(x, depth + 1) for k, x in v.items())
+    return False
+
+
+class JournalSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer kept in a run directory (``<run dir>/langgraph/checkpoints.jsonl``).
+
+    ``JournalSaver(run)`` (a :class:`supervisor.Run`) or ``JournalSaver(run_dir)`` (a path). Sync and async methods;
+    one writing process per file (an ``flock``: a second one gets :class:`~supervisor.errors.JournalLockedError`).
+    ``serde``: LangGraph's serializer (default ``JsonPlusSerializer``); with the default, values that are plain JSON
+    are written as JSON, others as the serializer's typed bytes (base64). ``close()`` (or ``with``) releases the file.
+    """
+
+    def __init__(self, run_dir: Any, *, serde: SerializerProtocol | None = None) -> None:
+        super().__init__(serde=serde)
+        self._json_ok = serde is None  # a serializer given (encryption, say) sees every value
+        base = Path(getattr(run_dir, "run_dir", run_dir))
+        self.path = rundir.ensure_dir(rundir.ensure_dir(base) / DIR_NAME) / FILE_NAME
+        self._lock = threading.RLock()
+        self._sync = rundir.datasync_function()
+        # (thread, ns) -> checkpoint id -> (checkpoint without values, metadata, parent id); values packed
+        self._cps: dict[tuple[str, str], dict[str, tuple[Any, Any, str | None]]] = {}
+        # (thread, ns, channel, version) -> packed value, None for a channel written empty
+        self._blobs: dict[tuple[str, str, str, Any], Any] = {}
+        # (thread, ns, checkpoint id) -> (task id, idx) -> (task id, channel, packed value, task path)
+        self._writes: dict[tuple[str, str, str], dict[tuple[str, int], tuple[str, str, Any, str]]] = {}
+        self._fd = -1
+        self._open()
+
+    # ------------------------------------------------------------------ file
+    def _open(self) -> None:
+        fd = rundir.open_run_file(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise JournalLockedError(
+                    f"{self.path} is in use by another JournalSaver (another process, or an open one in this "
+                    "process): one writer per run directory; close the other (saver.close()) or use another run directory"
+                ) from None
+            data = self._read_all(fd)
+            good = self._load(data)
+            if good < len(data):
+                self._move_torn(fd, data[good:], good)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    @staticmethod
+    def _read_all(fd: int) -> bytes:
+        os.lseek(fd, 0, os.SEEK_SET)
+        chunks: list[bytes] = []
+        while b := os.read(fd, 1 << 20):
+            chunks.append(b)
+        return b"".join(chunks)
+
+    def _load(self, data: bytes) -> int:
+        """Apply every line; returns the length of the whole lines (a torn last line is left for the caller)."""
+        start = 0
+        n = len(data)
+        lineno = 0
+        while start < n:
+            end = data.find(b"\n", start)
+            if end < 0:
+                return start  # no newline: a write the crash interrupted
+            lineno += 1
+            line = data[start:end]
+            start = end + 1
+            if not line.strip():
+                continue
+            try:
+                rec = orjson.loads(line)
+                if not isinstance(rec, dict):
+                    raise ValueError("not a JSON object")
+                self._apply(rec)
+            except (ValueError, KeyError, TypeError, IndexError) as e:
+                if start >= n:
+                    return start - len(line) - 1  # the last line, cut short: torn
+                raise JournalError(
+                    f"{self.path}:{lineno}: damaged checkpoint line ({e}); the saver cannot know what it held: "
+                    "put it back from a backup, or move the file aside to start the graph's threads anew"
+                ) from None
+        return start
+
+    def _move_torn(self, fd: int, tail: bytes, good: int) -> None:
+        """A torn last line goes to ``checkpoints.jsonl.torn`` (synced) before the file is cut back: nothing is lost."""
+        torn = self.path.with_name(self.path.name + ".torn")
+        tfd = rundir.open_run_file(torn, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        try:
+            rundir.write_all(tfd, tail + b"\n")
+            os.fsync(tfd)
+        finally:
+            os.close(tfd)
+        os.ftruncate(fd, good)
+        os.fsync(fd)
+
+    def _append(self, rec: dict[str, Any]) -> None:
+        """One line, synced before it counts; the in-memory index follows only once it is on disk."""
+        line = orjson.dumps(rec) + b"\n"
+        with self._lock:
+            if self._fd < 0:
+                raise JournalError(f"{self.path}: this JournalSaver is closed")
+            size = os.fstat(self._fd).st_size
+            try:
+                rundir.write_all(self._fd, line)
+                self._sync(self._fd)
+            except OSError as e:
+                try:
+                    os.ftruncate(self._fd, size)
+                except OSError:
+                    pass  # the next open moves the partial line aside as torn: nothing is lost either way
+                raise JournalError(f"{self.path}: the checkpoint line was not written ({e})") from None
+            self._apply(rec)
+
+    def close(self) -> None:
+        """Release the file (and its lock). The saver cannot be used after."""
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+
+    def __enter__(self) -> JournalSaver:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    async def __aenter__(self) -> JournalSaver:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ encoding
+    def _pack(self, v: Any) -> Any:
+        if self._json_ok and _plain(v):
+            return {"json": v}
+        t, b = self.serde.dumps_typed(v)
+        return {"type": t, "b64": base64.b64encode(b).decode("ascii")}
+
+    def _unpack(self, p: Any) -> Any:
+        if "json" in p:
+            return p["json"]
+        return self.serde.loads_typed((p["type"], base64.b64decode(p["b64"])))
+
+    # ------------------------------------------------------------------ the lines, applied in order
+    def _apply(self, rec: dict[str, Any]) -> None:
+        op = rec["op"]
+        if op == "put":
+            t, ns = rec["thread"], rec["ns"]
+            for ch, (ver, packed) in rec["blobs"].items():
+                self._blobs[(t, ns, ch, ver)] = packed
+            self._cps.setdefault((t, ns), {})[rec["id"]] = (rec["checkpoint"], rec["metadata"], rec["parent"])
+        elif op == "writes":
+            key = (rec["thread"], rec["ns"], rec["id"])
+            stored = self._writes.setdefault(key, {})
+            task, path = rec["task"], rec["path"]
+            for idx, ch, packed in rec["writes"]:
+                if idx >= 0 and (task, idx) in stored:
+                    continue  # a write is kept once (a retried task's writes are the same)
+                stored[(task, idx)] = (task, ch, packed, path)
+        elif op == "delete_thread":
+            self._drop(lambda t, ns, cid: t == rec["thread"], blobs_of=rec["thread"])
+        elif op == "delete_runs":
+            runs = set(rec["runs"])
+            self._drop(lambda t, ns, cid: self._run_id(t, ns, cid) in runs)
+        elif op == "prune":
+            threads = set(rec["threads"])
+            if rec["strategy"] == "delete":
+                for t in threads:
+                    self._drop(lambda t2, ns, cid, t=t: t2 == t, blobs_of=t)
+            else:
+                latest = {key: max(cps) for key, cps in self._cps.items() if key[0] in threads and cps}
+                self._drop(lambda t, ns, cid: t in threads and cid != latest.get((t, ns)))
+        elif op == "copy_thread":
+            self._copy(rec["from"], rec["to"])
+        else:
+            raise ValueError(f"unknown op {op!r}")
+
+    def _run_id(self, t: str, ns: str, cid: str) -> Any:
+        md = self._cps[(t, ns)][cid][1]
+        return self._unpack(md).get("run_id")
+
+    def _drop(self, gone: Any, blobs_of: str | None = None) -> None:
+        for (t, ns), cps in list(self._cps.items()):
+            for cid in [c for c in cps if gone(t, ns, c)]:
+                del cps[cid]
+                self._writes.pop((t, ns, cid), None)
+            if not cps:
+                del self._cps[(t, ns)]
+        if blobs_of is not None:
+            for bkey in [k for k in self._blobs if k[0] == blobs_of]:
+                del self._blobs[bkey]
+            for wkey in [k for k in self._writes if k[0] == blobs_of]:
+                del self._writes[wkey]
+
+    def _copy(self, src: str, dst: str) -> None:
+        for (t, ns), cps in list(self._cps.items()):
+            if t == src:
+                self._cps.setdefault((dst, ns), {}).update(cps)
+        for (t, ns, ch, ver), packed in list(self._blobs.items()):
+            if t == src:
+                self._blobs[(dst, ns, ch, ver)] = packed
+        for (t, ns, cid), w in list(self._writes.items()):
+            if t == src:
+                self._writes[(dst, ns, cid)] = dict(w)
+
+    # ------------------------------------------------------------------ reading
+    def _tuple(self, t: str, ns: str, cid: str, entry: tuple[Any, Any, str | None], md: Any = None) -> CheckpointTuple:
+        skel, md_packed, parent = entry
+        cp: dict[str, Any] = dict(self._unpack(skel))
+        values: dict[str, Any] = {}
+        for ch, ver in cp["channel_versions"].items():
+            packed = self._blobs.get((t, ns, ch, ver))
+            if packed is not None:
+                values[ch] = self._unpack(packed)
+        cp["channel_values"] = values
+        stored = self._writes.get((t, ns, cid), {})
+        writes = [
+            (w[0], w[1], self._unpack(w[2]))
+            for _key, w in sorted(stored.items(), key=lambda kv: writes_sort_key(kv[1][3], *kv[0]))
+        ]
+        return CheckpointTuple(
+            config={"configurable": {"thread_id": t, "checkpoint_ns": ns, "checkpoint_id": cid}},
+            checkpoint=cp,  # type: ignore[arg-type]
+            metadata=md if md is not None else self._unpack(md_packed),
+            parent_config=(
+                {"configurable": {"thread_id": t, "checkpoint_ns": ns, "checkpoint_id": parent}} if parent else None
+            ),
+            pending_writes=writes,
+        )
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names (its ``checkpoint_id``), else the thread's latest in its namespace."""
+        conf = config["configurable"]
+        t, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        with self._lock:
+            cps = self._cps.get((t, ns))
+            if not cps:
+                return None
+            cid = get_checkpoint_id(config) or max(cps)
+            entry = cps.get(cid)
+            return None if entry is None else self._tuple(t, ns, cid, entry)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first (per thread and namespace), filtered by metadata, ``before`` and ``limit``."""
+        conf = config["configurable"] if config else {}
+        want_t = conf.get("thread_id")
+        want_ns = conf.get("checkpoint_ns")
+        want_id = get_checkpoint_id(config) if config else None
+        before_id = get_checkpoint_id(before) if before else None
+        with self._lock:
+            found: list[CheckpointTuple] = []
+            for (t, ns), cps in self._cps.items():
+                if (want_t is not None and t != want_t) or (want_ns is not None and ns != want_ns):
+                    continue
+                for cid in sorted(cps, reverse=True):
+                    if limit is not None and len(found) >= limit:
+                        break
+                    if (want_id and cid != want_id) or (before_id and cid >= before_id):
+                        continue
+                    entry = cps[cid]
+                    md = self._unpack(entry[1])
+                    if filter and not all(md.get(k) == v for k, v in filter.items()):
+                        continue
+                    found.append(self._tuple(t, ns, cid, entry, md))
+        yield from found
+
+    # ------------------------------------------------------------------ writing
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Write a checkpoint with the values of the channels in ``new_versions`` only (the others are unchanged)."""
+        conf = config["configurable"]
+        t, ns = conf["thread_id"], conf.get("checkpoint_ns", "")
+        skel: dict[str, Any] = dict(checkpoint)
+        values: dict[str, Any] = skel.pop("channel_values")
+        blobs = {ch: [ver, self._pack(values[ch]) if ch in values else None] for ch, ver in new_versions.items()}
+        self._append({
+            "op": "put", "thread": t, "ns": ns, "id": checkpoint["id"], "parent": conf.get("checkpoint_id"),
+            "checkpoint": self._pack(skel), "metadata": self._pack(get_checkpoint_metadata(config, metadata)),
+            "blobs": blobs,
+        })
+        return {"configurable": {"thread_id": t, "checkpoint_ns": ns, "checkpoint_id": checkpoint["id"]}}
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Write a task's writes for the checkpoint ``config`` names (a write already stored is kept as it was)."""
+        conf = config["configurable"]
+        t, ns, cid = conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"]
+        with self._lock:
+            stored = self._writes.get((t, ns, cid), {})
+            rows = []
+            for i, (ch, v) in enumerate(writes):
+                idx = WRITES_IDX_MAP.get(ch, i)
+                if idx >= 0 and (task_id, idx) in stored:
+                    continue
+                rows.append([idx, ch, self._pack(v)])
+            if rows:
+                self._append({"op": "writes", "thread": t, "ns": ns, "id": cid, "task": task_id, "path": task_path,
+                              "writes": rows})
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Forget a thread: its checkpoints and writes are no longer returned (a line records it; the file is
+        append-only, so the bytes stay until the run directory is deleted)."""
+        self._append({"op": "delete_thread", "thread": thread_id})
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Forget the checkpoints (and their writes) whose metadata ``run_id`` is one of ``run_ids``."""
+        if run_ids:
+            self._append({"op": "delete_runs", "runs": list(run_ids)})
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint, value and write of a thread to another (all namespaces, the whole history)."""
+        self._append({"op": "copy_thread", "from": source_thread_id, "to": target_thread_id})
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: keep each namespace's latest checkpoint (its values and writes); ``delete``: forget all."""
+        if strategy not in ("keep_latest", "delete"):
+            raise ValueError(f"strategy={strategy!r}: give 'keep_latest' or 'delete'")
+        if thread_ids:
+            self._append({"op": "prune", "threads": list(thread_ids), "strategy": strategy})
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """Increasing versions with a random tail: two branches of a thread (a fork from an old checkpoint) never
+        give one (channel, version) two values."""
+        n = 0 if current is None else int(str(current).split(".")[0])
+        return f"{n + 1:032d}.{random.getrandbits(53):016d}"
+
+    # ------------------------------------------------------------------ async twins (the file I/O off the loop)
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        return self.get_tuple(config)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        for item in self.list(config, filter=filter, before=before, limit=limit):
+            yield item
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        return await asyncio.to_thread(self.put, config, checkpoint, metadata, new_versions)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await asyncio.to_thread(self.put_writes, config, writes, task_id, task_path)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
