@@ -79,14 +79,22 @@ def build_agent() -> Agent[None, Report]:
     return agent
 
 
+PROMPT = "Write a short report on durable agents."
+
+
+def research(run: Run) -> Report:
+    """The agent's run, journaled in ``run``: its report."""
+    result = DurableAgent(build_agent(), run).run_sync(PROMPT)
+    return result.output
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--run-dir", type=Path, default=None)
     ap.add_argument("--resume", action="store_true", help="given by the supervisor on restarts (Run.open resumes anyway)")
     args = ap.parse_args()
     with Run.open(args.run_dir) as run:
-        result = DurableAgent(build_agent(), run).run_sync("Write a short report on durable agents.")
-        report = result.output.model_dump()
+        report = research(run).model_dump()
         if path := os.environ.get("RESULT_FILE"):
             Path(path).write_text(json.dumps(report))
         print(f"report: {json.dumps(report)}; replayed {len(run.replayed)} steps, ran {len(run.executed)}")
