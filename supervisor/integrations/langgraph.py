@@ -19,11 +19,11 @@
 - :func:`journaled_tools` / :class:`JournaledTool` wrap LangChain tools: each call is a step; ``ToolNode`` runs them.
 
 Step identity. LangGraph resumes a thread from its last checkpoint: the nodes that finished are not run again, the
-interrupted one is. The steps of a resumed attempt are therefore a subset of the first attempt's, not a replay of
-its sequence, so a call's step name carries the LangGraph task that made it (``@<node>:<hash of the task's checkpoint
-namespace>``, stable across attempts: LangGraph derives a task's id from the checkpoint it runs from) and, for a
-tool, the tool call id (``#<id>``); ``k`` then counts the calls of one task. The adapter switches its run to matching
-by ``(name, k)`` (the rule concurrent steps use), since the calls of the nodes that finished are not made again.
+interrupted one is. A resumed attempt's calls are therefore a subset of the first attempt's, not a replay of its
+sequence, so a call's step name carries where and with what it was made: ``@<node>:<superstep>:<hash>`` (the hash
+of the thread, node path, superstep and the call's inputs; see :func:`_task_key`) and, for a tool, ``#<tool call
+id>``; ``k`` then counts identical calls. The adapter switches its run to matching by ``(name, k)`` (the rule
+overlapping steps use), since the calls of the nodes that finished are not made again.
 """
 
 from __future__ import annotations
@@ -480,3 +480,245 @@ class JournalSaver(BaseCheckpointSaver[str]):
 
     async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
         await asyncio.to_thread(self.prune, thread_ids, strategy=strategy)
+
+
+# ---------------------------------------------------------------------------------------------- journaled calls
+def _task_key(inputs: Any) -> str | None:
+    """The call's key inside a LangGraph run, ``<node>:<superstep>:<8 hex>`` (``None`` outside a graph).
+
+    The hex digits hash the thread, the node path (subgraphs nested), the superstep, the task's path and the call's
+    inputs (messages without their random ids). A resumed thread runs the interrupted node again at the same
+    superstep with the same messages: same key, served. A fresh run of a deterministic graph makes the same calls:
+    served too. A fork of the thread (another history at that superstep) asks with other messages: another key, a
+    new call. Task ids are left out: LangGraph draws them from the checkpoint id, new in every fresh run.
+    """
+    conf = ensure_config()
+    md = conf.get("metadata") or {}
+    node = md.get("langgraph_node")
+    if node is None:
+        return None
+    step = md.get("langgraph_step")
+    ns = md.get("langgraph_checkpoint_ns") or ""
+    nodes = "|".join(part.split(":", 1)[0] for part in str(ns).split("|"))
+    thread = (conf.get("configurable") or {}).get("thread_id")
+    ident = orjson.dumps([str(thread) if thread is not None else None, nodes, step, repr(md.get("langgraph_path"))])
+    digest = hashlib.sha256(ident + orjson.dumps(inputs, option=orjson.OPT_SORT_KEYS)).hexdigest()[:8]
+    return f"{node}:{step}:{digest}"
+
+
+def _keyed(run: Any) -> None:
+    """Match this run's steps by ``(name, k)``: after a resume, LangGraph does not make the calls of the nodes
+    that finished again, so the calls are not the journal's sequence (the SDK's rule for overlapping steps)."""
+    if hasattr(run, "_overlap"):
+        run._overlap = True
+
+
+def _jsonable(v: Any) -> Any:
+    """``v`` as the step's recorded inputs: JSON as is, messages as LangChain's dicts, anything else as its repr."""
+    if isinstance(v, BaseMessage):
+        d = message_to_dict(v)
+        d["data"].pop("id", None)  # LangGraph gives a message without one a random id: not part of the call
+        return d
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, _PLAIN_SCALARS):
+        return v
+    try:
+        return orjson.loads(orjson.dumps(v))
+    except TypeError:
+        return repr(v)
+
+
+def result_to_json(result: ChatResult) -> dict[str, Any]:
+    """A ``ChatResult`` as plain JSON (its messages as LangChain's message dicts): the model step's output."""
+    out: dict[str, Any] = {
+        "generations": [
+            {"message": message_to_dict(g.message), "generation_info": g.generation_info} for g in result.generations
+        ]
+    }
+    if result.llm_output is not None:
+        out["llm_output"] = result.llm_output
+    return out
+
+
+def result_from_json(data: dict[str, Any]) -> ChatResult:
+    """The ``ChatResult`` :func:`result_to_json` wrote, with messages of their own classes (``AIMessage``...)."""
+    gens = data["generations"]
+    messages = messages_from_dict([g["message"] for g in gens])
+    return ChatResult(
+        generations=[
+            ChatGeneration(message=m, generation_info=g.get("generation_info")) for m, g in zip(messages, gens)
+        ],
+        llm_output=data.get("llm_output"),
+    )
+
+
+def _record_usage(run: Any, result: ChatResult, model: str, provider: str | None) -> None:
+    for g in result.generations:
+        um = getattr(g.message, "usage_metadata", None)
+        if not um:
+            continue
+        cached = (um.get("input_token_details") or {}).get("cache_read")
+        run.usage(model=model, provider=provider, input_tokens=um.get("input_tokens"),
+                  output_tokens=um.get("output_tokens"), cached_tokens=cached)
+
+
+class JournaledChatModel(BaseChatModel):
+    """``JournaledChatModel(chat_model, run)``: ``chat_model`` whose every request is a journaled step.
+
+    The step is ``model:<model name>`` (``@<task>`` inside a LangGraph node), with ``call`` ``{"kind": "model",
+    "model", "provider"}`` (from the model's LangSmith parameters) and the response's token usage; its inputs are the
+    messages (as LangChain's message dicts), ``stop`` and the bound keyword arguments (tools...). On resume the
+    recorded ``ChatResult`` is returned and ``chat_model`` is not called. ``bind_tools`` binds the wrapped model's
+    tool format to this wrapper.
+    """
+
+    chat_model: BaseChatModel
+    supervisor_run: Any
+
+    def __init__(self, chat_model: BaseChatModel, run: Any, **kwargs: Any) -> None:
+        super().__init__(chat_model=chat_model, supervisor_run=run, **kwargs)  # type: ignore[call-arg]
+        _keyed(run)
+
+    @property
+    def _llm_type(self) -> str:
+        return f"journaled-{self.chat_model._llm_type}"
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return dict(self.chat_model._identifying_params)
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> Any:
+        return self.chat_model._get_ls_params(stop=stop, **kwargs)
+
+    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> Any:
+        """The wrapped model's ``bind_tools`` (its tool format), bound to this wrapper so the calls stay journaled."""
+        bound = self.chat_model.bind_tools(tools, **kwargs)
+        if not isinstance(bound, RunnableBinding) or bound.bound is not self.chat_model:
+            raise TypeError(
+                f"{type(self.chat_model).__name__}.bind_tools returned {type(bound).__name__}, not a binding of the "
+                "model: bind the tools to the model first, then wrap it: JournaledChatModel(model.bind_tools(...), run) "
+                "is not supported either; call JournaledChatModel(model, run).bind_tools(tools)"
+            )
+        return self.bind(**bound.kwargs)
+
+    def _identity(self, stop: list[str] | None, kwargs: dict[str, Any]) -> tuple[str, str | None]:
+        ls = self.chat_model._get_ls_params(stop=stop, **kwargs)
+        model = (
+            ls.get("ls_model_name")
+            or getattr(self.chat_model, "model_name", None)
+            or getattr(self.chat_model, "model", None)
+            or self.chat_model._llm_type
+        )
+        return str(model), ls.get("ls_provider")
+
+    def _step_args(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> tuple[str, str, str | None, list[Any]]:
+        model, provider = self._identity(stop, kwargs)
+        inputs: list[Any] = [_jsonable(messages)]
+        if stop or kwargs:
+            inputs += [stop, _jsonable(kwargs)]
+        task = _task_key(inputs)
+        name = f"model:{model}" if task is None else f"model:{model}@{task}"
+        return name, model, provider, inputs
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        name, model, provider, inputs = self._step_args(messages, stop, kwargs)
+
+        def call(*_inputs: Any) -> dict[str, Any]:
+            result = self.chat_model._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
+            _record_usage(self.supervisor_run, result, model, provider)
+            return result_to_json(result)
+
+        opts = self.supervisor_run.with_options(call={"kind": "model", "model": model, "provider": provider})
+        return result_from_json(opts.step(name, call, *inputs))
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        name, model, provider, inputs = self._step_args(messages, stop, kwargs)
+
+        async def call(*_inputs: Any) -> dict[str, Any]:
+            result = await self.chat_model._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
+            _record_usage(self.supervisor_run, result, model, provider)
+            return result_to_json(result)
+
+        opts = self.supervisor_run.with_options(call={"kind": "model", "model": model, "provider": provider})
+        return result_from_json(await opts.astep(name, call, *inputs))
+
+
+def _tool_output_to_json(out: Any) -> Any:
+    if isinstance(out, BaseMessage):
+        return {"message": message_to_dict(out)}
+    return {"value": out}
+
+
+def _tool_output_from_json(data: Any) -> Any:
+    if "message" in data:
+        return messages_from_dict([data["message"]])[0]
+    return data["value"]
+
+
+class JournaledTool(BaseTool):
+    """A LangChain tool whose every call is a journaled step ``tool:<name>`` (``@<task>#<tool call id>`` when
+    ``ToolNode`` calls it inside a graph), with ``call`` ``{"kind": "tool", "tool", "call_id"}`` and the arguments
+    as its inputs. Its result (a ``ToolMessage``, or a JSON value) comes back from the journal on resume."""
+
+    tool: BaseTool
+    supervisor_run: Any
+
+    def __init__(self, tool: BaseTool, run: Any, **kwargs: Any) -> None:
+        super().__init__(
+            tool=tool, supervisor_run=run, name=tool.name, description=tool.description, args_schema=tool.args_schema,
+            return_direct=tool.return_direct, response_format=tool.response_format, **kwargs,
+        )
+        _keyed(run)
+
+    def _step(self, input: Any) -> tuple[str, dict[str, Any], Any]:
+        call_id = input.get("id") if isinstance(input, dict) and input.get("type") == "tool_call" else None
+        args = _jsonable(input.get("args", {}) if call_id is not None else input)
+        task = _task_key([call_id, args])
+        name = f"tool:{self.name}"
+        if task is not None:
+            name += f"@{task}"
+        if call_id is not None:
+            name += f"#{call_id}"
+        call: dict[str, Any] = {"kind": "tool", "tool": self.name}
+        if call_id is not None:
+            call["call_id"] = call_id
+        return name, call, args
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        name, call, args = self._step(input)
+
+        def run_tool(_args: Any) -> Any:
+            return _tool_output_to_json(self.tool.invoke(input, config, **kwargs))
+
+        return _tool_output_from_json(self.supervisor_run.with_options(call=call).step(name, run_tool, args))
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        name, call, args = self._step(input)
+
+        async def run_tool(_args: Any) -> Any:
+            return _tool_output_to_json(await self.tool.ainvoke(input, config, **kwargs))
+
+        return _tool_output_from_json(await self.supervisor_run.with_options(call=call).astep(name, run_tool, args))
+
+    def _run(self, *args: Any, **kwargs: Any) -> Any:  # BaseTool's abstract method; invoke is overridden
+        return self.tool.invoke(kwargs if kwargs else (args[0] if args else {}))
+
+
+def journaled_tools(tools: Sequence[BaseTool], run: Any) -> list[JournaledTool]:
+    """Each tool wrapped as a :class:`JournaledTool` (give the list to ``ToolNode``)."""
+    return [JournaledTool(t, run) for t in tools]
