@@ -23,6 +23,8 @@ import sys
 import threading
 import time
 import traceback
+from _thread import get_ident
+from time import perf_counter
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar, copy_context
@@ -65,6 +67,7 @@ _STEP: str = Kind.STEP.value
 # An output orjson writes as it is is plain JSON; dataclasses and datetimes are left to the codec (typed outputs).
 _OUT_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 _ON_CHANGED = ("warn", "error", "rerun")
+_EMPTY_HASH = inputs_hash({})
 
 
 class _Opts:
@@ -485,7 +488,10 @@ class Run:
         """Names of the steps that ran live in this process (``len``: all; the last names kept)."""
         self.on_changed_inputs = on_changed_inputs
         self._lock = threading.Lock()
-        self._owner = threading.get_ident()  # calls from another thread are concurrent (see _lookup)
+        self._owner = get_ident()  # calls from another thread are concurrent (see _lookup)
+        self._fast = False  # live with nothing left to serve: a call only numbers and begins (see _enter)
+        self._shadow_json: tuple[Any, bytes] | None = None  # the shadow and its JSON (see _with_state_patch)
+        self._key_prefix = f"{self.run_id}:"
         self._counts: dict[str, int] = {}  # calls so far per step name: the k of the (name, k) identity
         self._inflight = 0
         self._overlap = False  # two steps of this process have overlapped (or a thread called one)
@@ -621,6 +627,7 @@ class Run:
     @_shadow.setter
     def _shadow(self, doc: Any) -> None:
         self._cursor.doc = doc
+        self._shadow_json = None
 
     @property
     def state(self) -> dict[str, Any]:
@@ -771,47 +778,80 @@ class Run:
     # -- the two paths share everything but how the function is called and how the record is awaited
     def _step(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts) -> Any:
         with self._lock:
-            got = self._enter(name, fn, args, kwargs, opts)
-        if type(got) is not _Call:
-            return got
-        c: _Call = got
-        ctx = c
+            c = self._enter(name, fn, args, kwargs, opts)
+        if type(c) is not _Call:
+            return c  # served from the journal
         token = _CURRENT.set(c)
-        tries = 0
         try:
-            while True:
-                tries += 1
-                t0 = time.perf_counter()
-                try:
-                    out = fn(*args, **kwargs) if opts.timeout is None else _call_in_thread(name, fn, args, kwargs, opts.timeout)
-                except Exception as e:
-                    delay = self._on_error(c, e, t0, ctx, opts, tries)
-                    if delay is None:
-                        raise
-                    time.sleep(delay)
-                    continue
-                except BaseException:  # KeyboardInterrupt, SystemExit: not a failure of the step
-                    with self._lock:
-                        self._leave(c, give_back=False)
-                    raise
-                break
+            t0 = perf_counter()
+            try:
+                out = fn(*args, **kwargs) if opts.timeout is None else _call_in_thread(name, fn, args, kwargs, opts.timeout)
+            except BaseException as e:
+                out, t0 = self._retry(c, e, t0, fn, args, kwargs, opts)
         finally:
             _CURRENT.reset(token)
         if c.replay is not None:
             return self._replayed_live(c, out, t0)
-        rec = self._finished(c, out, t0, ctx)
+        rec = self._finished(c, out, t0, c)
         with self._lock:
             self._with_state_patch(rec)
-            if "state_patch" in rec or self._inflight == 1:
-                # a patch is made against the records before it: written in the same order (under the lock);
-                # a step alone in flight has no one to share its fdatasync with
-                self._append_or_leave(c, rec, held=True)
-                self._done(c, rec)
+            if self._inflight == 1:
+                # alone in flight: no one to share the fdatasync with; synced holding the writer's lock
+                self._append_or_leave(c, rec, held=True, alone=True)
+                fold = self._fold
+                if fold.keep:
+                    self._took(rec)
+                else:  # _took and _done for a live step, inlined: this is the sequential agent's path
+                    fold.step_count += 1
+                    cur = self._cursor
+                    if rec["seq"] > cur.seq:
+                        cur.applied(rec["seq"])
+                self._failures = 0
+                self._inflight = 0
+                ex = self.executed
+                ex._count += 1
+                ex._last.append(c.name)
                 return out
-        self._append_or_leave(c, rec, held=False)  # outside the lock: threads that finish together share one fdatasync
+            if "state_patch" in rec:
+                # a patch is made against the records before it: its line is written in the same order (under
+                # the lock); its sync is waited for outside the lock, shared with the other threads
+                end = self._write_or_leave(c, rec)
+            else:
+                end = -1
+        if end < 0:
+            self._append_or_leave(c, rec, held=False)  # outside the lock: threads that finish together share one fdatasync
+        else:
+            self._wait_synced_or_leave(c, rec, end)
         with self._lock:
             self._done(c, rec)
         return out
+
+    def _retry(
+        self, c: _Call, e: BaseException, t0: float, fn: Callable[..., Any], args: tuple[Any, ...],
+        kwargs: dict[str, Any], opts: _Opts,
+    ) -> tuple[Any, float]:
+        """A try of ``run.step`` raised ``e``: record it, and try again while the policy says so.
+
+        Returns the output of a try that succeeded and when it started; raises what the last try raised.
+        """
+        tries = 1
+        while True:
+            if not isinstance(e, Exception):  # KeyboardInterrupt, SystemExit: not a failure of the step
+                with self._lock:
+                    self._leave(c, give_back=False)
+                raise e
+            delay = self._on_error(c, e, t0, c, opts, tries)
+            if delay is None:
+                raise e
+            time.sleep(delay)
+            tries += 1
+            t0 = perf_counter()
+            try:
+                if opts.timeout is None:
+                    return fn(*args, **kwargs), t0
+                return _call_in_thread(c.name, fn, args, kwargs, opts.timeout), t0
+            except BaseException as again:
+                e = again
 
     async def _astep(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts) -> Any:
         with self._lock:
@@ -890,24 +930,27 @@ class Run:
         counts = self._counts
         k = counts.get(name, 0)
         counts[name] = k + 1
-        if not self._overlap and (self._inflight or threading.get_ident() != self._owner):
+        if not self._overlap and (self._inflight or get_ident() != self._owner):
             self._overlap = True
         try:
-            s = self._session
-            t = self._table
-            left = bool(t) if t is not None else self._next < len(self._steps)
-            rec = self._lookup(pos, k, name, s) if left else None
-            if s is not None:
-                return self._enter_replay(s, pos, name, rec, fn, args, kwargs, opts)
-            if rec is not None and self._same_inputs(pos, rec, name, args, kwargs):
-                return self._served(rec, name, fn, opts)
-            if not self._live:
-                self._go_live()
-            if self.replay_mode == "strict":
-                raise ReplayError(
-                    f"strict replay: the agent asked for step {name!r} at position {pos}, "
-                    f"but the journal has only {self._recorded} finished steps"
-                )
+            if not self._fast:
+                s = self._session
+                t = self._table
+                left = bool(t) if t is not None else self._next < len(self._steps)
+                rec = self._lookup(pos, k, name, s) if left else None
+                if s is not None:
+                    return self._enter_replay(s, pos, name, rec, fn, args, kwargs, opts)
+                if rec is not None and self._same_inputs(pos, rec, name, args, kwargs):
+                    return self._served(rec, name, fn, opts)
+                if not self._live:
+                    self._go_live()
+                if self.replay_mode == "strict":
+                    raise ReplayError(
+                        f"strict replay: the agent asked for step {name!r} at position {pos}, "
+                        f"but the journal has only {self._recorded} finished steps"
+                    )
+                # live, nothing left to serve: the next calls skip the lookups
+                self._fast = not self.replay_mode and self._writer is not None and not self._left
             inputs: dict[str, Any] = {}
             if args:
                 inputs["args"] = list(args)
@@ -925,7 +968,7 @@ class Run:
             self._give_back(pos, name)
             raise
         self._inflight += 1
-        return _Call(pos, name, inputs, f"{self.run_id}:{pos}", k=k, call=opts.call)
+        return _Call(pos, name, inputs, f"{self._key_prefix}{pos}", None, k, opts.call)
 
     def _give_back(self, pos: int, name: str) -> None:
         """A call that failed and is the latest gives its position and its count back: a sequential agent's
@@ -1179,7 +1222,9 @@ class Run:
         inputs = c.inputs
         if inputs:
             rec["inputs"] = inputs
-        rec["inputs_hash"] = inputs_hash(inputs)  # compared by 'replay --verify' and on resume
+            rec["inputs_hash"] = inputs_hash(inputs)  # compared by 'replay --verify' and on resume
+        else:
+            rec["inputs_hash"] = _EMPTY_HASH
         try:
             rec["output"] = orjson.Fragment(orjson.dumps(out, option=_OUT_OPTS))  # plain JSON: serialised once
         except TypeError:
@@ -1192,7 +1237,7 @@ class Run:
             rec["output"] = value
             if otype is not None:
                 rec["output_type"] = otype
-        rec["dur_ms"] = round((time.perf_counter() - t0) * 1000, 3)
+        rec["dur_ms"] = int((time.perf_counter() - t0) * 1e6 + 0.5) / 1000  # round(x, 3) at a third of its cost
         rec["key"] = c.key
         if c.call is not None:
             rec["call"] = c.call
@@ -1200,15 +1245,45 @@ class Run:
             rec["usage"] = ctx.usage
         return rec
 
-    def _append_or_leave(self, c: _Call, rec: Record, *, held: bool) -> None:
+    def _append_or_leave(self, c: _Call, rec: Record, *, held: bool, alone: bool = False) -> None:
         try:
-            self._append(rec)
+            self._append(rec, alone=alone)
         except BaseException:
             if held:
                 self._leave(c)
             else:
                 with self._lock:
                     self._leave(c)
+            raise
+
+    def _write_or_leave(self, c: _Call, rec: Record) -> int:
+        """Write ``rec`` without its sync (under the lock): its end in the stream, for :meth:`_wait_synced_or_leave`
+        (``-1``: nothing to wait for, in a replay)."""
+        w = self._writer
+        if self.replay_mode or w is None:
+            return -1
+        try:
+            try:
+                return w.write(rec)
+            except TypeError:
+                self._unencodable(rec)
+                return w.write(rec)
+        except BaseException:
+            if "state_patch" in rec:
+                self._shadow = None  # not written: see _append
+            self._leave(c)
+            raise
+
+    def _wait_synced_or_leave(self, c: _Call, rec: Record, end: int) -> None:
+        """Wait (outside the lock) for a sync that covers a line :meth:`_write_or_leave` wrote."""
+        assert self._writer is not None
+        try:
+            self._writer.wait_synced(end)
+        except BaseException:
+            with self._lock:
+                if "state_patch" in rec:
+                    self._shadow = None  # not committed: the next record carries the whole state (see _append)
+                self._leave(c)
             raise
 
     def _leave(self, c: _Call, *, give_back: bool = True) -> None:
@@ -1288,6 +1363,7 @@ class Run:
         if self._table is None and self._next < len(self._steps):
             self._build_table()
         self._cursor = _JournalCursor(self.run_dir, self._fold, self._cursor.seq, self._cursor.doc)
+        self._shadow_json = None
         self._fold.stop_keeping()
         self._steps = []
         self._next = 0
@@ -1336,6 +1412,7 @@ class Run:
             if self._writer is not None:
                 self._writer.close()
             raise SystemExit(rundir.EXIT_FAILED)
+        self._shadow_json = None  # the cursor may change the shadow in place
         changed = self._cursor.advance(upto_seq, current)
         if changed and not state_mod.same(self._state, self._shadow):  # as JSON: 1 -> True is a change
             self._state.clear()
@@ -1344,29 +1421,61 @@ class Run:
 
     def _took(self, rec: Record) -> None:
         """Fold a record this process just wrote; its state patch is already in the shadow."""
-        if not self._fold.keep and "state_patch" in rec:
-            rec = {k: v for k, v in rec.items() if k != "state_patch"}  # a kept checkpoint needs no patch
-        self._fold.add(rec)
-        if rec["seq"] > self._cursor.seq:  # records without a patch may commit out of order (threads)
-            self._cursor.applied(rec["seq"])
+        fold = self._fold
+        if fold.keep:
+            fold.add(rec)
+        elif rec["kind"] is _STEP and "error" not in rec:
+            fold.step_count += 1  # all a counting fold does with a live step (Fold._record)
+        else:
+            if "state_patch" in rec:
+                rec = {k: v for k, v in rec.items() if k != "state_patch"}  # a kept checkpoint needs no patch
+            fold.add(rec)
+        seq = rec["seq"]
+        if seq > self._cursor.seq:  # records without a patch may commit out of order (threads)
+            self._cursor.applied(seq)
 
     def _with_state_patch(self, rec: Record) -> None:
         # fix_keys: the state's non-string keys become JSON's strings in place, so the state
         # in memory after a step is the state a resume gives (README, "State")
-        patch = state_mod.make_patch(self._shadow, self._state, fix_keys=True)
+        #
+        # Most steps leave the state as it was. One dump of the state, compared with the shadow's bytes
+        # (kept from the step before, while the shadow is the same object), tells so: one pass at C speed
+        # instead of state.same's == and two dumps. Only string keys are dumped so (a state with other
+        # keys goes to make_patch, which converts them).
+        st = self._state
+        shadow = self._cursor.doc
+        if not st and type(shadow) is dict and not shadow:
+            return  # both empty (an agent that keeps no state): nothing to compare
+        try:
+            now: bytes | None = orjson.dumps(st)
+        except TypeError:
+            now = None
+        if now is not None:
+            known = self._shadow_json
+            if known is None or known[0] is not shadow:
+                try:
+                    known = (shadow, orjson.dumps(shadow))
+                except TypeError:
+                    known = (shadow, b"")
+            if known[1] == now:
+                self._shadow_json = known
+                return
+        patch = state_mod.make_patch(shadow, st, fix_keys=True)
         if patch:
             rec["state_patch"] = patch
-            self._shadow = state_mod.apply_patch(self._shadow, patch)
+            shadow = self._cursor.doc = state_mod.apply_patch(shadow, patch)
+        # the shadow is now the state as JSON: its bytes are the state's
+        self._shadow_json = (shadow, now) if now is not None else None
 
-    def _append(self, rec: Record, *, sync: bool = True) -> Record:
+    def _append(self, rec: Record, *, sync: bool = True, alone: bool = False) -> Record:
         if self.replay_mode or self._writer is None:
             return rec  # replay never writes to the journal it replays (and has no writer)
         try:
             try:
-                return self._writer.append(rec, sync=sync)
+                return self._writer.append(rec, sync=sync, alone=alone)
             except TypeError:
                 self._unencodable(rec)
-                return self._writer.append(rec, sync=sync)
+                return self._writer.append(rec, sync=sync, alone=alone)
         except (JournalError, TypeError):
             if "state_patch" in rec:
                 # not written (a failed write is cut back by the writer), but its patch is in the shadow: the
@@ -1459,6 +1568,7 @@ class Run:
         it reads the patches back from the files (a live run keeps no records).
         """
         seq = self._cursor.seq
+        self._shadow_json = None
         self._cursor.reset()
         if seq >= 0:
             self._cursor.advance(seq)

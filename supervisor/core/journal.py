@@ -233,12 +233,16 @@ class JournalWriter:
 
     # -- appending
 
-    def append(self, rec: Record, *, sync: bool = True) -> Record:
+    def append(self, rec: Record, *, sync: bool = True, alone: bool = False) -> Record:
         """Give ``rec`` its ``seq`` (and ``id``/``ts`` if missing), write it, and return it.
 
         Thread-safe. With ``sync`` (and a durable writer) it returns only after a sync that
         covers the line; concurrent callers share syncs (see the class). A value JSON cannot
         hold raises ``TypeError`` and writes nothing.
+
+        ``alone``: the caller knows no other append is coming meanwhile (the SDK's sequential
+        step): with no sync under way, the line is synced holding the lock, without the lead's
+        hand-off (one lock, no waiter); otherwise it takes its turn as any append.
         """
         with self._lock:
             end = self._write_locked(self._line(rec))
@@ -248,6 +252,9 @@ class JournalWriter:
                 parked = _ThreadWaiter(end)
                 self._queue.append(parked)
                 waiter: _ThreadWaiter | None = parked
+            elif alone:
+                self._sync_locked()
+                return rec
             else:
                 waiter = None
                 self._syncing = True
@@ -257,6 +264,56 @@ class JournalWriter:
         else:
             self._park(waiter)
         return rec
+
+    def write(self, rec: Record) -> int:
+        """Give ``rec`` its ``seq`` (and ``id``/``ts``), write it without waiting for a sync, and return
+        its end in the stream, for :meth:`wait_synced`: a caller that must write in an order (under its
+        own lock) then waits outside that lock, sharing the sync with the others."""
+        with self._lock:
+            return self._write_locked(self._line(rec))
+
+    def wait_synced(self, end: int) -> None:
+        """Return once a sync covers the stream up to ``end`` (from :meth:`write`), leading one or
+        sharing another's as :meth:`append` does. Raises :class:`JournalError` if the writer broke
+        (a failed sync, a close) before its bytes were synced."""
+        with self._lock:
+            if not self._durable or self._synced >= end:
+                return
+            if self._broken:
+                raise JournalError(self._broken)  # a sync now would not prove bytes an earlier one failed on
+            if self._syncing or self._rotating:
+                waiter = _ThreadWaiter(end)
+                self._queue.append(waiter)
+            else:
+                self._syncing = True
+                fd, target = self._fd, self._written
+                waiter = None
+        if waiter is None:
+            self._lead(fd, target)
+        else:
+            self._park(waiter)
+
+    def _sync_locked(self) -> None:
+        """Sync everything written so far while holding the lock (:meth:`append` with ``alone``)."""
+        target = self._written
+        try:
+            self._datasync(self._fd)
+        except OSError as e:
+            if not self._broken:
+                self._broken = self._sync_failed(e)
+            self._fail_queue_locked()
+            raise JournalError(self._broken) from e
+        self._synced = target
+        if self._queue:  # asyncio waiters whose flusher was not kicked yet: covered by this sync
+            self._wake_synced_locked()
+
+    def _sync_failed(self, err: OSError) -> str:
+        return (
+            f"cannot sync {self.active}: {err.strerror or err}; the records written since the last sync "
+            "may not be on disk, and no later sync could prove them (after a failed sync the kernel may "
+            "have dropped the pages): this writer refuses further writes; restart the agent (the steps "
+            "whose records survived are served)"
+        )
 
     def write_line(self, line: bytes, *, sync: bool = True) -> None:
         """Append one already-serialised, newline-terminated line (thread-safe, as :meth:`append`)."""
@@ -411,12 +468,7 @@ class JournalWriter:
                 if target > self._synced:
                     self._synced = target
             elif not self._broken:
-                self._broken = (
-                    f"cannot sync {self.active}: {err.strerror or err}; the records written since the last sync "
-                    "may not be on disk, and no later sync could prove them (after a failed sync the kernel may "
-                    "have dropped the pages): this writer refuses further writes; restart the agent (the steps "
-                    "whose records survived are served)"
-                )
+                self._broken = self._sync_failed(err)
             self._wake_synced_locked()
             self._handoff_locked()
         if err is not None:

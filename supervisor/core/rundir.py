@@ -57,16 +57,28 @@ def new_run_id() -> str:
 
 
 _second_cache: tuple[int, str] = (-1, "")
+_ms_cache: tuple[int, str] = (-1, "")
+_MS_SUFFIX = tuple(f".{i:03d}Z" for i in range(1000))
 
 
 def utc_now() -> str:
-    """ISO-8601 UTC time with milliseconds, as every record carries it (``2026-11-29T18:30:12.345Z``)."""
-    global _second_cache
+    """ISO-8601 UTC time with milliseconds, as every record carries it (``2026-11-29T18:30:12.345Z``).
+
+    Called for every journal line: the string of the current millisecond and the
+    ``strftime`` of the current second are cached (tuples: a thread reads a whole pair or the other).
+    """
+    global _second_cache, _ms_cache
     ms = int(time.time() * 1000)
+    c = _ms_cache
+    if c[0] == ms:
+        return c[1]
     sec = ms // 1000
-    if _second_cache[0] != sec:  # strftime costs microseconds: once a second is enough
-        _second_cache = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
-    return f"{_second_cache[1]}.{ms % 1000:03d}Z"
+    s = _second_cache
+    if s[0] != sec:  # strftime costs microseconds: once a second is enough
+        s = _second_cache = (sec, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(sec)))
+    out = s[1] + _MS_SUFFIX[ms - sec * 1000]
+    _ms_cache = (ms, out)
+    return out
 
 
 def fsync_dir(path: Path) -> None:
