@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import fnmatch
+import re
 import sys
+from collections import deque
+from collections.abc import Iterable
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -11,21 +16,33 @@ import orjson
 
 from ..core import history as history_mod
 from ..core import state as state_mod
-from ..core.records import DAMAGED, Kind, Record, preview, step_name
+from ..core import stream
+from ..core.cursor import StateCursor
+from ..core.journal import JournalReader
+from ..core.records import DAMAGED, BadLine, Kind, Record, preview, step_name
 from ..core.rundir import check_readable_run_dir
 from ..errors import SupervisorError
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
-    p = sub.add_parser("log", help="print the effective history of a run", description="Print the effective history of a run, one line a record.")
+    p = sub.add_parser("log", help="print the effective history of a run", description=(
+        "Print the effective history of a run, one line a record, as it is read (constant memory). "
+        "Filters combine: --since, --kind and --step choose records, --tail keeps the last N of them."))
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="a run directory or a bare journal .jsonl")
     p.add_argument("--json", action="store_true", help="print normalised records as JSON lines")
     p.add_argument("--all", action="store_true", help="include abandoned branches (marked)")
+    p.add_argument("--tail", type=int, metavar="N", help="only the last N records (read from the end of the journal)")
+    p.add_argument("--since", metavar="SEQ|TIME", help="from the record at seq SEQ, or the first at or after TIME "
+                   "(ISO-8601, e.g. 2026-11-30T12:54 or 2026-11-30T12:54:37Z; UTC unless it names an offset) on")
+    p.add_argument("--kind", action="append", metavar="K", help="only records of kind K (repeatable: step, begin, start, "
+                   "checkpoint, rollback, note, fork, damaged...)")
+    p.add_argument("--step", metavar="GLOB", help="only records whose step name matches GLOB (e.g. 'search:*')")
     p.set_defaults(func=cmd_log)
 
     p = sub.add_parser("state", help="print the agent's state at a step", description=(
         "Print the agent's state at a record (default: the last). The state at a step is the state after its "
-        "result: it includes what the agent did with the step's output before the next step."))
+        "result: it includes what the agent did with the step's output before the next step. It starts from the "
+        "nearest checkpoint snapshot before the record and applies the patches after it."))
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     p.add_argument("--at", metavar="SEQ", help="a record's seq or a checkpoint name (default: the end)")
     p.set_defaults(func=cmd_state)
@@ -54,7 +71,7 @@ CHANGED_INPUTS = "changed inputs"
 """The ``message`` of the SDK's note for a step served on resume whose inputs differ from the call's."""
 
 
-def format_record(rec: Record, pairing: history_mod.Pairing | None = None) -> str:
+def format_record(rec: Record, pairing: history_mod.Pairing | stream.StreamPairing | None = None) -> str:
     """One line for a record, as ``log`` prints it.
 
     With ``pairing`` (the begins of the records shown paired with their steps by
@@ -99,29 +116,168 @@ def format_record(rec: Record, pairing: history_mod.Pairing | None = None) -> st
     return f"{head} {body}"
 
 
+def _permission(run_dir: Path) -> SupervisorError:
+    return SupervisorError(f"{run_dir}: permission denied; run as the user who owns the run directory")
+
+
+def _warn(bad: BadLine) -> None:
+    print(f"warning: {bad}", file=sys.stderr)
+
+
+_ISO_TS = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
+"""A ``ts`` as this package writes it: compared with ``--since`` as text."""
+
+
+def _parse_time(text: str) -> datetime:
+    """``--since`` TIME: ISO-8601, UTC unless it names an offset."""
+    try:
+        t = datetime.fromisoformat(text.strip().replace(" ", "T", 1))
+    except ValueError:
+        raise SupervisorError(
+            f"--since {text!r} is neither a seq nor an ISO-8601 time; pass e.g. --since 120 or --since 2026-11-30T12:54:37Z"
+        ) from None
+    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+
+
+class _Filter:
+    """``--since``, ``--kind``, ``--step``: which records ``log`` prints (``--tail`` is applied after them)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.kinds = set(args.kind) if args.kind else None
+        self.step = re.compile(fnmatch.translate(args.step)) if args.step else None
+        self.since_seq: int | None = None
+        self.since_text: str | None = None
+        self.since_time: datetime | None = None
+        since = args.since
+        if since is not None:
+            if since.strip().isdigit():
+                self.since_seq = int(since)
+            else:
+                self.since_time = _parse_time(since)
+                self.since_text = self.since_time.strftime("%Y-%m-%dT%H:%M:%S.") + f"{self.since_time.microsecond // 1000:03d}Z"
+        self.reached = since is None
+        self.active = since is not None or self.kinds is not None or self.step is not None
+
+    def _after(self, item: stream.Item) -> bool:
+        """``--since``: from the first record at or after the point on (a record without a time after it too)."""
+        if self.since_seq is not None:
+            return item.seq >= self.since_seq
+        ts = item.time()
+        if ts is None:
+            return False
+        if _ISO_TS.fullmatch(ts):
+            return ts >= self.since_text  # type: ignore[operator]
+        try:
+            t = _parse_time(ts)
+        except SupervisorError:
+            return False
+        return t >= self.since_time  # type: ignore[operator]
+
+    def __call__(self, item: stream.Item) -> bool:
+        if not self.reached:
+            if not self._after(item):
+                return False
+            self.reached = True
+        if self.kinds is not None and item.kind not in self.kinds:
+            return False
+        if self.step is not None:
+            name = item.step_name()
+            if name is None or self.step.match(name) is None:
+                return False
+        return True
+
+
+_TAIL_SLACK = 1000
+"""Lines read before a ``--tail`` window: the steps there give the records without a ``pos`` theirs."""
+
+
+def _tail_items(args: argparse.Namespace, keep: _Filter) -> tuple[list[stream.Item], stream.StreamPairing]:
+    """The last ``--tail`` records, read from the end of the journal (a window that grows until it holds
+    them). Abandoned branches: a rollback in the window takes the first pass over the whole journal for
+    the cuts. The pairing marks (in flight, interrupted, ``#pos``) come from the records read."""
+    n = args.tail
+    reader = JournalReader(args.run_dir)
+    k = n + _TAIL_SLACK
+    while True:
+        entries = reader.tail(k)
+        last = stream.entry_seq(entries[-1]) if entries else -1
+        whole = last - k + 1 <= 0
+        rolled = any(isinstance(e, dict) and e.get("kind") == Kind.ROLLBACK for e in entries)
+        pl = stream.plan(args.run_dir) if rolled else stream.Plan()
+        walk = stream.Walk(args.run_dir, pl, all_=args.all)
+        keep.reached = args.since is None
+        pairing = stream.StreamPairing()
+        shown: deque[stream.Item] = deque(maxlen=n)
+        for item in walk.entries(entries, _warn if whole or n <= 0 else None):
+            pairing.add(item)
+            if not keep.active or keep(item):
+                shown.append(item)
+        if len(shown) >= n or whole:
+            if not whole:  # the warnings about the lines read, once
+                for e in entries:
+                    if isinstance(e, BadLine):
+                        _warn(e)
+                for s in sorted(pl.missing):
+                    if s >= stream.entry_seq(entries[0]):
+                        _warn(BadLine("journal", 0, s, history_mod.MISSING_TARGET, ""))
+            return list(shown), pairing
+        k *= 4
+
+
+_BATCH = 4096
+
+
 def cmd_log(args: argparse.Namespace) -> int:
-    h = _load(args.run_dir)
-    abandoned = h.abandoned_seqs if args.all else set()
-    # a damaged line is shown in its place (as the fold keeps it); a foreign one only as a warning
-    records = (
-        [e.record() if isinstance(e, history_mod.BadLine) else e for e in h.entries if not isinstance(e, history_mod.BadLine) or not e.foreign]
-        if args.all
-        else h.effective
-    )
-    # overlapping steps (concurrent): every begin and step shows its pos, and unfinished begins are marked
-    pairing = history_mod.Pairing()
-    for rec in records:
-        pairing.add(rec)
+    """Stream the effective history: a first pass finds the rollbacks' cuts from the raw bytes, the second
+    prints each record as it is read (see :mod:`supervisor.core.stream`); text needs one more pass before
+    printing for the pairing marks (a begin's step comes after it)."""
+    check_readable_run_dir(args.run_dir)
+    if args.tail is not None and args.tail < 0:
+        raise SupervisorError(f"--tail {args.tail}: pass a number of records, 0 or more")
+    keep = _Filter(args)
     out = sys.stdout.buffer
-    for rec in records:
-        if args.json:
-            line = dict(rec)
-            if rec["seq"] in abandoned:
-                line["abandoned"] = True
-            out.write(orjson.dumps(line, option=orjson.OPT_NON_STR_KEYS) + b"\n")
+    all_ = args.all
+    try:
+        if args.tail is not None:
+            items, pairing = _tail_items(args, keep)
+            source: Iterable[stream.Item] = items
         else:
-            mark = "~ " if rec["seq"] in abandoned else "  " if args.all else ""
-            out.write((mark + format_record(rec, pairing) + "\n").encode())
+            pl = stream.plan(args.run_dir)
+            pairing = stream.StreamPairing()
+            if not args.json:
+                for item in stream.Walk(args.run_dir, pl, all_=all_).items():
+                    pairing.add(item)
+            source = stream.Walk(args.run_dir, pl, all_=all_).items(_warn)
+            if keep.active:
+                source = filter(keep, source)
+        buf: list[bytes] = []
+        if args.json:
+            for item in source:
+                raw = item.raw
+                if raw is not None:
+                    buf.append(raw[:-1] + b',"abandoned":true}' if item.abandoned else raw)
+                else:
+                    line = dict(item.rec)  # type: ignore[arg-type]
+                    if item.abandoned:
+                        line["abandoned"] = True
+                    buf.append(orjson.dumps(line, option=orjson.OPT_NON_STR_KEYS))
+                if len(buf) >= _BATCH:
+                    buf.append(b"")
+                    out.write(b"\n".join(buf))
+                    buf.clear()
+        else:
+            for item in source:
+                mark = "~ " if item.abandoned else "  " if all_ else ""
+                buf.append((mark + format_record(item.record(), pairing)).encode())
+                if len(buf) >= _BATCH:
+                    buf.append(b"")
+                    out.write(b"\n".join(buf))
+                    buf.clear()
+        if buf:
+            buf.append(b"")
+            out.write(b"\n".join(buf))
+    except PermissionError:
+        raise _permission(args.run_dir) from None
     out.flush()
     return 0
 
@@ -144,30 +300,66 @@ def resolve_point(h: history_mod.History, ref: str) -> int:
     return int(cp["seq"])
 
 
-def _state(run_dir: Path, h: history_mod.History, seq: int) -> Any:
-    """The state at ``seq`` as the TUI shows it (for a step: after its result); a snapshot that could
-    not be used (the patches rebuilt the state without it) is a one-line warning."""
-    problems: list[str] = []
+def _plan(run_dir: Path) -> stream.Plan:
+    """The first pass of the streaming reader (cuts, snapshots, effective checkpoints); its problems
+    are printed as ``log`` prints them."""
+    check_readable_run_dir(run_dir)
     try:
-        st = history_mod.state_at(run_dir, h, seq, after_result=True, problems=problems) if seq >= 0 else {}
+        pl = stream.plan(run_dir)
+    except PermissionError:
+        raise _permission(run_dir) from None
+    for bad in pl.problems:
+        _warn(bad)
+    return pl
+
+
+def resolve_in_plan(pl: stream.Plan, ref: str) -> int:
+    """:func:`resolve_point` from the first pass (no record kept in memory)."""
+    if ref == "end":
+        return pl.last
+    if ref.lstrip("-").isdigit():
+        seq = int(ref)
+        if not 0 <= seq < pl.count or seq in pl.no_record:
+            last = max((s for s in range(pl.count - 1, -1, -1) if s not in pl.no_record), default=-1)
+            raise SupervisorError(f"no record with seq {seq} (the journal has seqs 0 to {last}); see 'agent-supervisor log'")
+        return seq
+    cp = history_mod._find_checkpoint(pl.checkpoints, ref)
+    if cp is None:
+        names = ", ".join(str(c.get("name")) for c in pl.checkpoints) or "none"
+        raise SupervisorError(f"no checkpoint named {ref!r} (checkpoints: {names}); pass a seq or a checkpoint name")
+    return int(cp["seq"])
+
+
+def _state(run_dir: Path, pl: stream.Plan, seq: int) -> Any:
+    """The state at ``seq`` as the TUI shows it (for a step: after its result), from the nearest snapshot on
+    the effective path before it and the patches after it, read from the files; a snapshot that could not
+    be used (the patches rebuilt the state without it) is a one-line warning."""
+    if seq < 0:
+        return {}
+    cursor = StateCursor(run_dir)
+    cursor.regions = pl.regions
+    try:
+        st = cursor.state_at(seq, pl.shape, after_result=True)
     except ValueError as e:  # a patch that does not apply: a damaged record or snapshot
         raise SupervisorError(f"cannot rebuild the state at seq {seq}: {e}; see 'agent-supervisor log --json {run_dir}'") from None
-    for p in problems:
+    except PermissionError:
+        raise _permission(run_dir) from None
+    for p in cursor.problems:
         print(f"warning: {p}; the state was rebuilt from the journal's patches", file=sys.stderr)
     return st
 
 
 def cmd_state(args: argparse.Namespace) -> int:
-    h = _load(args.run_dir)
-    st = _state(args.run_dir, h, resolve_point(h, args.at or "end"))
+    pl = _plan(args.run_dir)
+    st = _state(args.run_dir, pl, resolve_in_plan(pl, args.at or "end"))
     sys.stdout.buffer.write(orjson.dumps(st, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) + b"\n")
     return 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    h = _load(args.run_dir)
-    a = _state(args.run_dir, h, resolve_point(h, args.a))
-    b = _state(args.run_dir, h, resolve_point(h, args.b))
+    pl = _plan(args.run_dir)
+    a = state_mod.json_copy(_state(args.run_dir, pl, resolve_in_plan(pl, args.a)))
+    b = _state(args.run_dir, pl, resolve_in_plan(pl, args.b))
     changes = state_mod.diff(a, b)
     out = sys.stdout
     for c in changes:

@@ -1,0 +1,398 @@
+"""Streaming reads of the effective history, for the headless commands (``log``, ``state``, ``diff``).
+
+The same answers as :func:`history.load` gives, in constant memory, in two passes:
+
+1. :func:`plan` reads the raw bytes once and parses only the lines that a
+   ``bytes.find`` of ``"checkpoint"`` or ``"rollback"`` hits (and, in a chunk that
+   is not all in the writer's form, the lines that are not): the counting
+   :class:`history.Fold` gives every rollback's cut, so the abandoned branches are
+   known as seq ranges before a single record is printed (a rollback record comes
+   *after* the records it abandons: it cannot be streamed in one pass).
+2. :class:`Walk` reads the stream again and yields each record the effective
+   history (or ``--all``) holds, with what the fold gives it (its ``pos``, whether
+   it is abandoned), as it is read.
+
+**Canonical lines.** A ``begin`` or ``step`` line as this package's writer (orjson,
+compact) writes it needs no normalisation: it starts
+``{"kind":"step"|"begin","step":"…","pos":N,`` and ends ``,"seq":S,"id":"…","ts":"…"}``
+with ``S`` its position in the stream, so ``kind``, ``seq``, ``ts`` and ``pos`` are
+all there at the top level (the quotes and braces of the head and tail are
+unescaped, so they cannot be inside a string), and a step line without
+``"error":`` is a success. The walk hands such a line out as its bytes (``log
+--json`` writes them as they are, no decode, no encode) and reads its ``pos``
+from them. Any other line (start, checkpoint, rollback, note, failed steps,
+hand-written lines, any line of a chunk that holds a NUL or ``\\xff`` byte or a line
+not in the writer's form) is parsed and normalised as the reader does it. As in the
+TUI's scan, a line damaged in a way that keeps its writer head and tail and leaves no
+NUL or ``\\xff`` byte (a byte flipped inside a string) is taken by its head and tail.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import orjson
+
+from .cursor import Shape
+from .history import MISSING_TARGET, Fold
+from .records import DAMAGED, BadLine, Kind, Record, normalize, parse_line
+from .segments import CHUNK, Region, read_stream
+
+__all__ = ["Item", "Plan", "StreamPairing", "Walk", "entry_seq", "plan"]
+
+_STEP, _BEGIN, _CHECKPOINT, _ROLLBACK = Kind.STEP.value, Kind.BEGIN.value, Kind.CHECKPOINT.value, Kind.ROLLBACK.value
+_WRITER = b'{"kind":"'
+_END_WRITER = b'}\n' + _WRITER
+_MARKS = (b'"kind":"checkpoint"', b'"kind":"rollback"')
+_WORDS = (b"checkpoint", b"rollback")
+_HEAD = re.compile(rb'\{"kind":"(step|begin)","step":"([^"\\]*(?:\\.[^"\\]*)*)","pos":(\d+)[,}]')
+"""A writer begin/step line's head: kind, the step name as JSON string content, pos."""
+_TAIL = re.compile(rb',"seq":(\d+),"id":"[^"\\]*","ts":"([^"\\]*)"\}')
+"""A writer line's tail (matched from the last ``,"seq":``): seq and ts, top-level."""
+_TEXT_POS = re.compile(r'"pos"\s*:\s*(\d+)')
+_ERROR = b'"error":'
+_TRANSIENT = b'"transient":'
+
+
+def _suspect(data: bytes) -> bool:
+    """A NUL or ``\\xff`` byte: never in a line this package writes (a damaged line may still look whole)."""
+    return b"\x00" in data or b"\xff" in data
+
+
+def _writer_chunk(data: bytes, n: int) -> bool:
+    """Every line of ``data`` starts as the writer's lines start and ends with ``}``, and none is suspect."""
+    return (
+        n > 0
+        and data.startswith(_WRITER)
+        and data.endswith(b"}\n")
+        and data.count(_END_WRITER) == n - 1
+        and not _suspect(data)
+    )
+
+
+def _parse(raw: bytes, seq: int, path: Path, line_no: int, offset: int) -> Record | BadLine | None:
+    """One line as :class:`journal.JournalReader` parses it (blank: ``None``)."""
+    if not raw.strip():
+        return None
+    try:
+        rec = parse_line(raw)
+    except ValueError as e:
+        return BadLine(str(path), line_no, seq, str(e), raw[:200].decode("utf-8", "replace"), offset)
+    if rec.get("seq") != seq or "kind" not in rec or "ts" not in rec:
+        normalize(rec, seq)
+    return rec
+
+
+def _offset(region: Region, lines: list[bytes], k: int) -> int:
+    return region.start + sum(len(x) + 1 for x in lines[:k])
+
+
+@dataclass
+class Plan:
+    """What the first pass finds: the rollbacks' cuts, the snapshots, the effective checkpoints."""
+
+    count: int = 0
+    """Lines in the stream (the next seq)."""
+    regions: list[Region] = field(default_factory=list)
+    """The chunks read, in order (known line starts, for a :class:`cursor.StateCursor`)."""
+    cuts: dict[int, int] = field(default_factory=dict)
+    """Rollback seq -> the seq of the checkpoint it returned to (-1: the start), for every rollback that cut."""
+    missing: set[int] = field(default_factory=set)
+    """Seqs of the rollbacks that named no effective checkpoint (a problem, no cut)."""
+    abandoned: list[tuple[int, int]] = field(default_factory=list)
+    """Half-open seq ranges of the abandoned branches, merged, in order."""
+    shape: Shape = field(default_factory=Shape)
+    checkpoints: list[Record] = field(default_factory=list)
+    """The checkpoint records of the effective history, in order."""
+    problems: list[BadLine] = field(default_factory=list)
+    """Bad lines and rollbacks naming no checkpoint, in seq order (as ``History.problems``)."""
+    no_record: set[int] = field(default_factory=set)
+    """Seqs of the lines that are no record (blank or bad)."""
+    last: int = -1
+    """The seq of the last record of the effective history (a damaged line counts; -1: none)."""
+
+    def is_abandoned(self, seq: int) -> bool:
+        r = self.abandoned
+        i = bisect.bisect_right(r, (seq, 1 << 62)) - 1
+        return i >= 0 and r[i][0] <= seq < r[i][1]
+
+
+def plan(source: Path, *, chunk: int = CHUNK) -> Plan:
+    """The first pass over the raw bytes (see the module's docstring)."""
+    p = Plan()
+    fold = Fold(keep=False)
+    cps: list[tuple[int, str]] = []
+
+    def marker(rec: Record, seq: int) -> None:
+        kind = rec.get("kind", _STEP)
+        if kind == _CHECKPOINT:
+            fold.add(rec)
+            if rec.get("file"):
+                cps.append((seq, str(rec["file"])))
+        elif kind == _ROLLBACK:
+            before, n_cuts = fold.problem_count, len(fold.cuts)
+            fold.add(rec)
+            if fold.problem_count > before:
+                p.missing.add(seq)
+                p.problems.append(BadLine("journal", 0, seq, MISSING_TARGET, ""))
+            elif len(fold.cuts) > n_cuts:
+                p.cuts[seq] = fold.cuts[-1][0]
+
+    def bad(b: BadLine) -> None:
+        p.problems.append(b)
+        p.no_record.add(b.seq)
+        if not b.foreign:
+            p.last = b.seq
+
+    for c in read_stream(source, chunk=chunk):
+        data, reg = c.data, c.region
+        first = reg.first_seq
+        n = c.count()
+        p.regions.append(reg)
+        if _writer_chunk(data, n):
+            starts: set[int] = set()
+            for needle in _MARKS:
+                i = data.find(needle)
+                while i >= 0:
+                    starts.add(data.rfind(b"\n", 0, i) + 1)
+                    i = data.find(needle, i + 1)
+            for s in sorted(starts):
+                e = data.find(b"\n", s)
+                k = data.count(b"\n", 0, s)
+                ent = _parse(data[s:e], first + k, reg.path, reg.first_line + k, reg.start + s)
+                if isinstance(ent, BadLine):
+                    bad(ent)
+                elif ent is not None:
+                    marker(ent, first + k)
+            p.last = max(p.last, first + n - 1)
+        else:
+            lines = c.lines()
+            off = reg.start
+            for k, raw in enumerate(lines):
+                seq = first + k
+                if (
+                    raw.startswith(_WRITER)
+                    and raw.endswith(b"}")
+                    and not _suspect(raw)
+                    and not any(w in raw for w in _WORDS)
+                ):
+                    p.last = seq
+                else:
+                    ent = _parse(raw, seq, reg.path, reg.first_line + k, off)
+                    if ent is None:
+                        p.no_record.add(seq)
+                    elif isinstance(ent, BadLine):
+                        bad(ent)
+                    else:
+                        marker(ent, seq)
+                        p.last = seq
+                off += len(raw) + 1
+        p.count = first + n
+    p.problems.sort(key=lambda b: b.seq)
+    p.checkpoints = list(fold.checkpoints)
+    p.shape = Shape(tuple(cps), tuple(fold.cuts))
+    merged: list[tuple[int, int]] = []
+    for a, b in sorted((t + 1, r) for t, r in fold.cuts if r > t + 1):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    p.abandoned = merged
+    return p
+
+
+class Item(NamedTuple):
+    """A record of the effective history (or of ``--all``) as the walk hands it out."""
+
+    seq: int
+    kind: str
+    pos: Any
+    raw: bytes | None
+    """The line as written, when it is canonical (``rec`` is then ``None``)."""
+    rec: Record | None
+    """The parsed, normalised record (with the fold's ``pos``) of a line that is not canonical."""
+    abandoned: bool
+    name: bytes | None = None
+    """A canonical line's step name, as JSON string content."""
+    ts: bytes | None = None
+    """A canonical line's ``ts``."""
+
+    def record(self) -> Record:
+        """The record (parsed from the line if canonical)."""
+        if self.rec is not None:
+            return self.rec
+        assert self.raw is not None
+        rec: Record = orjson.loads(self.raw)
+        return rec
+
+    def step_name(self) -> str | None:
+        """The ``step`` field as text (``None``: none)."""
+        if self.name is not None:
+            if b"\\" in self.name:
+                text: str = orjson.loads(b'"' + self.name + b'"')
+                return text
+            return self.name.decode()
+        v = self.rec.get("step") if self.rec is not None else None
+        return None if v is None else v if isinstance(v, str) else str(v)
+
+    def time(self) -> str | None:
+        """The ``ts`` field (``None``: none, or not text)."""
+        if self.ts is not None:
+            return self.ts.decode()
+        v = self.rec.get("ts") if self.rec is not None else None
+        return v if isinstance(v, str) else None
+
+
+class Walk:
+    """The second pass: the records of the effective history (``all_``: and of the abandoned branches) in
+    journal order, each given the ``pos`` the fold gives it, in constant memory.
+
+    It follows :class:`history.Fold` record by record: ``top`` is the highest ``pos``
+    among the effective steps (a rollback sets it back to what it was at its checkpoint),
+    a record without an integer ``pos`` gets ``top + 1``. ``problems`` collects the
+    bad lines and the rollbacks naming no checkpoint as it meets them (``warn``: a
+    callable given each).
+    """
+
+    def __init__(self, source: Path, plan_: Plan, *, all_: bool = False, chunk: int = CHUNK) -> None:
+        self.source = source
+        self.plan = plan_
+        self.all = all_
+        self.chunk = chunk
+        self.top = -1
+        self._cp_top: dict[int, int] = {}
+
+    # the fold's per-record rules for a parsed entry
+    def _entry(self, ent: Record | BadLine, abandoned: bool, warn: Any) -> Item | None:
+        if type(ent) is BadLine:
+            if warn is not None:
+                warn(ent)
+            if ent.foreign:
+                return None
+            rec = ent.record()
+            m = _TEXT_POS.search(ent.text)
+            pos = int(m.group(1)) if m else self.top + 1
+            if rec["holds_step"] and pos >= self.top:
+                self.top = pos
+            if self.all:
+                return Item(ent.seq, DAMAGED, None, None, ent.record(), abandoned)  # as --all showed it: no pos
+            rec["pos"] = pos
+            return Item(ent.seq, DAMAGED, pos, None, rec, abandoned)
+        rec = ent  # type: ignore[assignment]
+        kind = rec.get("kind", _STEP)
+        seq = rec["seq"]
+        if kind == _STEP and rec.get("error") is None:
+            p = rec.get("pos")
+            if type(p) is not int:
+                p = rec["pos"] = self.top + 1
+            if p >= self.top:
+                self.top = p
+        elif kind == _CHECKPOINT:
+            self._cp_top[seq] = self.top
+        elif kind == _ROLLBACK:
+            if seq in self.plan.missing and warn is not None:
+                warn(BadLine("journal", 0, seq, MISSING_TARGET, ""))
+            target = self.plan.cuts.get(seq)
+            if target is not None:
+                self.top = self._cp_top.get(target, -1) if target >= 0 else -1
+        if type(rec.get("pos")) is not int:
+            rec["pos"] = self.top + 1
+        return Item(seq, kind, rec["pos"], None, rec, abandoned)
+
+    def __iter__(self) -> Iterator[Item]:
+        return self.items()
+
+    def items(self, warn: Any = None) -> Iterator[Item]:
+        """Walk the whole stream."""
+        ranges = self.plan.abandoned
+        ri = 0
+        all_ = self.all
+        for c in read_stream(self.source, chunk=self.chunk):
+            data, reg = c.data, c.region
+            first = reg.first_seq
+            lines = c.lines()
+            fast = _writer_chunk(data, len(lines))
+            off = reg.start
+            for k, raw in enumerate(lines):
+                seq = first + k
+                # abandoned: inside one of the merged ranges (seqs only grow: one pointer)
+                while ri < len(ranges) and ranges[ri][1] <= seq:
+                    ri += 1
+                ab = ri < len(ranges) and ranges[ri][0] <= seq
+                if fast:
+                    m = _HEAD.match(raw)
+                    if m is not None and _ERROR not in raw:
+                        i = raw.rfind(b',"seq":')
+                        t = _TAIL.fullmatch(raw, i) if i > 0 else None
+                        if t is not None and int(t.group(1)) == seq:
+                            pos = int(m.group(3))
+                            step = m.group(1) == b"step"
+                            if step and pos >= self.top:
+                                self.top = pos
+                            if ab and not all_:
+                                continue
+                            yield Item(seq, _STEP if step else _BEGIN, pos, raw, None, ab, m.group(2), t.group(2))
+                            continue
+                    ent = _parse(raw, seq, reg.path, reg.first_line + k, _offset(reg, lines, k))
+                else:
+                    ent = _parse(raw, seq, reg.path, reg.first_line + k, off)
+                    off += len(raw) + 1
+                if ent is None:
+                    continue
+                item = self._entry(ent, ab, warn)
+                if item is not None and (all_ or not ab):
+                    yield item
+
+    def entries(self, entries: list[Record | BadLine], warn: Any = None) -> Iterator[Item]:
+        """Walk parsed entries (a window read from the end: ``JournalReader.tail``)."""
+        plan_ = self.plan
+        for ent in entries:
+            ab = plan_.is_abandoned(entry_seq(ent))
+            item = self._entry(ent, ab, warn)
+            if item is not None and (self.all or not ab):
+                yield item
+
+
+def entry_seq(ent: Record | BadLine) -> int:
+    return ent.seq if isinstance(ent, BadLine) else int(ent["seq"])
+
+
+class StreamPairing:
+    """:class:`history.Pairing` for a stream: the same rules, without the begin -> step map (a million
+    entries for a million steps); ``open`` holds ``{"seq": S}`` for each begin in flight."""
+
+    __slots__ = ("interrupted", "open", "overlapped")
+
+    def __init__(self) -> None:
+        self.open: dict[Any, Record] = {}
+        self.interrupted: set[int] = set()
+        self.overlapped = False
+
+    def add(self, item: Item) -> None:
+        kind = item.kind
+        if kind == _BEGIN:
+            if self.open:
+                self.overlapped = True
+            old = self.open.get(item.pos)
+            if old is not None:
+                self.interrupted.add(int(old["seq"]))
+            self.open[item.pos] = {"seq": item.seq}
+        elif kind == _STEP:
+            if not self.open:
+                return
+            if item.raw is not None:
+                if _TRANSIENT in item.raw and item.record().get("transient"):
+                    return
+            elif item.rec is not None and item.rec.get("transient"):
+                return
+            if self.open.pop(item.pos, None) is None:
+                self.open.pop(None, None)
+        elif kind == Kind.START or kind == _ROLLBACK:
+            for b in self.open.values():
+                self.interrupted.add(int(b["seq"]))
+            self.open.clear()
