@@ -11,14 +11,94 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
+from rich.terminal_theme import TerminalTheme
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
+from textual.theme import Theme
 from textual.worker import Worker, WorkerState
 
 from ..core.rundir import check_readable_run_dir
 from ..errors import RunDirError
+from . import settings as settings_mod
 from .runs_model import is_runs_root
+from .settings import DARK, LAYOUTS, LIGHT, TIMES, WIDE_COLUMNS, Settings
+
+THEMES = (
+    # Every text colour on its background is at least 4.5:1 (WCAG AA): tests/tui/test_look_contrast.py computes it.
+    Theme(
+        name=DARK,
+        primary="#4d9de0",
+        secondary="#7cb7ff",
+        accent="#e0b04d",
+        warning="#f2c14e",
+        error="#ff7b72",
+        success="#56d364",
+        foreground="#e6edf3",
+        background="#0d1117",
+        surface="#161b22",
+        panel="#1f2630",
+        dark=True,
+        variables={
+            "text": "#e6edf3",
+            "text-muted": "#9da7b3",
+            "text-disabled": "#8b949e",
+            "block-cursor-background": "#1f4e80",
+            "block-cursor-foreground": "#ffffff",
+            "block-cursor-text-style": "bold",
+            "block-cursor-blurred-background": "#2d3a4a",
+            "block-cursor-blurred-foreground": "#e6edf3",
+            "block-cursor-blurred-text-style": "none",
+            "footer-key-foreground": "#e0b04d",
+            "footer-description-foreground": "#e6edf3",
+            "footer-background": "#1f2630",
+            "input-selection-background": "#1f4e80",
+        },
+    ),
+    Theme(
+        name=LIGHT,
+        primary="#0b5cad",
+        secondary="#0a58ca",
+        accent="#8a5a00",
+        warning="#8a5a00",
+        error="#b42318",
+        success="#116329",
+        foreground="#1f2328",
+        background="#ffffff",
+        surface="#f6f8fa",
+        panel="#eaeef2",
+        dark=False,
+        variables={
+            "text": "#1f2328",
+            "text-muted": "#4f5760",
+            "text-disabled": "#5c6570",
+            "block-cursor-background": "#cfe3ff",
+            "block-cursor-foreground": "#0d1117",
+            "block-cursor-text-style": "bold",
+            "block-cursor-blurred-background": "#e4ecf5",
+            "block-cursor-blurred-foreground": "#1f2328",
+            "block-cursor-blurred-text-style": "none",
+            "footer-key-foreground": "#0b5cad",
+            "footer-description-foreground": "#1f2328",
+            "footer-background": "#eaeef2",
+            "input-selection-background": "#cfe3ff",
+        },
+    ),
+)
+
+ANSI_DARK = TerminalTheme(
+    (13, 17, 23), (230, 237, 243),
+    [(110, 118, 129), (255, 123, 114), (86, 211, 100), (227, 179, 65), (121, 192, 255), (210, 168, 255), (86, 212, 221), (230, 237, 243)],
+    [(139, 148, 158), (255, 161, 152), (126, 231, 135), (242, 204, 96), (165, 214, 255), (226, 197, 255), (135, 232, 239), (255, 255, 255)],
+)
+"""Named colours (``"red"``, rich's JSON and table styles) as this app's dark theme shows them: each at least
+4.5:1 on the theme's background, surface and panel."""
+ANSI_LIGHT = TerminalTheme(
+    (255, 255, 255), (31, 35, 40),
+    [(31, 35, 40), (164, 14, 38), (17, 99, 41), (125, 78, 0), (5, 80, 174), (110, 64, 201), (14, 106, 115), (87, 96, 106)],
+    [(87, 96, 106), (130, 7, 30), (10, 80, 30), (99, 60, 1), (3, 65, 143), (90, 50, 170), (10, 85, 93), (31, 35, 40)],
+)
+"""The same for the light theme (dark colours on white, surface and panel)."""
 
 
 def report_worker_error(screen: Screen[Any], event: Worker.StateChanged, consequence: str = "") -> str:
@@ -41,11 +121,67 @@ class SupervisorApp(App[int]):
     TITLE = "agent-supervisor"
     BINDINGS: ClassVar[list[BindingType]] = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
 
-    def __init__(self, path: Path, *, replay: bool = False, on_exit: Any = None) -> None:
+    def __init__(self, path: Path, *, replay: bool = False, on_exit: Any = None, settings_path: Path | None = None) -> None:
         super().__init__()
         self.path = path
         self.replay = replay
         self._on_exit = on_exit
+        self.settings_path = settings_path
+        self.settings: Settings = settings_mod.load(settings_path)
+        for theme in THEMES:
+            self.register_theme(theme)
+        self.ansi_theme_dark = ANSI_DARK
+        self.ansi_theme_light = ANSI_LIGHT
+        self.theme = self.settings.theme if self.settings.theme in self.available_themes else DARK
+        self._apply_layout()
+        self._save_warned = False
+
+    # ------------------------------------------------------------------ settings: theme, layout, time
+    def _save_settings(self) -> None:
+        problem = settings_mod.save(self.settings, self.settings_path)
+        if problem and not self._save_warned:  # once: a read-only home should not nag at every key
+            self._save_warned = True
+            self.notify(problem, severity="warning", timeout=6)
+
+    def watch_theme(self, theme: str) -> None:
+        """Any theme change (``T``, or the palette's "Change theme") is kept."""
+        if getattr(self, "settings", None) is not None and self.settings.theme != theme:
+            self.settings.theme = theme
+            self._save_settings()
+
+    def action_toggle_theme(self) -> None:
+        """Dark or light (both of this app's themes meet WCAG AA contrast)."""
+        self.theme = LIGHT if self.theme == DARK else DARK
+        self.notify(f"theme: {self.theme}", timeout=2)
+
+    def _apply_layout(self) -> None:
+        """Screen class ``-wide`` puts timeline and detail side by side (app.tcss); ``auto`` sets it by width."""
+        layout = self.settings.layout
+        self.HORIZONTAL_BREAKPOINTS = (  # read by each screen at every resize
+            [(0, "-narrow"), (WIDE_COLUMNS, "-wide")] if layout == "auto" else [(0, "-wide" if layout == "side" else "-narrow")]
+        )
+        if self.is_running:
+            wide = layout == "side" or (layout == "auto" and self.size.width >= WIDE_COLUMNS)
+            for screen in self.screen_stack:
+                screen.set_class(wide, "-wide")
+                screen.set_class(not wide, "-narrow")
+
+    def action_cycle_layout(self) -> None:
+        """auto (side by side from 160 columns) → side by side → stacked."""
+        self.settings.layout = settings_mod.next_in(LAYOUTS, self.settings.layout)
+        self._apply_layout()
+        self._save_settings()
+        self.notify(f"layout: {self.settings.layout}" + (f" (side by side from {WIDE_COLUMNS} columns)" if self.settings.layout == "auto" else ""), timeout=2)
+
+    def action_toggle_time(self) -> None:
+        """Absolute times or times relative to the run's first record."""
+        self.settings.time = settings_mod.next_in(TIMES, self.settings.time)
+        self._save_settings()
+        from .timeline import TimelineView
+
+        for view in self.screen.query(TimelineView):
+            view.refresh()
+        self.notify(f"times: {self.settings.time}" + (" (since the run's first record)" if self.settings.time == "relative" else ""), timeout=2)
 
     def on_mount(self) -> None:
         from .dashboard import DashboardScreen
@@ -71,7 +207,7 @@ class SupervisorApp(App[int]):
             owner = target
             if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], Binding):
                 item, owner = item[0], screen.query_one(TimelineView)
-            if not isinstance(item, Binding) or item.action in seen or item.action.startswith("app."):
+            if not isinstance(item, Binding) or item.action in seen or item.action in ("app.quit", "app.back"):
                 continue
             seen.add(item.action)
             key = item.key_display or item.key.split(",")[0]
@@ -82,7 +218,7 @@ class SupervisorApp(App[int]):
             self._on_exit()
 
 
-def make_app(path: Path, *, replay: bool = False, on_exit: Any = None) -> SupervisorApp:
+def make_app(path: Path, *, replay: bool = False, on_exit: Any = None, settings_path: Path | None = None) -> SupervisorApp:
     """Validate ``path`` (one clear error, no traceback) and build the app.
 
     A missing ``./runs`` root is fine for ``tui`` (the list says how to start a
@@ -94,7 +230,7 @@ def make_app(path: Path, *, replay: bool = False, on_exit: Any = None) -> Superv
             raise RunDirError(f"{path} holds no journal: pass a run directory (one that holds journal.jsonl) to replay")
     else:
         check_readable_run_dir(path)
-    return SupervisorApp(path, replay=replay, on_exit=on_exit)
+    return SupervisorApp(path, replay=replay, on_exit=on_exit, settings_path=settings_path)
 
 
 def run_tui(path: Path, *, replay: bool = False) -> int:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, ClassVar
 
+import orjson
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
@@ -38,8 +39,53 @@ _KIND_LABEL: dict[str, str] = {
 
 
 def _time(ts: Any) -> str:
+    """``HH:MM:SS.mmm`` of an ISO-8601 time (``HH:MM:SS`` when it has no fraction); other text cut to 12."""
     s = str(ts or "")
-    return s[11:23] if len(s) >= 23 and s[10] == "T" else s[:12]
+    if len(s) >= 19 and s[10] == "T":
+        clock = s[11:19]
+        if len(s) > 20 and s[19] == ".":
+            frac = s[20:23]
+            if frac.isdigit():
+                return f"{clock}.{frac}"
+        return clock
+    return s[:12]
+
+
+def _parse_ts(ts: Any) -> datetime | None:
+    try:
+        t = datetime.fromisoformat(str(ts).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+
+
+def _relative(ts: Any, origin: datetime | None) -> str:
+    """``+MM:SS.mmm`` (``+H:MM:SS`` past an hour) since ``origin``; the absolute time if either is unreadable."""
+    t = _parse_ts(ts) if origin is not None else None
+    if t is None or origin is None:
+        return _time(ts)
+    sec = (t - origin).total_seconds()
+    sign = "-" if sec < 0 else "+"
+    sec = abs(sec)
+    if sec < 3600:
+        return f"{sign}{int(sec // 60):02d}:{sec % 60:06.3f}"
+    return f"{sign}{int(sec // 3600)}:{int(sec % 3600 // 60):02d}:{int(sec % 60):02d}"
+
+
+def _args_preview(inputs: Any, width: int = 120) -> str:
+    """A call's inputs as its arguments (``"q1", 3, limit=5``); ``""`` for none (no "null")."""
+    if inputs is None or inputs == {}:
+        return ""
+    if isinstance(inputs, dict) and set(inputs) <= {"args", "kwargs"}:
+        args, kwargs = inputs.get("args") or [], inputs.get("kwargs") or {}
+        if isinstance(args, list) and isinstance(kwargs, dict):
+            if not args and not kwargs:
+                return ""
+            parts = [_pv(a, width) if not isinstance(a, str) else _pv(orjson.dumps(a[: width * 2]).decode(), width) for a in args[:8]]
+            parts += [f"{k}={_pv(v, width)}" for k, v in list(kwargs.items())[:8]]
+            text = ", ".join(parts)
+            return text if len(text) <= width else text[: width - 1] + "…"
+    return _pv(inputs, width)
 
 
 def _pv(value: Any, width: int = 120) -> str:
@@ -84,12 +130,9 @@ def describe_event(ev: dict[str, Any]) -> str:
 
 def _elapsed(ts: Any, now: datetime | None = None) -> str:
     """Time since an ISO-8601 UTC ``ts`` (a running step's), e.g. ``3.2s`` or ``4m05s``; ``""`` if unreadable."""
-    try:
-        t = datetime.fromisoformat(str(ts).replace("Z", "+00:00"))
-    except ValueError:
+    t = _parse_ts(ts)
+    if t is None:
         return ""
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=timezone.utc)
     sec = max(0.0, ((now or datetime.now(timezone.utc)) - t).total_seconds())
     if sec < 60:
         return f"{sec:.1f}s"
@@ -128,21 +171,29 @@ class TimelineView(ScrollView, can_focus=True):
         "timeline--match",
         "timeline--muted",
         "timeline--mark",
+        "timeline--model",
+        "timeline--tool",
     }
 
     DEFAULT_CSS = """
-    TimelineView { height: 1fr; overflow-x: hidden; }
-    TimelineView > .timeline--cursor { background: $accent 40%; }
-    TimelineView:focus > .timeline--cursor { background: $accent 70%; text-style: bold; }
+    TimelineView { height: 1fr; overflow-x: hidden; background: $background; color: $text; }
+    TimelineView > .timeline--cursor {
+        background: $block-cursor-blurred-background; color: $block-cursor-blurred-foreground; text-style: $block-cursor-blurred-text-style;
+    }
+    TimelineView:focus > .timeline--cursor {
+        background: $block-cursor-background; color: $block-cursor-foreground; text-style: $block-cursor-text-style;
+    }
     TimelineView > .timeline--abandoned { color: $text-disabled; text-style: strike; }
     TimelineView > .timeline--future { color: $text-disabled; }
     TimelineView > .timeline--error { color: $error; }
     TimelineView > .timeline--checkpoint { color: $success; text-style: bold; }
     TimelineView > .timeline--event { color: $secondary; }
     TimelineView > .timeline--crash { color: $error; text-style: bold; }
-    TimelineView > .timeline--match { background: $warning 30%; }
+    TimelineView > .timeline--match { background: $warning 15%; }
     TimelineView > .timeline--muted { color: $text-muted; }
     TimelineView > .timeline--mark { color: $warning; }
+    TimelineView > .timeline--model { color: $primary; }
+    TimelineView > .timeline--tool { color: $accent; }
     """
 
     cursor: reactive[int] = reactive(0, always_update=True, init=False)
@@ -172,6 +223,8 @@ class TimelineView(ScrollView, can_focus=True):
         self.mark: int | None = None
         self._previews: dict[tuple[int, str], str] = {}
         self._running_shown = False  # a running step's row was painted: repaint each second (its elapsed time)
+        self._origin_ts: datetime | bool | None = None  # relative times: the first record's time (False: none)
+        self._width = 120
         if replay:
             self.set_reactive(TimelineView.follow, False)
 
@@ -287,11 +340,33 @@ class TimelineView(ScrollView, can_focus=True):
         self.follow = False
 
     # ------------------------------------------------------------------ rendering
+    def _fg(self, name: str) -> Style:
+        """A component's colour and text style without its background: the row's background shows through
+        (the cursor's and a match's background then cover the whole row, every cell alike)."""
+        st = self.get_component_rich_style(name)
+        return Style(color=st.color, bold=st.bold, italic=st.italic, strike=st.strike)
+
+    def _time_cell(self, ts: Any) -> str:
+        if getattr(self.app, "settings", None) is not None and self.app.settings.time == "relative":  # type: ignore[attr-defined]
+            return _relative(ts, self._origin())
+        return _time(ts)
+
+    def _origin(self) -> datetime | None:
+        """The time of the run's first record (relative times count from it): read once, one line."""
+        if self._origin_ts is None:
+            first = self.model.cache.get(0)
+            ts = first.get("ts") if isinstance(first, dict) else None
+            if ts is None:
+                ts = _first_ts(self.model.source)
+            self._origin_ts = (_parse_ts(ts) if ts else None) or False
+        return self._origin_ts if isinstance(self._origin_ts, datetime) else None
+
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         row = int(self.scroll_y) + y
+        base = self.rich_style
         if row >= self.model.rows:
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, base)
         top = int(self.scroll_y)
         if y == 0:
             self._running_shown = False
@@ -304,22 +379,32 @@ class TimelineView(ScrollView, can_focus=True):
             b = last[1] if last[0] == "rec" else self.model.events[last[1]].before
             self.model.fetch(a, max(b, a + h) + 1)
         kind, i = self.model.row_item(row)
+        self._width = width
         if kind == "event":
             ev = self.model.events[i].data
-            style = self.get_component_rich_style("timeline--crash" if is_crash(ev) else "timeline--event")
-            segs = [Segment(f"{'':>7} {_time(ev.get('ts')):12} " + describe_event(ev), style)]
+            style = self._fg("timeline--crash" if is_crash(ev) else "timeline--event")
+            segs = [Segment(f"{'':>{self._seq_w + 1}} {self._time_cell(ev.get('ts')):12} " + describe_event(ev), style)]
         else:
             segs = self._record_segments(i)
-        strip = Strip(segs).crop_extend(0, width, self.rich_style)
-        if self.replay and kind == "rec" and self._is_future(row):
-            strip = strip.apply_style(self.get_component_rich_style("timeline--future"))
-        elif kind == "rec" and self.model.is_abandoned(i):
-            strip = strip.apply_style(self.get_component_rich_style("timeline--abandoned"))
-        if kind == "rec" and i in self.matches:
-            strip = strip.apply_style(self.get_component_rich_style("timeline--match"))
+        post: Style | None = None
         if row == self.cursor:
-            strip = strip.apply_style(self.get_component_rich_style("timeline--cursor"))
-        return strip
+            post = self.get_component_rich_style("timeline--cursor")  # colour and background over the whole row
+        elif self.replay and kind == "rec" and self._is_future(row):
+            post = self._fg("timeline--future")
+        elif kind == "rec" and self.model.is_abandoned(i):
+            post = self._fg("timeline--abandoned")
+        if kind == "rec" and i in self.matches and row != self.cursor:
+            m = self.get_component_rich_style("timeline--match")
+            post = (post or Style()) + Style(bgcolor=m.bgcolor)
+        if kind == "rec" and self.model.is_abandoned(i):
+            post = (post or Style()) + Style(strike=True)
+        segs = list(Segment.apply_style(segs, base, post))
+        return Strip(segs).crop_extend(0, width, base if post is None or post.bgcolor is None else base + post)
+
+    @property
+    def _seq_w(self) -> int:
+        """The seq column's width: the run's largest seq (at least 3 digits)."""
+        return max(3, len(str(max(0, self.model.count - 1))))
 
     def _is_future(self, row: int) -> bool:
         return row > self.cursor
@@ -331,74 +416,96 @@ class TimelineView(ScrollView, can_focus=True):
         if text is None:
             if len(self._previews) > 4096:
                 self._previews.clear()
-            text = self._previews[k] = _pv(rec.get(key))
+            value = rec.get(key)
+            text = self._previews[k] = _args_preview(value) if key == "inputs" else _pv(value)
         return text
 
     def _record_segments(self, seq: int) -> list[Segment]:
         ent = self.model.entry(seq)
         mark = "▸" if self.mark == seq else " "
-        head = f"{mark}{seq:>6} "
-        muted = self.get_component_rich_style("timeline--muted")
+        head = f"{mark}{seq:>{self._seq_w}} "
+        muted = self._fg("timeline--muted")
         if ent is None:
             text = "…" if not self.model.has(seq) else "(blank line)"
             return [Segment(head, muted), Segment(text, muted)]
         if isinstance(ent, BadLine):
-            err = self.get_component_rich_style("timeline--error")
+            err = self._fg("timeline--error")
             return [Segment(head), Segment(f"✗ line {ent.line} of {ent.path.rsplit('/', 1)[-1]}: {ent.reason}: ", err), Segment(ent.text[:200], muted)]
         return self._rec_segments(head, ent)
+
+    def _name_width(self) -> int:
+        return 22 if self._width >= 110 else 16
 
     def _rec_segments(self, head: str, rec: Record) -> list[Segment]:
         kind = str(rec.get("kind", Kind.STEP))
         style = Style()
         if kind == Kind.CHECKPOINT:
-            style = self.get_component_rich_style("timeline--checkpoint")
+            style = self._fg("timeline--checkpoint")
         elif kind in (Kind.START, Kind.ROLLBACK, Kind.FORK):
-            style = self.get_component_rich_style("timeline--event")
+            style = self._fg("timeline--event")
         label = _KIND_LABEL.get(kind, kind)[:10]
         name = step_name(rec) if kind in (Kind.STEP, Kind.BEGIN) else str(rec.get("name") or rec.get("checkpoint") or "")
-        dur = rec.get("dur_ms")
-        dur_s = _dur(dur)
-        segs = [Segment(head, None), Segment(f"{_time(rec.get('ts')):12} ", self.get_component_rich_style("timeline--muted"))]
+        nw = self._name_width()
+        dur_s = _dur(rec.get("dur_ms"))
+        segs = [Segment(head), Segment(f"{self._time_cell(rec.get('ts')):12} ", self._fg("timeline--muted"))]
         segs.append(Segment(f"{label:10} ", style))
-        segs.append(Segment(f"{name[:22]:22} ", style))
-        segs.append(Segment(f"{dur_s:>7} ", None))
+        segs.append(Segment(f"{name[:nw]:{nw}} ", style))
+        segs.append(Segment(f"{dur_s:>7} "))
         if kind == Kind.STEP:
             if rec.get("error") is not None:
                 err = rec["error"]
                 msg = err.get("message", err) if isinstance(err, dict) else err
-                st = self.get_component_rich_style("timeline--error")
+                if isinstance(err, dict) and err.get("type") and isinstance(msg, str):
+                    msg = f"{err['type']}: {msg}"
+                st = self._fg("timeline--error")
                 segs.append(Segment("✗ ", st))
                 segs.append(Segment(_pv(msg), st))
             else:
                 pos = rec.get("pos")
                 if isinstance(pos, int) and pos in self.model.changed_inputs and self.model.changed_inputs[pos] == name:
-                    segs.append(Segment("≠ ", self.get_component_rich_style("timeline--mark")))  # served with changed inputs
-                segs.append(Segment("✓ ", self.get_component_rich_style("timeline--checkpoint")))
-                segs.append(Segment(self._cached_preview(rec, "output"), None))
+                    segs.append(Segment("≠ ", self._fg("timeline--mark")))  # served with changed inputs
+                segs.append(Segment("✓ ", self._fg("timeline--checkpoint")))
+                segs.append(Segment(self._cached_preview(rec, "output")))
         elif kind == Kind.BEGIN:
             status = self.model.begin_status(int(rec.get("seq", -1)))
-            muted = self.get_component_rich_style("timeline--muted")
+            muted = self._fg("timeline--muted")
             if status == "running" and not self.replay:
                 self._running_shown = True
-                segs.append(Segment(f"⟳ running {_elapsed(rec.get('ts'))} ", self.get_component_rich_style("timeline--mark")))
+                segs.append(Segment(f"⟳ running {_elapsed(rec.get('ts'))} ", self._fg("timeline--mark")))
             elif status == "running":
-                segs.append(Segment("⟳ no step record (in flight when the journal ends) ", self.get_component_rich_style("timeline--mark")))
+                segs.append(Segment("⟳ no step record (in flight when the journal ends) ", self._fg("timeline--mark")))
             elif status == "interrupted":
-                segs.append(Segment("✗ interrupted (no step record in its attempt) ", self.get_component_rich_style("timeline--error")))
+                segs.append(Segment("✗ interrupted (no step record in its attempt) ", self._fg("timeline--error")))
             else:
-                segs.append(Segment("… ", None))
+                segs.append(Segment("… "))
             segs.append(Segment(self._cached_preview(rec, "inputs"), muted))
         elif kind == Kind.NOTE and rec.get("message") == "changed inputs":
             segs.append(Segment(f"≠ changed inputs: step {step_name(rec)!r} #{rec.get('pos')} was served with the output recorded for other inputs",
-                                self.get_component_rich_style("timeline--mark")))
+                                self._fg("timeline--mark")))
         elif kind == Kind.ROLLBACK:
-            segs.append(Segment(f"  {rec.get('reason', '')}", None))
+            segs.append(Segment(f"  {rec.get('reason', '')}"))
         elif kind == Kind.START:
             extra = f"  attempt {rec.get('attempt')} pid {rec.get('pid')}" + (" (resume)" if rec.get("resume") else "")
-            segs.append(Segment(extra, None))
+            segs.append(Segment(extra))
         elif kind == Kind.CHECKPOINT:
-            segs.append(Segment(f"  {rec.get('file', '')}", self.get_component_rich_style("timeline--muted")))
+            segs.append(Segment(f"  {rec.get('file', '')}", self._fg("timeline--muted")))
         else:
             rest = {k: v for k, v in rec.items() if k not in ("kind", "seq", "ts", "id", "pos")}
-            segs.append(Segment("  " + _pv(rest), None))
+            segs.append(Segment("  " + _pv(rest)))
         return segs
+
+
+def _first_ts(source: Any) -> Any:
+    """The ``ts`` of the journal's first line (one short read), or ``None``."""
+    from ..core.segments import segment_paths
+
+    try:
+        paths = segment_paths(source)
+        if not paths:
+            return None
+        with open(paths[0], "rb") as f:
+            line = f.readline(1 << 20)
+        rec = orjson.loads(line)
+    except (OSError, ValueError):
+        return None
+    return rec.get("ts") if isinstance(rec, dict) else None
