@@ -168,7 +168,9 @@ def test_second_run_serves_every_call(tmp_path: Path, calls_file: Path) -> None:
     assert [s["usage"] for s in models] == [
         [{"model": MODEL, "provider": PROVIDER, "input_tokens": i, "output_tokens": o}] for i, o in [(12, 5), (40, 9), (75, 14)]
     ]
-    assert models[0]["inputs"]["args"][0][0]["data"]["content"] == sample.PROMPT  # the messages, as LangChain's dicts
+    first_in, last_in = models[0]["inputs"]["args"][0], models[2]["inputs"]["args"][0]
+    assert first_in["messages"] == 1 and first_in["last"]["data"]["content"] == sample.PROMPT  # LangChain's dict
+    assert last_in["messages"] == 6 and last_in["last"]["type"] == "tool" and len(last_in["digest"]) == 16
     assert sorted((s["call"]["tool"], s["call"]["call_id"], s["inputs"]["args"][0]) for s in tools) == [
         ("lookup", "call_3", {"key": "fdatasync"}),
         ("search", "call_1", {"query": "durable agents"}),

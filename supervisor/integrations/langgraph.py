@@ -570,7 +570,7 @@ class JournaledChatModel(BaseChatModel):
 
     The step is ``model:<model name>`` (``@<task>`` inside a LangGraph node), with ``call`` ``{"kind": "model",
     "model", "provider"}`` (from the model's LangSmith parameters) and the response's token usage; its inputs are the
-    messages (as LangChain's message dicts), ``stop`` and the bound keyword arguments (tools...). On resume the
+    request's digest, the number of messages and the last message (a LangChain message dict). On resume the
     recorded ``ChatResult`` is returned and ``chat_model`` is not called. ``bind_tools`` binds the wrapped model's
     tool format to this wrapper.
     """
@@ -614,12 +614,19 @@ class JournaledChatModel(BaseChatModel):
         )
         return str(model), ls.get("ls_provider")
 
-    def _step_args(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> tuple[str, str, str | None, list[Any]]:
+    def _step_args(
+        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
+    ) -> tuple[str, str, str | None, dict[str, Any]]:
+        """The step's name and its recorded inputs: the request's digest (every message, ``stop``, the bound keyword
+        arguments), the number of messages and the last one. Not the whole conversation: it grows with every turn,
+        and each message is in the journal already (the output of the step that made it)."""
         model, provider = self._identity(stop, kwargs)
-        inputs: list[Any] = [_jsonable(messages)]
-        if stop or kwargs:
-            inputs += [stop, _jsonable(kwargs)]
-        task = _task_key(inputs)
+        full = [_jsonable(messages), stop, _jsonable(kwargs)]
+        digest = hashlib.sha256(orjson.dumps(full, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
+        inputs: dict[str, Any] = {"digest": digest, "messages": len(messages)}
+        if messages:
+            inputs["last"] = full[0][-1]
+        task = _task_key(digest)
         name = f"model:{model}" if task is None else f"model:{model}@{task}"
         return name, model, provider, inputs
 
@@ -632,13 +639,13 @@ class JournaledChatModel(BaseChatModel):
     ) -> ChatResult:
         name, model, provider, inputs = self._step_args(messages, stop, kwargs)
 
-        def call(*_inputs: Any) -> dict[str, Any]:
+        def call(_inputs: Any) -> dict[str, Any]:
             result = self.chat_model._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
             _record_usage(self.supervisor_run, result, model, provider)
             return result_to_json(result)
 
         opts = self.supervisor_run.with_options(call={"kind": "model", "model": model, "provider": provider})
-        return result_from_json(opts.step(name, call, *inputs))
+        return result_from_json(opts.step(name, call, inputs))
 
     async def _agenerate(
         self,
@@ -649,13 +656,13 @@ class JournaledChatModel(BaseChatModel):
     ) -> ChatResult:
         name, model, provider, inputs = self._step_args(messages, stop, kwargs)
 
-        async def call(*_inputs: Any) -> dict[str, Any]:
+        async def call(_inputs: Any) -> dict[str, Any]:
             result = await self.chat_model._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
             _record_usage(self.supervisor_run, result, model, provider)
             return result_to_json(result)
 
         opts = self.supervisor_run.with_options(call={"kind": "model", "model": model, "provider": provider})
-        return result_from_json(await opts.astep(name, call, *inputs))
+        return result_from_json(await opts.astep(name, call, inputs))
 
 
 def _tool_output_to_json(out: Any) -> Any:
