@@ -105,7 +105,7 @@ def main() -> int:
     args = ap.parse_args()
     set_tracing_disabled(True)  # offline: the SDK's default exporter would send traces to OpenAI
     with Run.open(args.run_dir) as run:
-        result = Runner.run_sync(durable(build_agent(), run), PROMPT)
+        result = Runner.run_sync(durable(build_agent(), run, provider="scripted"), PROMPT)
         print(f"openai_agents_agent: {result.final_output}")
         print(f"openai_agents_agent: replayed {len(run.replayed)} steps, ran {len(run.executed)}")
     target = os.environ.get("RESULT_FILE")

@@ -142,7 +142,7 @@ class DurableModel(Model):
                 previous_response_id=previous_response_id, conversation_id=conversation_id, prompt=prompt,
             )
             _usage(run, self.model_name, self.provider, resp.usage)
-            return _RESPONSE.dump_python(resp, mode="json", by_alias=True)
+            return _RESPONSE.dump_python(resp, mode="json", by_alias=True, exclude_unset=True)
 
         out = await run.with_options(call=self._call).astep(
             self._step, call, instructions=system_instructions, input=_plain(input)
@@ -180,7 +180,7 @@ class DurableModel(Model):
                     u = resp.usage
                     run.usage(model=self.model_name, provider=self.provider, input_tokens=u.input_tokens,
                               output_tokens=u.output_tokens, cached_tokens=u.input_tokens_details.cached_tokens)
-            return _EVENTS.dump_python(events, mode="json", by_alias=True)
+            return _EVENTS.dump_python(events, mode="json", by_alias=True, exclude_unset=True)
 
         out = await run.with_options(call=self._call).astep(
             self._step, call, instructions=system_instructions, input=_plain(input)
