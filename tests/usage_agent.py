@@ -6,7 +6,8 @@ Each model step records ``run.usage`` with fixed token counts (``CALLS``), so th
 tests can price them by hand. ``--crash-in`` crashes hard (``os._exit(1)``) inside
 that step the first time (while ``--crash-marker`` does not exist; it is created
 first); ``--fail`` makes that step raise once the first time (a failed step record).
-``--secret`` puts a value in the first model step's inputs and output (to test redaction).
+``--secret`` puts a value in the first model step's inputs and output (to test redaction);
+``--wait-after STEP --wait-file F`` waits after STEP until F exists (up to 30 s).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 from supervisor import Run
@@ -38,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--crash-marker")
     p.add_argument("--fail")
     p.add_argument("--secret", default="")
+    p.add_argument("--wait-after", help="after this step, wait until --wait-file exists (a test looks meanwhile)")
+    p.add_argument("--wait-file")
     args = p.parse_args(argv)
     run = Run.open(args.run_dir)
     failed_once = Path(args.run_dir) / "failed-once"
@@ -65,6 +69,10 @@ def main(argv: list[str] | None = None) -> int:
                 break
             except RuntimeError:
                 continue
+        if name == args.wait_after and args.wait_file:
+            deadline = time.monotonic() + 30
+            while not os.path.exists(args.wait_file) and time.monotonic() < deadline:
+                time.sleep(0.02)
     run.close()
     return 0
 

@@ -13,7 +13,7 @@ check_command_line()  # before anything from supervisor/__init__.py, which may b
 
 from .. import __version__
 from ..errors import SupervisorError
-from . import inspect_cmds, ops_cmds, replay_cmds, supervise_cmds, tui_cmds
+from . import export_cmds, inspect_cmds, ops_cmds, replay_cmds, supervise_cmds, tui_cmds
 
 EXIT_USAGE = 2
 EXIT_SIGPIPE = 141
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for area in (supervise_cmds, ops_cmds, tui_cmds, inspect_cmds, replay_cmds):
+    for area in (supervise_cmds, ops_cmds, tui_cmds, inspect_cmds, replay_cmds, export_cmds):
         area.register(sub)
     return parser
 

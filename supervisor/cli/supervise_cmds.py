@@ -97,6 +97,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--log-max-bytes", type=_size, default=d.log_max_bytes, metavar="SIZE", help="rotate agent.log and supervisor.jsonl at this size, e.g. 16M")
     p.add_argument("--log-keep", type=int, default=d.log_keep, metavar="N",
                    help=f"keep the newest N rotated agent.log and supervisor.jsonl files (default {d.log_keep}; 0 keeps all; the journal is never pruned)")
+    p.add_argument("--otlp-endpoint", metavar="URL",
+                   help="export the run's spans live over OTLP/HTTP to URL, e.g. http://localhost:4318 (headers from "
+                        "OTEL_EXPORTER_OTLP_HEADERS; needs the [otlp] extra)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]", help="the agent's command, after --")
     p.set_defaults(func=cmd_supervise)
 
@@ -183,6 +186,10 @@ def cmd_supervise(args: argparse.Namespace) -> int:
             )
         cmd = [portable_program(recorded[0]), *recorded[1:]]
     _check_command(cmd)
+    if args.otlp_endpoint:
+        from ..export.otlp_http import require
+
+        require()  # the [otlp] extra is missing: one line saying what to install, before anything starts
     if args.give_up_after < 1:
         raise SupervisorError("--give-up-after must be at least 1")
     opts = Options(
@@ -220,6 +227,10 @@ def cmd_supervise(args: argparse.Namespace) -> int:
               "free disk space or file descriptors, then run the same command again", file=sys.stderr)
         return EXIT_RESOURCES
     sup.say(f"run directory {run_dir}")
+    if args.otlp_endpoint:
+        from ..supervise.otlp_live import OtlpLive
+
+        sup.otlp = OtlpLive(sup.run_dir, sup.run_id, args.otlp_endpoint).start()
     return sup.run()
 
 
@@ -244,8 +255,40 @@ def get_status(run_dir: Path) -> RunStatus:
     return run_status(run_dir, details=True)
 
 
+def usage_fields(run_dir: Path) -> dict[str, Any]:
+    """``tokens``, ``cost_usd``, ``saved_tokens``, ``saved_cost_usd`` (and ``unpriced_steps``) of a run, from its journal."""
+    from ..core.journal import JournalReader
+    from ..core.usage import run_usage
+    from ..export.pricing import step_cost
+
+    u = run_usage(JournalReader(run_dir).load(lazy=True), price=step_cost)
+
+    def tok(t: Any) -> dict[str, int]:
+        return {"input": t.input, "output": t.output, "cached": t.cached, "total": t.total}
+
+    return {"tokens": tok(u.tokens), "cost_usd": u.cost_usd, "unpriced_steps": u.unpriced,
+            "saved_tokens": tok(u.saved_tokens), "saved_cost_usd": u.saved_cost_usd}
+
+
+def _usage_line(st: dict[str, Any]) -> str | None:
+    t, s = st["tokens"], st["saved_tokens"]
+    if not t["total"]:
+        return None
+    line = f"tokens     {t['input']:,} in" + (f" ({t['cached']:,} cached)" if t["cached"] else "") + f", {t['output']:,} out"
+    if st["cost_usd"] is not None:
+        line += f", ${st['cost_usd']:.4f}"
+    if st["unpriced_steps"]:
+        line += f" (+{st['unpriced_steps']} step(s) unpriced)"
+    if s["total"]:
+        line += f"; saved by resume {s['input']:,} in, {s['output']:,} out"
+        if st["saved_cost_usd"] is not None:
+            line += f", ${st['saved_cost_usd']:.4f}"
+    return line
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     st = get_status(args.run_dir).fields
+    st.update(usage_fields(args.run_dir))
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(st, option=orjson.OPT_NON_STR_KEYS) + b"\n")
         sys.stdout.flush()
@@ -285,6 +328,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             out.append(f"last exit  attempt {ex.get('attempt')}: {how}" + (f" in step {ex['step']}" if ex.get("step") else ""))
         if st.get("note"):
             out.append(f"note       {st['note']}")
+    usage = _usage_line(st)
+    if usage:
+        out.insert(len(out) - 1 if st.get("live") else len(out), usage)
     print("\n".join(out))
     return 0
 

@@ -246,6 +246,9 @@ class UsageFold:
         f = self._fold
         rec: Mapping[str, Any] | None
         if type(entry) is LazyRecord:
+            if b'"usage"' not in entry.raw:  # most steps: no parse (a lazy line is a successful step)
+                f.add(entry)
+                return
             rec = entry.record()
         elif isinstance(entry, dict):
             rec = entry

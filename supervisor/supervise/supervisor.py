@@ -68,6 +68,7 @@ from .guardian import Guardian
 from .guardian import start_time as guardian_start_time
 from .lock import SupervisorLock, find_leftovers, remove_recorded_cgroup, stop_processes
 from .metrics import TreeSample, TreeSampler
+from .otlp_live import OtlpLive
 from .persister import Persister, cut_torn_tail, is_resource_error
 from .policy import (
     Action,
@@ -184,6 +185,8 @@ class Supervisor:
         self._next_report = 0.0
         self._log_lost = 0
         self._loop_pause_until = 0.0
+        self.otlp: OtlpLive | None = None
+        """``supervise --otlp-endpoint``: the live span exporter (fed what the journal watcher reads and the events)."""
 
     # ------------------------------------------------------------------ output
     def say(self, text: str) -> None:
@@ -202,6 +205,8 @@ class Supervisor:
             self._deferred.popleft()
             self._deferred_dropped += 1
         self._deferred.append((event, self.attempt_no, {"ts": rundir.utc_now(), **fields}))
+        if self.otlp is not None:
+            self.otlp.event(event, self.attempt_no, self._deferred[-1][2])
         if self._events_retry_at is None:
             self._flush_events()
 
@@ -255,6 +260,14 @@ class Supervisor:
         if "resource-error" in EVENTS:
             self.emit("resource-error", **fields)
         # else: a core without the event: the stderr lines said it
+
+    def _report_export(self) -> None:
+        """The live exporter's failure, once, as an ``export-error`` event (never fatal)."""
+        assert self.otlp is not None
+        for fields in self.otlp.take_reports():
+            self.say(f"could not export spans to {fields.get('endpoint')}: {fields.get('error')}; the run goes on")
+            if "export-error" in EVENTS:
+                self.emit("export-error", **fields)
 
     def _run_json(self, **changes: Any) -> None:
         """Change ``run.json`` off the loop (the persister thread); on a full disk it is retried."""
@@ -481,6 +494,8 @@ class Supervisor:
         if self._rj_retry_at is not None and now >= self._rj_retry_at:
             self._run_json()
         self._report_resources(now)
+        if self.otlp is not None:
+            self._report_export()
         if self.sm.backoff_until is not None and now >= self.sm.backoff_until and self.sm.state is S.BACKOFF:
             self.spawn(reason=self._backoff_reason)
             return
@@ -613,6 +628,8 @@ class Supervisor:
         if not new:
             return
         self.fold.extend(new)
+        if self.otlp is not None:
+            self.otlp.journal(new)
         cur = self.cur
         ours = 0
         for ent in new:
@@ -1000,6 +1017,10 @@ class Supervisor:
         reap_orphans(self._not_orphans())
 
     def _close_files(self) -> None:
+        if self.otlp is not None:  # the last spans (the root among them), before the event file closes
+            self.otlp.close()
+            self._report_export()
+            self.otlp = None
         self._end_secrets()
         self.persist.close()
         self._persist_errors(time.monotonic())

@@ -1,0 +1,624 @@
+"""A run as OpenTelemetry spans, and as one OTLP/JSON ``ExportTraceServiceRequest`` (no dependency).
+
+One trace per run; its id is derived from the run id, and every span id from the
+run id and what the span stands for (``run``, ``attempt:N``, ``step:SEQ``), so
+exporting a run twice gives the same ids (a backend sees the same spans again,
+not a second trace). The shape:
+
+- a root span for the run (``run <id>``): run.json's status, command, token and
+  cost totals and what resuming saved;
+- a child span per attempt (``attempt N``), from its spawn (or its ``start``
+  record) to its exit: attempt number, resume, replayed steps, pid, exit code or
+  signal; a crash (a non-zero exit other than 75, a signal) is an ERROR status;
+  the supervisor's restarts, backoffs, hangs, memory limits, rollbacks, pauses
+  are span events, and the journal's checkpoints and rollbacks too;
+- a span per step from its ``begin`` record to its ``step`` record, under its
+  attempt. Model calls (``call.kind == "model"``) follow the OpenTelemetry GenAI
+  semantic conventions (span ``chat {model}``, kind CLIENT, ``gen_ai.operation.name``,
+  ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.response.model``,
+  ``gen_ai.usage.input_tokens``/``output_tokens``/``cache_read.input_tokens``), tool
+  calls ``execute_tool {name}`` with ``gen_ai.tool.name`` and ``gen_ai.tool.call.id``.
+  A failed step has an ERROR status and an ``exception`` event; a begin whose
+  attempt ended without its step is ERROR ``interrupted``. Inputs and outputs are
+  exported only with ``content=True``, after redaction (:class:`~supervisor.core.redact.Redactor`:
+  the exporting environment's secret values and token shapes).
+
+:class:`SpanBuilder` takes records and events one at a time and hands back the
+spans that are finished, so the supervisor's live exporter (``supervise
+--otlp-endpoint``) and the file export build the same spans. OTLP/JSON follows
+the OTLP specification: ids lowercase hex (not protobuf JSON's base64), 64-bit
+integers as decimal strings, enums as integers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .. import __version__
+from ..core import rundir
+from ..core.events import read_events
+from ..core.history import Pairing, fold
+from ..core.journal import JournalReader
+from ..core.records import Kind, step_name
+from ..core.redact import Redactor
+from ..core.usage import Price, RunUsage, UsageFold, call_of, usage_entries
+
+__all__ = [
+    "SCOPE",
+    "Span",
+    "SpanBuilder",
+    "SpanEvent",
+    "build_spans",
+    "export_request",
+    "span_id",
+    "trace_id",
+    "write_otlp_json",
+    "write_otlp_json_spans",
+]
+
+SCOPE = "agent-supervisor"
+"""The instrumentation scope name (and the default ``service.name``)."""
+KIND_INTERNAL, KIND_CLIENT = 1, 3
+"""OTLP ``Span.SpanKind`` values."""
+STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
+EXIT_RESTART = 75
+"""An agent exit that asks for a restart (a rollback the SDK requested): not a crash."""
+ATTEMPT_EVENTS = frozenset(
+    {"backoff", "hang", "memory-limit", "rollback", "give-up", "stop", "pause", "resume", "resource-error"}
+)
+"""Supervisor events that become events of the attempt span they name (``restart``: of the attempt it ends)."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def trace_id(run_id: str) -> str:
+    """The run's trace id: 32 lowercase hex digits derived from the run id (never all zero)."""
+    return _hex_id(f"agent-supervisor trace {run_id}", 16)
+
+
+def span_id(run_id: str, key: str) -> str:
+    """A span's id: 16 lowercase hex digits derived from the run id and ``key`` (``run``, ``attempt:3``, ``step:12``)."""
+    return _hex_id(f"agent-supervisor span {run_id} {key}", 8)
+
+
+def _hex_id(text: str, n: int) -> str:
+    h = hashlib.sha256(text.encode()).hexdigest()[: 2 * n]
+    return h if h.strip("0") else "0" * (2 * n - 1) + "1"  # an all-zero id is invalid
+
+
+def ts_ns(ts: Any) -> int | None:
+    """Unix nanoseconds of a record's ``ts`` (ISO 8601, or a number of seconds or milliseconds)."""
+    if isinstance(ts, str) and ts:
+        try:
+            t = datetime.fromisoformat(ts)
+        except ValueError:
+            return None
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=UTC)
+        d = t - _EPOCH
+        return (d.days * 86_400 + d.seconds) * 1_000_000_000 + d.microseconds * 1000
+    if isinstance(ts, (int, float)) and not isinstance(ts, bool) and ts > 0:
+        return int(ts * 1e9) if ts < 1e11 else int(ts * 1e6)
+    return None
+
+
+@dataclass
+class SpanEvent:
+    name: str
+    time_ns: int
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Span:
+    """One span, neutral to its encoding (OTLP/JSON here, the SDK's ReadableSpan in ``otlp_http``)."""
+
+    trace_id: str
+    span_id: str
+    parent_id: str | None
+    name: str
+    start_ns: int
+    end_ns: int
+    kind: int = KIND_INTERNAL
+    attributes: dict[str, Any] = field(default_factory=dict)
+    events: list[SpanEvent] = field(default_factory=list)
+    status_code: int = STATUS_UNSET
+    status_message: str = ""
+
+
+@dataclass
+class _Attempt:
+    number: int
+    start_ns: int | None = None
+    end_ns: int | None = None
+    attrs: dict[str, Any] = field(default_factory=dict)
+    events: list[SpanEvent] = field(default_factory=list)
+    exited: bool = False
+    status: tuple[int, str] = (STATUS_UNSET, "")
+    emitted: bool = False
+    interrupted: list[Mapping[str, Any]] = field(default_factory=list)
+    """Begins of this attempt whose step never came (their spans end with the attempt)."""
+
+    def see(self, ns: int) -> None:
+        self.start_ns = ns if self.start_ns is None else min(self.start_ns, ns)
+        self.end_ns = ns if self.end_ns is None else max(self.end_ns, ns)
+
+
+def _scalar(v: Any) -> Any:
+    """An attribute value OTLP takes: str, bool, int, float, or a list of one of them; else JSON text."""
+    if isinstance(v, (str, bool, int, float)):
+        return v
+    if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
+        return v
+    return orjson.dumps(v, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+class SpanBuilder:
+    """Builds a run's spans from its journal records and supervisor events, fed in their files' order.
+
+    :meth:`record` and :meth:`event` return the spans they finish (a step's span
+    when its step record comes; in live use an attempt's span when the next
+    attempt is spawned); :meth:`finish` returns the rest (attempts, steps still
+    open, the root). ``abandoned``: seqs of records on abandoned branches (known
+    only after the fact; the file export passes them).
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        meta: Mapping[str, Any] | None = None,
+        *,
+        content: bool = False,
+        redactor: Redactor | None = None,
+        price: Price | None = None,
+        abandoned: set[int] | None = None,
+    ) -> None:
+        self.run_id = run_id
+        self.trace = trace_id(run_id)
+        self.root = span_id(run_id, "run")
+        self.meta = dict(meta or {})
+        self.content = content
+        self.redactor = redactor if redactor is not None else (Redactor() if content else None)
+        self.price = price
+        self.abandoned = abandoned or set()
+        self.usage = UsageFold(price)
+        self.attempts: dict[int, _Attempt] = {}
+        self.cur: int | None = None  # the attempt of the last start record
+        self.pairing = Pairing()
+        self.begins: dict[int, tuple[Mapping[str, Any], int | None]] = {}  # begin seq -> (begin, attempt)
+        self.root_events: list[SpanEvent] = []
+        self.first_ns: int | None = ts_ns(self.meta.get("created"))
+        self.last_ns: int | None = self.first_ns
+
+    # ------------------------------------------------------------------ helpers
+    def _when(self, ts: Any) -> int:
+        ns = ts_ns(ts)
+        if ns is None:
+            ns = self.last_ns if self.last_ns is not None else 0
+        if self.first_ns is None or ns < self.first_ns:
+            self.first_ns = ns
+        if self.last_ns is None or ns > self.last_ns:
+            self.last_ns = ns
+        return ns
+
+    def _attempt(self, n: int) -> _Attempt:
+        a = self.attempts.get(n)
+        if a is None:
+            a = self.attempts[n] = _Attempt(n)
+        return a
+
+    def _parent(self, attempt: int | None) -> str:
+        return span_id(self.run_id, f"attempt:{attempt}") if attempt is not None else self.root
+
+    def _content(self, v: Any) -> str:
+        raw = orjson.dumps(v, default=str, option=orjson.OPT_NON_STR_KEYS)
+        if self.redactor is not None:
+            raw = self.redactor(raw)
+        return raw.decode("utf-8", "replace")
+
+    def _event_on(self, attempt: int | None, ev: SpanEvent) -> None:
+        a = self.attempts.get(attempt) if attempt is not None else None
+        if a is not None and not a.emitted:
+            a.events.append(ev)
+            a.see(ev.time_ns)
+        else:
+            self.root_events.append(ev)
+
+    # ------------------------------------------------------------------ journal
+    def record(self, rec: Mapping[str, Any]) -> list[Span]:
+        """Take the next journal record (a dict; bad lines are not passed); return the spans it finishes."""
+        self.usage.add(rec)  # type: ignore[arg-type]
+        kind = rec.get("kind", Kind.STEP)
+        ns = self._when(rec.get("ts"))
+        att = rec.get("attempt")
+        attempt = att if isinstance(att, int) and not isinstance(att, bool) else self.cur
+        out: list[Span] = []
+        if kind == Kind.START:
+            out.extend(self._close_open(ns))
+            self.pairing.add(rec)  # type: ignore[arg-type]
+            if attempt is not None:
+                self.cur = attempt
+                a = self._attempt(attempt)
+                a.see(ns)
+                a.attrs["agent_supervisor.resume"] = bool(rec.get("resume"))
+                if isinstance(rec.get("replayable_steps"), int):
+                    a.attrs["agent_supervisor.replayed_steps"] = rec["replayable_steps"]
+                if isinstance(rec.get("pid"), int):
+                    a.attrs.setdefault("process.pid", rec["pid"])
+            return out
+        if attempt is not None and attempt in self.attempts and not self.attempts[attempt].emitted:
+            self.attempts[attempt].see(ns)
+        if kind == Kind.BEGIN:
+            self.pairing.add(rec)  # type: ignore[arg-type]
+            self.begins[int(rec.get("seq", -1))] = (rec, attempt)
+        elif kind == Kind.STEP:
+            begin = self._begin_of(rec)
+            self.pairing.add(rec)  # type: ignore[arg-type]
+            out.append(self._step_span(rec, begin, attempt, ns))
+        elif kind == Kind.CHECKPOINT:
+            self._event_on(attempt, SpanEvent("checkpoint", ns, self._fields(rec, ("name", "file", "seq"))))
+        elif kind == Kind.ROLLBACK:
+            out.extend(self._close_open(ns))
+            self.pairing.add(rec)  # type: ignore[arg-type]
+            self._event_on(attempt, SpanEvent(
+                "rollback", ns, self._fields(rec, ("checkpoint", "checkpoint_seq", "reason", "by", "failed_step", "seq"))))
+        elif kind == Kind.FORK:
+            self.root_events.append(SpanEvent("fork", ns, self._fields(rec, ("from_run", "from_seq", "run", "seq"))))
+        return out
+
+    @staticmethod
+    def _fields(rec: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
+        return {f"agent_supervisor.{k}": _scalar(rec[k]) for k in keys if rec.get(k) is not None}
+
+    def _begin_of(self, rec: Mapping[str, Any]) -> tuple[Mapping[str, Any], int | None] | None:
+        """The open begin a step record closes, as :class:`Pairing` pairs them (by pos, else the unnumbered one)."""
+        p = self.pairing
+        if not p.open:
+            return None
+        b = p.open.get(rec.get("pos"))
+        if b is None:
+            b = p.open.get(None)
+        if b is None:
+            return None
+        got = self.begins.get(int(b["seq"]))
+        if got is not None and not rec.get("transient"):
+            del self.begins[int(b["seq"])]
+        return got
+
+    def _close_open(self, ns: int) -> list[Span]:
+        """The begins still open when a start or rollback comes: their steps were interrupted. Their spans end
+        with their attempt: they are handed out with the attempt's span (or now, if it is out already)."""
+        out: list[Span] = []
+        for _, (b, attempt) in sorted(self.begins.items()):
+            a = self.attempts.get(attempt) if attempt is not None else None
+            if a is not None and not a.emitted:
+                a.interrupted.append(b)
+            else:
+                out.append(self._open_span(b, attempt, ns, interrupted=True))
+        self.begins.clear()
+        return out
+
+    def _open_span(self, b: Mapping[str, Any], attempt: int | None, end_ns: int, *, interrupted: bool) -> Span:
+        """The span of a begin without its step: interrupted (ERROR), or still in flight at the export."""
+        s = self._step_span(b, (b, attempt), attempt, end_ns, begin_only=True)
+        if interrupted:
+            s.status_code, s.status_message = STATUS_ERROR, "interrupted: its attempt ended before the step finished"
+        else:
+            s.attributes["agent_supervisor.in_flight"] = True
+        return s
+
+    def _step_span(
+        self, rec: Mapping[str, Any], begin: tuple[Mapping[str, Any], int | None] | None, attempt: int | None,
+        end_ns: int, *, begin_only: bool = False,
+    ) -> Span:
+        seq = int(rec.get("seq", -1))
+        if begin is not None:
+            start = self._when(begin[0].get("ts"))
+        else:
+            dur = rec.get("dur_ms")
+            start = end_ns - int(dur * 1e6) if isinstance(dur, (int, float)) and not begin_only and dur >= 0 else end_ns
+        name = step_name(rec)  # type: ignore[arg-type]
+        attrs: dict[str, Any] = {"agent_supervisor.step": name, "agent_supervisor.seq": seq}
+        for k in ("pos", "k", "attempt", "key"):
+            v = rec.get(k)
+            if isinstance(v, (int, str)) and not isinstance(v, bool):
+                attrs[f"agent_supervisor.{k}"] = v
+        if seq in self.abandoned:
+            attrs["agent_supervisor.abandoned"] = True
+        kind = KIND_INTERNAL
+        span_name = name or "step"
+        call = call_of(rec)
+        if call is not None and call["kind"] == "model":
+            model = call.get("model") if isinstance(call.get("model"), str) else None
+            provider = call.get("provider") if isinstance(call.get("provider"), str) else None
+            kind = KIND_CLIENT
+            span_name = f"chat {model}" if model else "chat"
+            attrs["gen_ai.operation.name"] = "chat"
+            if provider:
+                attrs["gen_ai.provider.name"] = provider
+            if model:
+                attrs["gen_ai.request.model"] = model
+        elif call is not None and call["kind"] == "tool":
+            tool = call.get("tool") if isinstance(call.get("tool"), str) else None
+            span_name = f"execute_tool {tool}" if tool else "execute_tool"
+            attrs["gen_ai.operation.name"] = "execute_tool"
+            attrs["gen_ai.tool.type"] = "function"
+            if tool:
+                attrs["gen_ai.tool.name"] = tool
+            cid = call.get("call_id")
+            if isinstance(cid, (str, int)) and not isinstance(cid, bool):
+                attrs["gen_ai.tool.call.id"] = str(cid)
+        entries = usage_entries(rec)
+        if entries:
+            attrs["gen_ai.usage.input_tokens"] = sum(t.input for _, _, t in entries)
+            attrs["gen_ai.usage.output_tokens"] = sum(t.output for _, _, t in entries)
+            cached = sum(t.cached for _, _, t in entries)
+            if cached:
+                attrs["gen_ai.usage.cache_read.input_tokens"] = cached
+            resp = entries[0][0]
+            if resp:
+                attrs["gen_ai.response.model"] = resp
+                attrs.setdefault("gen_ai.request.model", resp)
+            if self.price is not None:
+                cost = self.price(rec)
+                if cost is not None:
+                    attrs["agent_supervisor.cost_usd"] = cost
+        s = Span(self.trace, span_id(self.run_id, f"step:{seq}"), self._parent(attempt), span_name,
+                 start, max(end_ns, start), kind, attrs)
+        err = rec.get("error")
+        if rec.get("kind", Kind.STEP) == Kind.STEP and err is not None:
+            etype = err.get("type") if isinstance(err, dict) else None
+            msg = err.get("message") if isinstance(err, dict) else err
+            ev: dict[str, Any] = {"exception.type": str(etype or "Error"), "exception.message": str(msg or "")}
+            if isinstance(err, dict) and isinstance(err.get("traceback"), str):
+                ev["exception.stacktrace"] = err["traceback"]
+            s.events.append(SpanEvent("exception", end_ns, ev))
+            s.status_code, s.status_message = STATUS_ERROR, str(msg or etype or "failed")
+            attrs["error.type"] = str(etype or "Error")
+            if rec.get("transient"):
+                attrs["agent_supervisor.transient"] = True
+        if self.content:
+            if "inputs" in rec:
+                attrs["agent_supervisor.inputs"] = self._content(rec["inputs"])
+                if call is not None and call["kind"] == "tool":
+                    attrs["gen_ai.tool.call.arguments"] = attrs["agent_supervisor.inputs"]
+            if "output" in rec and not begin_only:
+                attrs["agent_supervisor.output"] = self._content(rec["output"])
+                if call is not None and call["kind"] == "tool":
+                    attrs["gen_ai.tool.call.result"] = attrs["agent_supervisor.output"]
+        return s
+
+    # ------------------------------------------------------------------ supervisor events
+    def event(self, ev: Mapping[str, Any]) -> list[Span]:
+        """Take the next ``supervisor.jsonl`` event; return the spans it finishes (earlier attempts, on a spawn)."""
+        name = ev.get("event")
+        if not isinstance(name, str):
+            return []
+        ns = self._when(ev.get("ts"))
+        att = ev.get("attempt")
+        n = att if isinstance(att, int) and not isinstance(att, bool) and att > 0 else None
+        out: list[Span] = []
+        if name == "spawn" and n is not None:
+            for m, a in sorted(self.attempts.items()):  # the earlier attempts are over: export them now
+                if m < n and not a.emitted:
+                    for seq, (b, at) in sorted(self.begins.items()):  # their open steps were interrupted
+                        if at == m:
+                            a.interrupted.append(b)
+                            del self.begins[seq]
+                    out.extend(self._emit_attempt(a))
+            a = self._attempt(n)
+            a.see(ns)
+            a.attrs["agent_supervisor.resume"] = bool(ev.get("resume"))
+            if isinstance(ev.get("pid"), int):
+                a.attrs["process.pid"] = ev["pid"]
+        elif name == "exit" and n is not None:
+            a = self._attempt(n)
+            a.see(ns)
+            a.exited = True
+            code, sig = ev.get("code"), ev.get("signal")
+            if isinstance(code, int):
+                a.attrs["process.exit.code"] = code
+            if sig:
+                a.attrs["agent_supervisor.exit.signal"] = str(sig)
+            for k in ("step", "progress", "uptime_s", "reason"):
+                if ev.get(k) is not None:
+                    a.attrs[f"agent_supervisor.exit.{k}"] = _scalar(ev[k])
+            where = f" in step {ev['step']}" if ev.get("step") else ""
+            if sig:
+                a.status = (STATUS_ERROR, f"killed by signal {sig}{where}")
+            elif isinstance(code, int) and code not in (0, EXIT_RESTART):
+                a.status = (STATUS_ERROR, f"exit code {code}{where}")
+        elif name == "restart":
+            target = n - 1 if n is not None and n > 1 else None
+            self._event_on(target, SpanEvent("restart", ns, self._ev_attrs(ev)))
+        elif name in ATTEMPT_EVENTS:
+            self._event_on(n, SpanEvent(name, ns, self._ev_attrs(ev)))
+        else:  # supervisor-start, succeeded, and events of a later version
+            self.root_events.append(SpanEvent(name, ns, self._ev_attrs(ev)))
+        return out
+
+    @staticmethod
+    def _ev_attrs(ev: Mapping[str, Any]) -> dict[str, Any]:
+        return {f"agent_supervisor.{k}": _scalar(v) for k, v in ev.items()
+                if k not in ("ts", "event") and v is not None and k != "stderr_tail"}
+
+    def _emit_attempt(self, a: _Attempt) -> list[Span]:
+        """The attempt's span, and the spans of its interrupted steps (ending with it)."""
+        a.emitted = True
+        start = a.start_ns if a.start_ns is not None else (self.first_ns or 0)
+        end = max(a.end_ns if a.end_ns is not None else start, start)
+        attrs = {"agent_supervisor.attempt": a.number, **a.attrs}
+        out = [self._open_span(b, a.number, end, interrupted=True) for b in a.interrupted]
+        a.interrupted.clear()
+        out.append(Span(self.trace, span_id(self.run_id, f"attempt:{a.number}"), self.root, f"attempt {a.number}",
+                        start, end, KIND_INTERNAL, attrs, list(a.events), *a.status))
+        return out
+
+    # ------------------------------------------------------------------ the end
+    def finish(self) -> list[Span]:
+        """The spans not finished yet: steps still open, attempts, and the root span."""
+        end = self.last_ns or 0
+        out: list[Span] = []
+        for _, (b, attempt) in sorted(self.begins.items()):
+            # still open at the end: interrupted if its attempt has exited, else in flight now
+            a = self.attempts.get(attempt) if attempt is not None else None
+            if a is not None and a.exited and not a.emitted:
+                a.interrupted.append(b)
+            else:
+                out.append(self._open_span(b, attempt, end, interrupted=a is not None and a.exited))
+        self.begins.clear()
+        for _, a in sorted(self.attempts.items()):
+            if not a.emitted:
+                out.extend(self._emit_attempt(a))
+        out.append(self.root_span())
+        return out
+
+    def root_span(self) -> Span:
+        meta = self.meta
+        start = self.first_ns or 0
+        end = max(self.last_ns or start, ts_ns(meta.get("ended")) or 0)
+        attrs: dict[str, Any] = {"agent_supervisor.run.id": self.run_id}
+        if isinstance(meta.get("status"), str):
+            attrs["agent_supervisor.run.status"] = meta["status"]
+        cmd = meta.get("command")
+        if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
+            attrs["agent_supervisor.run.command"] = cmd
+        if self.attempts:
+            attrs["agent_supervisor.run.attempts"] = max(self.attempts)
+        attrs.update(usage_attributes(self.usage.result))
+        status = (STATUS_ERROR, str(meta.get("reason") or "failed")) if meta.get("status") == "failed" else (STATUS_UNSET, "")
+        return Span(self.trace, self.root, None, f"run {self.run_id}", start, max(end, start), KIND_INTERNAL,
+                    attrs, list(self.root_events), *status)
+
+
+def usage_attributes(u: RunUsage) -> dict[str, Any]:
+    """A run's totals as root span attributes (costs only where known)."""
+    attrs: dict[str, Any] = {
+        "gen_ai.usage.input_tokens": u.tokens.input,
+        "gen_ai.usage.output_tokens": u.tokens.output,
+        "agent_supervisor.saved.input_tokens": u.saved_tokens.input,
+        "agent_supervisor.saved.output_tokens": u.saved_tokens.output,
+        "agent_supervisor.saved.steps": u.saved_steps,
+    }
+    if u.tokens.cached:
+        attrs["gen_ai.usage.cache_read.input_tokens"] = u.tokens.cached
+    if u.cost_usd is not None:
+        attrs["agent_supervisor.cost_usd"] = u.cost_usd
+    if u.unpriced:
+        attrs["agent_supervisor.unpriced_steps"] = u.unpriced
+    if u.saved_cost_usd is not None:
+        attrs["agent_supervisor.saved.cost_usd"] = u.saved_cost_usd
+    return attrs
+
+
+def build_spans(
+    run_dir: Path, *, content: bool = False, price: Price | None = None, redactor: Redactor | None = None
+) -> tuple[str, list[Span]]:
+    """Every span of the run directory (journal, events, run.json): ``(run id, spans)``, the root last."""
+    meta = rundir.read_run_json(run_dir)
+    run_id = str(meta.get("id") or run_dir.name)
+    entries = JournalReader(run_dir).load()
+    abandoned = fold(entries).abandoned_seqs
+    b = SpanBuilder(run_id, meta, content=content, redactor=redactor, price=price, abandoned=abandoned)
+    spans: list[Span] = []
+    for e in entries:
+        if isinstance(e, dict):
+            spans.extend(b.record(e))
+    for ev in read_events(run_dir):
+        spans.extend(b.event(ev))
+    spans.extend(b.finish())
+    return run_id, spans
+
+
+def resource_attributes(run_id: str) -> dict[str, Any]:
+    """``service.name`` (``OTEL_SERVICE_NAME``, else ``agent-supervisor``) and the run id."""
+    return {
+        "service.name": os.environ.get("OTEL_SERVICE_NAME") or SCOPE,
+        "agent_supervisor.run.id": run_id,
+    }
+
+
+# ---------------------------------------------------------------------- OTLP/JSON
+
+
+def _any_value(v: Any) -> dict[str, Any]:
+    if isinstance(v, bool):
+        return {"boolValue": v}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    if isinstance(v, float):
+        return {"doubleValue": v}
+    if isinstance(v, list):
+        return {"arrayValue": {"values": [_any_value(x) for x in v]}}
+    return {"stringValue": str(v)}
+
+
+def _attributes(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"key": k, "value": _any_value(v)} for k, v in attrs.items()]
+
+
+def span_json(s: Span) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "traceId": s.trace_id,
+        "spanId": s.span_id,
+        "name": s.name,
+        "kind": s.kind,
+        "startTimeUnixNano": str(s.start_ns),
+        "endTimeUnixNano": str(s.end_ns),
+        "attributes": _attributes(s.attributes),
+    }
+    if s.parent_id:
+        d["parentSpanId"] = s.parent_id
+    if s.events:
+        d["events"] = [{"timeUnixNano": str(e.time_ns), "name": e.name, "attributes": _attributes(e.attributes)}
+                       for e in s.events]
+    status: dict[str, Any] = {"code": s.status_code}
+    if s.status_message:
+        status["message"] = s.status_message
+    d["status"] = status
+    return d
+
+
+def export_request(run_id: str, spans: Iterable[Span]) -> dict[str, Any]:
+    """One OTLP/JSON ``ExportTraceServiceRequest``: one resource, one scope, the spans."""
+    return {
+        "resourceSpans": [
+            {
+                "resource": {"attributes": _attributes(resource_attributes(run_id))},
+                "scopeSpans": [
+                    {"scope": {"name": SCOPE, "version": __version__}, "spans": [span_json(s) for s in spans]}
+                ],
+            }
+        ]
+    }
+
+
+def write_otlp_json(run_dir: Path, out: Path, *, content: bool = False, price: Price | None = None) -> int:
+    """Write the run's ``ExportTraceServiceRequest`` to ``out``; return the number of spans."""
+    run_id, spans = build_spans(run_dir, content=content, price=price)
+    return write_otlp_json_spans(run_id, spans, out)
+
+
+def write_otlp_json_spans(run_id: str, spans: list[Span], out: Path) -> int:
+    """Write ``spans`` as one ``ExportTraceServiceRequest`` to ``out`` (atomically, mode 0600: it may hold
+    content); return the number of spans."""
+    data = orjson.dumps(export_request(run_id, spans)) + b"\n"
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, out)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return len(spans)

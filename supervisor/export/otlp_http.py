@@ -1,0 +1,137 @@
+"""Sending a run's spans over OTLP/HTTP with the official exporter (the only module importing OpenTelemetry).
+
+``opentelemetry-exporter-otlp-proto-http`` is an optional extra
+(``pip install 'agent-supervisor-tui[otlp]'``), imported when a sender is made.
+The spans of :mod:`supervisor.export.otlp` become the SDK's ``ReadableSpan``
+objects (same ids, times, attributes, events, status) and go through
+``OTLPSpanExporter.export``, so what a collector gets is encoded by
+OpenTelemetry's own code. The exporter honours the standard environment:
+``OTEL_EXPORTER_OTLP_ENDPOINT`` (a base URL: ``/v1/traces`` is appended),
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``, ``OTEL_EXPORTER_OTLP_HEADERS``,
+``OTEL_EXPORTER_OTLP_TIMEOUT`` and the TLS variables. An endpoint given on the
+command line is a base URL too (``http://localhost:4318``), as the variable is; a
+URL that already ends in ``/v1/traces`` is taken as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from ..errors import SupervisorError
+from .otlp import KIND_CLIENT, SCOPE, STATUS_ERROR, STATUS_OK, Span, resource_attributes
+
+__all__ = ["INSTALL_HINT", "OtlpSender", "require", "traces_url"]
+
+INSTALL_HINT = "pip install 'agent-supervisor-tui[otlp]'"
+TRACES_PATH = "/v1/traces"
+
+
+def require() -> None:
+    """Raise a user error (one line, what to install) if the OTLP/HTTP exporter is not installed."""
+    try:
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
+        import opentelemetry.sdk.trace  # noqa: F401
+    except ImportError as e:
+        raise SupervisorError(
+            f"exporting over OTLP/HTTP needs the OpenTelemetry exporter, which is not installed ({e.name}); "
+            f"install it with {INSTALL_HINT}"
+        ) from None
+
+
+def traces_url(endpoint: str) -> str:
+    """The traces URL of a base endpoint (``http://host:4318`` -> ``http://host:4318/v1/traces``)."""
+    e = endpoint.rstrip("/")
+    return e if e.endswith(TRACES_PATH) else e + TRACES_PATH
+
+
+def endpoint_from_env() -> str | None:
+    """The endpoint the standard variables name, if any (the exporter reads them itself)."""
+    return os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or None
+
+
+class _LastError(logging.Handler):
+    """Keeps the exporter's last error line (it logs why a batch failed; ``export`` returns only FAILURE)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.last: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.last = record.getMessage()
+        except Exception:  # a malformed log call of the library: keep the raw format string
+            self.last = str(record.msg)
+
+
+class OtlpSender:
+    """Sends spans to one OTLP/HTTP endpoint (``None``: the one the environment names)."""
+
+    def __init__(self, run_id: str, endpoint: str | None = None, *, timeout: float | None = None) -> None:
+        require()
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+        from .. import __version__
+
+        self.url = traces_url(endpoint) if endpoint else None
+        self._exporter = OTLPSpanExporter(endpoint=self.url, timeout=timeout)
+        self.url = self.url or str(getattr(self._exporter, "_endpoint", "") or endpoint_from_env() or "")
+        self._resource = Resource.create(resource_attributes(run_id))
+        self._scope = InstrumentationScope(SCOPE, __version__)
+        self._log = logging.getLogger("opentelemetry.exporter")
+        self.last_error: str | None = None
+
+    def _readable(self, s: Span) -> Any:
+        from opentelemetry.sdk.trace import Event, ReadableSpan
+        from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+        from opentelemetry.trace.status import Status, StatusCode
+
+        tid = int(s.trace_id, 16)
+        ctx = SpanContext(tid, int(s.span_id, 16), is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+        parent = (
+            SpanContext(tid, int(s.parent_id, 16), is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED))
+            if s.parent_id
+            else None
+        )
+        code = StatusCode.ERROR if s.status_code == STATUS_ERROR else StatusCode.OK if s.status_code == STATUS_OK else StatusCode.UNSET
+        return ReadableSpan(
+            s.name,
+            context=ctx,
+            parent=parent,
+            resource=self._resource,
+            attributes=dict(s.attributes),
+            events=[Event(e.name, dict(e.attributes), timestamp=e.time_ns) for e in s.events],
+            kind=SpanKind.CLIENT if s.kind == KIND_CLIENT else SpanKind.INTERNAL,
+            status=Status(code, s.status_message or None) if code is StatusCode.ERROR else Status(code),
+            start_time=s.start_ns,
+            end_time=s.end_ns,
+            instrumentation_scope=self._scope,
+        )
+
+    def send(self, spans: Sequence[Span]) -> bool:
+        """Export ``spans`` in one request (the exporter retries transient failures until its timeout);
+        ``False`` with :attr:`last_error` saying why, if it failed."""
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        if not spans:
+            return True
+        catch = _LastError()
+        self._log.addHandler(catch)  # also keeps the exporter's lines off the user's terminal
+        old_propagate = self._log.propagate
+        self._log.propagate = False
+        try:
+            result = self._exporter.export([self._readable(s) for s in spans])
+        finally:
+            self._log.removeHandler(catch)
+            self._log.propagate = old_propagate
+        if result is SpanExportResult.SUCCESS:
+            return True
+        self.last_error = catch.last or "the exporter reported a failure"
+        return False
+
+    def close(self) -> None:
+        self._exporter.shutdown()  # type: ignore[no-untyped-call]
