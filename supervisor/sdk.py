@@ -855,52 +855,72 @@ class Run:
 
     async def _astep(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts) -> Any:
         with self._lock:
-            got = self._enter(name, fn, args, kwargs, opts)
-        if type(got) is not _Call:
-            return got
-        c: _Call = got
-        ctx = c
+            c = self._enter(name, fn, args, kwargs, opts)
+        if type(c) is not _Call:
+            return c  # served from the journal
         token = _CURRENT.set(c)
-        tries = 0
         try:
-            while True:
-                tries += 1
-                t0 = time.perf_counter()
-                try:
+            t0 = perf_counter()
+            try:
+                if opts.timeout is None:  # _acall inlined: no coroutine frame of its own
+                    out = fn(*args, **kwargs)
+                    if asyncio.iscoroutine(out) or isinstance(out, asyncio.Future):
+                        out = await out
+                else:
                     out = await _acall(name, fn, args, kwargs, opts.timeout)
-                except Exception as e:
-                    delay = self._on_error(c, e, t0, ctx, opts, tries)
-                    if delay is None:
-                        raise
-                    await asyncio.sleep(delay)
-                    continue
-                except BaseException:  # cancelled (an outer timeout, the task group failing): not a failure of the step
-                    with self._lock:
-                        self._leave(c, give_back=False)
-                    raise
-                break
+            except BaseException as e:
+                out, t0 = await self._aretry(c, e, t0, fn, args, kwargs, opts)
         finally:
             _CURRENT.reset(token)
         if c.replay is not None:
             return self._replayed_live(c, out, t0)
-        rec = self._finished(c, out, t0, ctx)
+        rec = self._finished(c, out, t0, c)
         with self._lock:
             self._with_state_patch(rec)
-        # The line is written when aappend starts, before this task yields: in the loop's thread no other
-        # step commits between the patch above and its line, so the file has the patches in their order.
-        try:
-            await self._aappend(rec)
-        except (JournalError, TypeError):  # not written
-            with self._lock:
-                self._leave(c)
-            raise
-        except BaseException:  # cancelled while its sync was awaited: the line is written and will be synced
-            with self._lock:
-                self._done(c, rec)
-            raise
+            # written under the lock, in the order of the patches (threads may commit steps too); the sync is
+            # awaited outside it, shared with the steps that finish in the same turn of the loop
+            end = self._write_or_leave(c, rec)
+        w = self._writer
+        if end >= 0 and w is not None:
+            try:
+                fut = w.synced_future(end)
+                if fut is not None:
+                    await fut
+            except JournalError:  # the sync failed: not committed
+                with self._lock:
+                    if "state_patch" in rec:
+                        self._shadow = None  # see _append
+                    self._leave(c)
+                raise
+            except BaseException:  # cancelled while its sync was awaited: the line is written and will be synced
+                with self._lock:
+                    self._done(c, rec)
+                raise
         with self._lock:
             self._done(c, rec)
         return out
+
+    async def _aretry(
+        self, c: _Call, e: BaseException, t0: float, fn: Callable[..., Any], args: tuple[Any, ...],
+        kwargs: dict[str, Any], opts: _Opts,
+    ) -> tuple[Any, float]:
+        """:meth:`_retry` for ``astep``: a cancellation is not a failure of the step."""
+        tries = 1
+        while True:
+            if not isinstance(e, Exception):  # cancelled (an outer timeout, the task group failing)
+                with self._lock:
+                    self._leave(c, give_back=False)
+                raise e
+            delay = self._on_error(c, e, t0, c, opts, tries)
+            if delay is None:
+                raise e
+            await asyncio.sleep(delay)
+            tries += 1
+            t0 = perf_counter()
+            try:
+                return await _acall(c.name, fn, args, kwargs, opts.timeout), t0
+            except BaseException as again:
+                e = again
 
     def _on_error(self, c: _Call, e: Exception, t0: float, ctx: _Call, opts: _Opts, tries: int) -> float | None:
         """Record a failed try: the delay before the next try, or ``None`` (recorded as failed: re-raise).
@@ -1488,25 +1508,6 @@ class Run:
         """A record with a value JSON cannot hold: inputs are shown as repr (an output was encoded before)."""
         if "inputs" in rec:
             rec["inputs"] = orjson.Fragment(orjson.dumps(rec["inputs"], default=repr, option=_DUMPS_OPTS))
-
-    async def _aappend(self, rec: Record) -> Record:
-        """:meth:`_append` for asyncio: the line is written at once, the task waits for its fdatasync (shared)."""
-        w = self._writer
-        if self.replay_mode or w is None:
-            return rec
-        aappend = getattr(w, "aappend", None)
-        if aappend is None:  # a writer without group commit
-            return self._append(rec)
-        try:
-            try:
-                return await aappend(rec)  # type: ignore[no-any-return]
-            except TypeError:
-                self._unencodable(rec)
-                return await aappend(rec)  # type: ignore[no-any-return]
-        except (JournalError, TypeError):
-            if "state_patch" in rec:
-                self._shadow = None
-            raise
 
     def _rollback_or_give_up(self, name: str, failures: int, e: BaseException) -> None:
         reason = f"{failures} consecutive failures of step {name!r}: {type(e).__name__}: {e}"

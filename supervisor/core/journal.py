@@ -21,12 +21,14 @@ import os
 import secrets
 import threading
 from array import array
+from asyncio.events import _get_running_loop as asyncio_running_loop
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from itertools import accumulate
 from pathlib import Path
+from time import perf_counter
 from typing import Any, NoReturn, Self, cast
 
 import orjson
@@ -48,6 +50,8 @@ from .segments import (
 )
 
 DEFAULT_ROTATE_BYTES = 64 * 1024 * 1024
+INLINE_SYNC_MAX = 0.001
+"""An event loop leads a sync in its own thread while the last sync took at most this long (seconds)."""
 TORN_SUFFIX = ".torn"
 _STEP_PREFIX = b'{"kind":"step",'
 _LAZY_PREFIXES = (_STEP_PREFIX, b'{"kind":"begin",')
@@ -190,6 +194,8 @@ class JournalWriter:
         self._flusher_go = False
         self._flusher: threading.Thread | None = None
         self._kick_loop: asyncio.AbstractEventLoop | None = None
+        self._last_sync = 0.0
+        """How long the last sync a leader made took, in seconds (see :meth:`_kick`)."""
         """The loop where a :meth:`_kick` is pending (one per turn of the loop, not one per waiter)."""
         self._closing = False
         self._lock_fd = rundir.open_run_file(run_dir / rundir.JOURNAL_LOCK, os.O_RDWR | os.O_CREAT)
@@ -296,6 +302,7 @@ class JournalWriter:
     def _sync_locked(self) -> None:
         """Sync everything written so far while holding the lock (:meth:`append` with ``alone``)."""
         target = self._written
+        t0 = perf_counter()
         try:
             self._datasync(self._fd)
         except OSError as e:
@@ -303,6 +310,7 @@ class JournalWriter:
                 self._broken = self._sync_failed(e)
             self._fail_queue_locked()
             raise JournalError(self._broken) from e
+        self._last_sync = perf_counter() - t0
         self._synced = target
         if self._queue:  # asyncio waiters whose flusher was not kicked yet: covered by this sync
             self._wake_synced_locked()
@@ -344,25 +352,57 @@ class JournalWriter:
         loop = asyncio.get_running_loop()
         with self._lock:
             end = self._write_locked(self._line(rec))
-            if not self._durable or self._synced >= end:
-                return rec
-            fut: asyncio.Future[None] = loop.create_future()
-            self._queue.append(_AsyncWaiter(end, loop, fut))
-            if not self._syncing and not self._rotating and self._kick_loop is not loop:
-                # the flusher gets the lead once the tasks ready in this turn of the loop have written
-                # their lines too: the steps that finish together share one sync
-                self._kick_loop = loop
-                loop.call_soon(self._kick, loop)
-        await fut
+            fut = self._future_locked(end, loop)
+        if fut is not None:
+            await fut
         return rec
 
+    def synced_future(self, end: int) -> asyncio.Future[None] | None:
+        """For asyncio, :meth:`wait_synced` as a future of the running loop to await (``None``: synced already).
+
+        The lead is taken as for :meth:`aappend`. Raises :class:`JournalError` if the writer broke before
+        the bytes up to ``end`` (from :meth:`write`) were synced.
+        """
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._durable and self._synced < end and self._broken:
+                raise JournalError(self._broken)
+            return self._future_locked(end, loop)
+
+    def _future_locked(self, end: int, loop: asyncio.AbstractEventLoop) -> asyncio.Future[None] | None:
+        if not self._durable or self._synced >= end:
+            return None
+        fut: asyncio.Future[None] = loop.create_future()
+        self._queue.append(_AsyncWaiter(end, loop, fut))
+        if not self._syncing and not self._rotating and self._kick_loop is not loop:
+            # the lead is taken once the tasks ready in this turn of the loop have written their
+            # lines too: the steps that finish together share one sync
+            self._kick_loop = loop
+            loop.call_soon(self._kick, loop)
+        return fut
+
     def _kick(self, loop: asyncio.AbstractEventLoop) -> None:
-        """In the loop, after the tasks that were ready with the first waiter: give the lead to the flusher."""
+        """In the loop, after the tasks that were ready with the first waiter: lead the sync.
+
+        While syncs are fast (the last one took at most :data:`INLINE_SYNC_MAX` seconds) the loop's thread
+        syncs itself and resolves the waiters' futures at once: no hand-off to another thread, whose wake-up
+        costs more than the sync on a fast disk. On a slower disk the flusher thread takes the lead, so the
+        loop is not blocked for a whole sync.
+        """
         with self._lock:
             if self._kick_loop is loop:
                 self._kick_loop = None
-            if not self._syncing and not self._rotating and self._queue:
+            if self._syncing or self._rotating or not self._queue:
+                return
+            if self._last_sync > INLINE_SYNC_MAX:
                 self._handoff_locked()
+                return
+            self._syncing = True
+            fd, target = self._fd, self._written
+        try:
+            self._lead(fd, target)
+        except JournalError:
+            pass  # every waiter it covered was told
 
     def _line(self, rec: Record) -> bytes:
         """``rec``'s line with its ``seq`` (the next one), ``id`` and ``ts``; under the lock."""
@@ -455,6 +495,7 @@ class JournalWriter:
             with self._lock:
                 fd, target = self._fd, self._written
         err: OSError | None = None
+        t0 = perf_counter()
         try:
             self._datasync(fd)  # the lock is free: the others go on writing (and parking) meanwhile
         except OSError as e:
@@ -464,6 +505,7 @@ class JournalWriter:
                 self._handoff_locked()
             raise
         with self._lock:
+            self._last_sync = perf_counter() - t0
             if err is None:
                 if target > self._synced:
                     self._synced = target
@@ -660,6 +702,9 @@ class JournalWriter:
 
 
 def _call_in(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
+    if asyncio_running_loop() is loop:
+        fn(*args)  # in the loop's own thread (it led the sync): settled now, the tasks resume in its next turn
+        return
     try:
         loop.call_soon_threadsafe(fn, *args)
     except RuntimeError:
