@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
+from rich.console import Group, RenderableType
 from rich.json import JSON
+from rich.style import Style
 from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
@@ -26,13 +28,62 @@ def json_renderable(value: Any, title: str = "") -> JSON | Text:
     return JSON(text, indent=2)
 
 
+TRACEBACK_NOTE = "(the traceback is shown above, as code)"
+
+
+def split_traceback(rec: Any) -> tuple[str, str, Any]:
+    """A failed step's ``(error line, traceback, record without it)``; ``("", "", rec)`` for any other record.
+
+    The traceback is a string in the record's ``error`` (the SDK's shape: ``type``, ``message``,
+    ``traceback``): shown as code, it is replaced in the JSON by a note, not repeated as one escaped line.
+    """
+    err = rec.get("error") if isinstance(rec, dict) else None
+    tb = err.get("traceback") if isinstance(err, dict) else None
+    if not isinstance(tb, str) or not tb.strip():
+        return "", "", rec
+    line = f"{err.get('type') or 'error'}: {err.get('message', '')}".rstrip(": ")  # type: ignore[union-attr]
+    rest = dict(rec)
+    rest["error"] = {**err, "traceback": TRACEBACK_NOTE}  # type: ignore[dict-item]
+    return line, tb.rstrip("\n"), rest
+
+
 class JsonPane(VerticalScroll):
-    """A scrollable pane that shows one JSON document or a message."""
+    """A scrollable pane that shows one JSON document or a message (a failed step: its traceback as code first)."""
 
     DEFAULT_CSS = """
     JsonPane { height: 1fr; }
     JsonPane > Static { width: auto; }
+    JsonPane > .jsonpane--error { color: $error; text-style: bold; }
+    JsonPane > .jsonpane--frame { color: $secondary; }
+    JsonPane > .jsonpane--muted { color: $text-muted; }
+    JsonPane > .jsonpane--code { color: $text; }
     """
+
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"jsonpane--error", "jsonpane--frame", "jsonpane--muted", "jsonpane--code"}
+
+    def _st(self, name: str) -> Style:
+        st = self.get_component_rich_style(name)
+        return Style(color=st.color, bold=st.bold)
+
+    def traceback_text(self, error_line: str, tb: str) -> Text:
+        """A Python traceback laid out as the interpreter prints it: frames, code lines, the exception last."""
+        t = Text(no_wrap=True)
+        t.append(f"✗ {error_line}\n", style=self._st("jsonpane--error"))
+        lines = tb.splitlines()
+        last = max((i for i, ln in enumerate(lines) if ln and not ln.startswith(" ")), default=-1)
+        for i, ln in enumerate(lines):
+            if ln.startswith("Traceback") or ln.startswith("During handling") or ln.startswith("The above exception"):
+                style = self._st("jsonpane--muted")
+            elif ln.lstrip().startswith("File "):
+                style = self._st("jsonpane--frame")
+            elif set(ln.strip()) <= set("^~") and ln.strip():
+                style = self._st("jsonpane--error")  # the caret line under the failing expression
+            elif i >= last >= 0 and not ln.startswith(" "):
+                style = self._st("jsonpane--error")
+            else:
+                style = self._st("jsonpane--code")
+            t.append(ln + "\n", style=style)
+        return t
 
     def compose(self):  # type: ignore[no-untyped-def]
         yield Static("", id=f"{self.id}-body" if self.id else None)
@@ -45,15 +96,22 @@ class JsonPane(VerticalScroll):
         return self.query_one(Static)
 
     def show_value(self, value: Any, heading: str = "") -> None:
-        """Show ``value`` as coloured JSON under an optional heading."""
+        """Show ``value`` as coloured JSON under an optional heading; a failed step's traceback as code above it."""
+        error_line, tb, value = split_traceback(value)
         rend = json_renderable(value)
-        self.text = (heading + "\n" if heading else "") + (rend.plain if isinstance(rend, Text) else rend.text.plain)
+        parts: list[RenderableType] = []
+        texts: list[str] = []
         if heading:
-            from rich.console import Group
-
-            self.body.update(Group(Text(heading, style="bold"), rend))
-        else:
-            self.body.update(rend)
+            parts.append(Text(heading, style="bold"))
+            texts.append(heading)
+        if tb:
+            tbt = self.traceback_text(error_line, tb)
+            parts.append(tbt)
+            texts.append(tbt.plain)
+        parts.append(rend)
+        texts.append(rend.plain if isinstance(rend, Text) else rend.text.plain)
+        self.text = "\n".join(texts)
+        self.body.update(Group(*parts) if len(parts) > 1 else rend)
 
     def show_text(self, text: str, style: str = "") -> None:
         self.text = text

@@ -8,13 +8,16 @@ tokens and cost, the mode), never a second line.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.style import Style
 from rich.text import Text
-from textual import events
+from textual import events, work
 from textual.widgets import Static
+from textual.worker import get_current_worker
 
 from .status import RunStatus, fmt_bytes, fmt_duration
 
@@ -82,6 +85,86 @@ class StatusBar(Static):
     """
 
     _last: dict[str, Any] | None = None
+    USAGE_POLL_S = 2.0
+    """The run's totals are brought up to date at most this often (new records only)."""
+
+    def __init__(self, source: Path | None = None, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.source = source
+        self.usage: UsageTotals | None = None
+        """The run's totals from the usage worker (``None`` until it found usage in the journal)."""
+        self._usage_started = False
+        self._usage_wake = threading.Event()
+
+    def on_unmount(self) -> None:
+        self._usage_wake.set()
+
+    def _start_usage(self) -> None:
+        """Once the journal is indexed (never before the first frame): totals in a worker thread."""
+        if not self._usage_started and self.source is not None:
+            self._usage_started = True
+            self.count_usage(self.source)
+
+    @work(thread=True, exclusive=True, group="usage", exit_on_error=False)
+    def count_usage(self, source: Path) -> None:
+        """Tokens, cost and saved by resume of the whole run (``core.usage.UsageFold``), then of what is appended.
+
+        A journal without the bytes ``"usage"`` is not parsed at all (one C-speed look per chunk; a
+        million plain steps cost about 0.1 s); the prices (genai-prices, 0.4 s to import) are loaded here,
+        in this thread, only once a record with usage is found.
+        """
+        from ..core.journal import JournalReader
+        from ..core.segments import StreamPos, read_stream
+        from ..core.usage import UsageFold
+
+        worker = get_current_worker()
+        cursor = StreamPos()
+        reader: JournalReader | None = None
+        fold: UsageFold | None = None
+        shown: UsageTotals | None = None
+        while not worker.is_cancelled:
+            try:
+                if reader is None:
+                    found = False
+                    for c in read_stream(source, cursor):
+                        if b'"usage"' in c.data:
+                            found = True
+                            break
+                    if found:
+                        from ..export import pricing
+
+                        reader, fold = JournalReader(source), UsageFold(pricing.step_cost)
+                        entries = reader.iter_entries(lazy=True)
+                        pricing.available()  # the import, here: the rows are priced from now on
+                        self.app.call_from_thread(self._prices_loaded)
+                    else:
+                        entries = iter(())
+                else:
+                    entries = iter(reader.read_new())
+                if fold is not None:
+                    for e in entries:
+                        fold.add(e)
+                        if worker.is_cancelled:
+                            return
+                    r = fold.result
+                    totals = UsageTotals(r.tokens.total, r.cost_usd, r.saved_tokens.total, r.saved_cost_usd)
+                    if totals != shown:
+                        shown = totals
+                        self.app.call_from_thread(self._show_usage, totals)
+            except OSError:
+                pass  # the files moved under us (a rotation, a deleted run): the next round reads again
+            self._usage_wake.wait(self.USAGE_POLL_S)
+
+    def _prices_loaded(self) -> None:
+        from .timeline import TimelineView
+
+        for view in self.screen.query(TimelineView):
+            view.prices_loaded()
+
+    def _show_usage(self, totals: UsageTotals) -> None:
+        self.usage = totals
+        if self._last is not None:
+            self.show(**self._last)
 
     def _st(self, name: str) -> Style:
         st = self.get_component_rich_style(name)
@@ -107,7 +190,9 @@ class StatusBar(Static):
         problems: int,
         usage: UsageTotals | None = None,
     ) -> None:
-        """Redraw from the given figures (cheap: one Text)."""
+        """Redraw from the given figures (cheap: one Text); ``usage`` defaults to this bar's own totals."""
+        if not indexing:
+            self._start_usage()
         self._last = dict(
             status=status, run_id=run_id, records=records, steps=steps, checkpoints=checkpoints, follow=follow,
             replay_now=replay_now, indexing=indexing, deleted=deleted, problems=problems, usage=usage,
@@ -122,7 +207,7 @@ class StatusBar(Static):
         assert self._last is not None
         a = self._last
         status: RunStatus = a["status"]
-        steps, checkpoints, usage = a["steps"], a["checkpoints"], a["usage"]
+        steps, checkpoints, usage = a["steps"], a["checkpoints"], a["usage"] or self.usage
         label = self._st("status--label")
         # (priority, parts): higher stays longer; the parts are (text, style) in display order
         items: list[tuple[int, list[tuple[str, Style | None]]]] = []
@@ -136,12 +221,13 @@ class StatusBar(Static):
             else:
                 add(prio, (str(value), None), (short, label))
 
-        add(9, (a["run_id"], self._st("status--id")))
+        run_id = str(a["run_id"])
+        add(9, (run_id if wide or len(run_id) <= 16 else run_id[:15] + "…", self._st("status--id")))
         add(10, (f"● {status.state}", self._st(_STATE_CLASS.get(status.state, "status--id"))))
         f: dict[str, Any] = status.fields
         if status.live:
             fig(3, "pid", f.get("pid") or "-")
-            fig(8, "attempt", f.get("attempt", "-"), "")
+            fig(7, "attempt", f.get("attempt", "-"))
             fig(2, "up", fmt_duration(f.get("uptime_s")))
             fig(5, "restarts", f.get("restarts", 0), "↻")
             fig(1, "cpu", f"{f['cpu_percent']:.0f}%" if isinstance(f.get("cpu_percent"), (int, float)) else "-")
@@ -150,24 +236,26 @@ class StatusBar(Static):
                 add(9, (f"retry in {f['backoff_s']}s", self._st("status--warn")))
         else:
             if f.get("attempt") is not None:
-                fig(8, "attempt", f.get("attempt"))
+                fig(7, "attempt", f.get("attempt"))
             add(2, ("no supervisor", label))
         if a["indexing"]:
             steps = checkpoints = "…"
-        fig(7, "steps", steps)
+        fig(6, "steps", steps)
         fig(4, "checkpoints", checkpoints, " cp")
-        fig(10, "records", a["records"])
+        fig(10, "records", a["records"], " rec")
         if usage is not None and (usage.tokens or usage.saved_tokens):
-            parts: list[tuple[str, Style | None]] = [("tokens ", label), (fmt_tokens(usage.tokens), None)]
+            parts: list[tuple[str, Style | None]] = (
+                [("tokens ", label), (fmt_tokens(usage.tokens), None)] if wide else [(fmt_tokens(usage.tokens), None), (" tok", label)]
+            )
             if usage.cost is not None:
                 parts.append((f" {fmt_cost(usage.cost)}", None))
-            add(7, *parts)
+            add(8, *parts)
             if usage.saved_tokens:
-                saved: list[tuple[str, Style | None]] = [("saved by resume ", label) if wide else ("saved ", label),
-                                                         (fmt_tokens(usage.saved_tokens), self._st("status--ok"))]
+                ok = self._st("status--ok")
+                saved: list[tuple[str, Style | None]] = [("saved by resume " if wide else "saved ", label), (fmt_tokens(usage.saved_tokens), ok)]
                 if usage.saved_cost:
-                    saved.append((f" {fmt_cost(usage.saved_cost)}", self._st("status--ok")))
-                add(6, *saved)
+                    saved.append((f" {fmt_cost(usage.saved_cost)}", ok))
+                add(7, *saved)
         if a["problems"]:
             add(9, (f"bad lines {a['problems']}", self._st("status--error")))
         if a["indexing"]:
@@ -181,7 +269,7 @@ class StatusBar(Static):
         else:
             add(11, ("follow off (f)", label))
 
-        sep = "  "
+        sep = "  " if wide else " "
 
         def length(keep: list[tuple[int, list[tuple[str, Style | None]]]]) -> int:
             return sum(len(t) for _, ps in keep for t, _ in ps) + len(sep) * (len(keep) - 1)

@@ -9,6 +9,7 @@ on at the end, off when the cursor leaves the last row, on again with ``f`` or `
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, ClassVar
@@ -25,6 +26,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..core.records import BadLine, Kind, Record, preview, step_name
+from ..core.usage import call_of, step_model, step_tokens
+from .status_bar import fmt_cost, fmt_tokens
 from .timeline_model import TimelineModel
 
 _KIND_LABEL: dict[str, str] = {
@@ -225,6 +228,9 @@ class TimelineView(ScrollView, can_focus=True):
         self._running_shown = False  # a running step's row was painted: repaint each second (its elapsed time)
         self._origin_ts: datetime | bool | None = None  # relative times: the first record's time (False: none)
         self._width = 120
+        self.usage_seen = False
+        """A row with tokens was shown: every row gets the tokens (and cost) column."""
+        self._usage_text: dict[int, tuple[str, str]] = {}
         if replay:
             self.set_reactive(TimelineView.follow, False)
 
@@ -436,6 +442,44 @@ class TimelineView(ScrollView, can_focus=True):
     def _name_width(self) -> int:
         return 22 if self._width >= 110 else 16
 
+    def _usage_cells(self, rec: Record) -> str:
+        """``in→out`` tokens (and the cost once prices are loaded) of a step with usage; blanks of the same width
+        on other rows once any row has shown usage; ``""`` while none has."""
+        seq = int(rec.get("seq", -1))
+        cached = self._usage_text.get(seq)
+        if cached is None:
+            tokens = step_tokens(rec) if rec.get("usage") is not None else None
+            cost: float | None = None
+            if tokens is not None and "genai_prices" in sys.modules:  # priced once the status bar's worker loaded it
+                from ..export.pricing import step_cost
+
+                cost = step_cost(rec)
+            if tokens is None:
+                cached = ("", "")
+            else:
+                if not self.usage_seen:
+                    self.usage_seen = True
+                    self.call_after_refresh(self.refresh)  # rows painted before this one get the column too
+                cached = (f"{fmt_tokens(tokens.input)}→{fmt_tokens(tokens.output)}", fmt_cost(cost))
+            if len(self._usage_text) > 4096:
+                self._usage_text.clear()
+            if tokens is None or cost is not None or "genai_prices" in sys.modules:
+                self._usage_text[seq] = cached
+        if not self.usage_seen or not self._usage_column:
+            return ""
+        tok, cost_s = cached
+        return f"{tok:>13} {cost_s:>8} "
+
+    @property
+    def _usage_column(self) -> bool:
+        """Tokens and cost in a column of their own (from 110 columns); narrower, after the ✓ of the rows that have them."""
+        return self._width >= 110
+
+    def prices_loaded(self) -> None:
+        """genai-prices is imported now: rows priced from here on (repaint)."""
+        self._usage_text.clear()
+        self.refresh()
+
     def _rec_segments(self, head: str, rec: Record) -> list[Segment]:
         kind = str(rec.get("kind", Kind.STEP))
         style = Style()
@@ -445,12 +489,24 @@ class TimelineView(ScrollView, can_focus=True):
             style = self._fg("timeline--event")
         label = _KIND_LABEL.get(kind, kind)[:10]
         name = step_name(rec) if kind in (Kind.STEP, Kind.BEGIN) else str(rec.get("name") or rec.get("checkpoint") or "")
+        call = call_of(rec) if kind in (Kind.STEP, Kind.BEGIN) and "call" in rec else None
+        if call is not None:  # a model call shows its model, a tool call its tool (the record conventions)
+            if call.get("kind") == "model":
+                label, style = "◇ model", self._fg("timeline--model")
+                name = step_model(rec) or name
+            else:
+                label, style = "⚙ tool", self._fg("timeline--tool")
+                tool = call.get("tool")
+                name = tool if isinstance(tool, str) and tool else name
         nw = self._name_width()
         dur_s = _dur(rec.get("dur_ms"))
         segs = [Segment(head), Segment(f"{self._time_cell(rec.get('ts')):12} ", self._fg("timeline--muted"))]
         segs.append(Segment(f"{label:10} ", style))
         segs.append(Segment(f"{name[:nw]:{nw}} ", style))
         segs.append(Segment(f"{dur_s:>7} "))
+        usage = self._usage_cells(rec) if kind in (Kind.STEP, Kind.BEGIN) else ""
+        if self.usage_seen and self._usage_column:
+            segs.append(Segment(usage or " " * 23))
         if kind == Kind.STEP:
             if rec.get("error") is not None:
                 err = rec["error"]
@@ -465,6 +521,10 @@ class TimelineView(ScrollView, can_focus=True):
                 if isinstance(pos, int) and pos in self.model.changed_inputs and self.model.changed_inputs[pos] == name:
                     segs.append(Segment("≠ ", self._fg("timeline--mark")))  # served with changed inputs
                 segs.append(Segment("✓ ", self._fg("timeline--checkpoint")))
+                if not self._usage_column and rec.get("usage") is not None:
+                    tok, cost_s = self._usage_text.get(int(rec.get("seq", -1)), ("", ""))
+                    if tok:
+                        segs.append(Segment(f"{tok}{' ' + cost_s if cost_s else ''} ", self._fg("timeline--model")))
                 segs.append(Segment(self._cached_preview(rec, "output")))
         elif kind == Kind.BEGIN:
             status = self.model.begin_status(int(rec.get("seq", -1)))
