@@ -4,6 +4,7 @@ JournaledTool (served from the journal on resume), and a supervised agent that c
 from __future__ import annotations
 
 import asyncio
+import importlib
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -89,7 +90,7 @@ def test_reopened_saver_reads_what_was_written(tmp_path: Path, calls_file: Path)
     assert len(stored) == len(set(stored))  # no (channel, version) written twice
     # "messages" grows every step but is written only at the puts that changed it, never carried along unchanged
     later = [p for p in puts[1:] if p["blobs"]]
-    assert any(set(p["blobs"]) < set(orjson.loads(orjson.dumps(p["checkpoint"]["json"]))["channel_versions"])
+    assert any(set(p["blobs"]) < set(p["checkpoint"]["json"]["channel_versions"])
                for p in later)
     assert any(x["op"] == "writes" for x in lines)
 
@@ -144,15 +145,18 @@ def test_one_saver_per_run_directory(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------------ journaled calls
 
 
-def test_second_run_serves_every_call(tmp_path: Path, calls_file: Path) -> None:
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_second_run_serves_every_call(tmp_path: Path, calls_file: Path, use_async: bool) -> None:
     """The same graph run twice in one run directory: the second run's model and tool calls come from the journal
-    (the model is not called), as LangChain's own objects, and the result is the same."""
+    (the model is not called), as LangChain's own objects, and the result is the same (async: ToolNode awaits the
+    tools' ``ainvoke``)."""
     run_dir = tmp_path / "run"
     results = []
     for _ in range(2):
         with Run.open(run_dir) as run:
             graph = sample.build_graph(run, None)
-            state = graph.invoke({"messages": [HumanMessage(sample.PROMPT)]})
+            inp = {"messages": [HumanMessage(sample.PROMPT)]}
+            state = asyncio.run(graph.ainvoke(inp)) if use_async else graph.invoke(inp)
             results.append((state["messages"], len(run.replayed), len(run.executed)))
     (first, _, ran), (second, served, ran2) = results
     assert n_lines(calls_file) == 3
@@ -249,7 +253,26 @@ def test_node_run_again_after_a_crash_does_not_call_the_model_again(
     ]
 
 
+def test_missing_framework_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "supervisor.integrations.langgraph")
+    monkeypatch.setitem(sys.modules, "langgraph.checkpoint.base", None)  # as if LangGraph were not installed
+    with pytest.raises(ImportError, match=r"pip install 'agent-supervisor-tui\[langgraph\]'"):
+        importlib.import_module("supervisor.integrations.langgraph")
+
+
 # ------------------------------------------------------------------------------------------------ real processes
+
+
+def test_readme_example_runs_twice_as_it_says(tmp_path: Path) -> None:
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("```python", readme.index("### LangGraph")) + len("```python\n")
+    (tmp_path / "agent.py").write_text(readme[start : readme.index("```", start)])
+    outs = [subprocess.run([sys.executable, "agent.py"], cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
+                           timeout=30) for _ in range(2)]
+    assert [(r.returncode, r.stdout) for r in outs] == [
+        (0, "Journal every step. ran 3 calls\n"), (0, "Journal every step. ran 0 calls\n")
+    ], [r.stderr for r in outs]
+    assert (tmp_path / "runs" / "agent" / "langgraph" / "checkpoints.jsonl").stat().st_size > 0
 
 
 def test_supervised_agent_crashing_in_a_tool_resumes(tmp_path: Path, calls_file: Path) -> None:

@@ -43,9 +43,9 @@ import orjson
 from ..core import rundir
 from ..errors import JournalError, JournalLockedError
 
-try:
-    import fcntl
+import fcntl
 
+try:
     from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.messages import BaseMessage, message_to_dict, messages_from_dict
