@@ -135,6 +135,23 @@ def test_torn_last_line_is_moved_aside(tmp_path: Path) -> None:
         JournalSaver(tmp_path)
 
 
+def test_a_replayed_run_writes_nothing(tmp_path: Path) -> None:
+    from types import SimpleNamespace
+
+    from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
+
+    with JournalSaver(tmp_path) as saver:
+        cfg = saver.put(generate_config("t"), generate_checkpoint(), generate_metadata(), {})
+    before = saver.path.read_bytes()
+    replayed = SimpleNamespace(run_dir=tmp_path, replay_mode="verify")  # what JournalSaver reads of a replayed Run
+    with JournalSaver(replayed) as ro, JournalSaver(tmp_path):  # no lock taken: the writer opens beside it
+        assert ro.read_only and ro.get_tuple(generate_config("t")) is not None
+        cfg2 = ro.put(cfg, generate_checkpoint(), generate_metadata(step=1), {})
+        got = ro.get_tuple(generate_config("t"))
+        assert got is not None and got.config == cfg2
+    assert saver.path.read_bytes() == before
+
+
 def test_one_saver_per_run_directory(tmp_path: Path) -> None:
     with JournalSaver(tmp_path):
         with pytest.raises(JournalLockedError, match="in use by another JournalSaver"):

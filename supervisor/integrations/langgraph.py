@@ -101,13 +101,18 @@ class JournalSaver(BaseCheckpointSaver[str]):
     one writing process per file (an ``flock``: a second one gets :class:`~supervisor.errors.JournalLockedError`).
     ``serde``: LangGraph's serializer (default ``JsonPlusSerializer``); with the default, values that are plain JSON
     are written as JSON, others as the serializer's typed bytes (base64). ``close()`` (or ``with``) releases the file.
+    Given a :class:`~supervisor.Run` that ``agent-supervisor replay`` opened, it reads the file and writes nothing
+    (its puts stay in memory), as a replay writes nothing to the run directory.
     """
 
     def __init__(self, run_dir: Any, *, serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde)
         self._json_ok = serde is None  # a serializer given (encryption, say) sees every value
         base = Path(getattr(run_dir, "run_dir", run_dir))
-        self.path = rundir.ensure_dir(rundir.ensure_dir(base) / DIR_NAME) / FILE_NAME
+        # a Run opened by `agent-supervisor replay` writes nothing: the saver reads the file and keeps its writes in memory
+        self.read_only = bool(getattr(run_dir, "replay_mode", ""))
+        directory = base / DIR_NAME if self.read_only else rundir.ensure_dir(rundir.ensure_dir(base) / DIR_NAME)
+        self.path = directory / FILE_NAME
         self._lock = threading.RLock()
         self._sync = rundir.datasync_function()
         # (thread, ns) -> checkpoint id -> (checkpoint without values, metadata, parent id); values packed
@@ -121,7 +126,16 @@ class JournalSaver(BaseCheckpointSaver[str]):
 
     # ------------------------------------------------------------------ file
     def _open(self) -> None:
+        if self.read_only:
+            try:
+                self._load(rundir.read_run_file(self.path))  # a torn last line is ignored, not moved aside
+            except FileNotFoundError:
+                pass
+            return
+        new = not self.path.exists()
         fd = rundir.open_run_file(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
+        if new:
+            rundir.fsync_dir(self.path.parent)  # the new file's name is durable before its first line counts
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -191,6 +205,9 @@ class JournalSaver(BaseCheckpointSaver[str]):
         """One line, synced before it counts; the in-memory index follows only once it is on disk."""
         line = orjson.dumps(rec) + b"\n"
         with self._lock:
+            if self.read_only:
+                self._apply(rec)
+                return
             if self._fd < 0:
                 raise JournalError(f"{self.path}: this JournalSaver is closed")
             size = os.fstat(self._fd).st_size
