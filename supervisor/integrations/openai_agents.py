@@ -49,6 +49,10 @@ __all__ = ["DurableModel", "JournalTracingProcessor", "durable"]
 _RESPONSE: TypeAdapter[ModelResponse] = TypeAdapter(ModelResponse)
 _EVENTS: TypeAdapter[list[TResponseStreamEvent]] = TypeAdapter(list[TResponseStreamEvent])
 
+# The step functions below are closures made per call: without annotations the SDK looks for no return
+# type hint (it would cache a hint per closure, keeping each call's input alive).
+_NO_HINT: dict[str, Any] = {}
+
 # Model classes whose provider is known without being told.
 _PROVIDERS = {"OpenAIResponsesModel": "openai", "OpenAIChatCompletionsModel": "openai",
               "OpenAIResponsesWSModel": "openai"}
@@ -144,6 +148,7 @@ class DurableModel(Model):
             _usage(run, self.model_name, self.provider, resp.usage)
             return _RESPONSE.dump_python(resp, mode="json", by_alias=True, exclude_unset=True)
 
+        call.__annotations__ = _NO_HINT
         out = await run.with_options(call=self._call).astep(
             self._step, call, instructions=system_instructions, input=_plain(input)
         )
@@ -182,6 +187,7 @@ class DurableModel(Model):
                               output_tokens=u.output_tokens, cached_tokens=u.input_tokens_details.cached_tokens)
             return _EVENTS.dump_python(events, mode="json", by_alias=True, exclude_unset=True)
 
+        call.__annotations__ = _NO_HINT
         out = await run.with_options(call=self._call).astep(
             self._step, call, instructions=system_instructions, input=_plain(input)
         )
@@ -221,6 +227,7 @@ class _DurableToolInvoker:
         async def invoke(*_: Any, **__: Any) -> Any:
             return await self.original(ctx, arguments)
 
+        invoke.__annotations__ = _NO_HINT  # a tool's typed output is decoded by the record's output_type
         try:
             parsed = orjson.loads(arguments) if arguments else {}
         except orjson.JSONDecodeError:

@@ -1,0 +1,120 @@
+"""Per-call overhead of the OpenAI Agents SDK adapter against the framework alone, in one process.
+
+The sample agent (``sample_runs/openai_agents_agent.py``: 3 model calls and 3 tool calls a run, a
+fake model, no network) runs N times bare (``Runner.run`` on the plain agent), N times durable
+(``durable(agent, run)``, every call a journaled step synced to a journal in a temporary directory), and
+N times served (the same journal opened again: every call served from it, no model or tool called).
+Rounds alternate the three so a loaded machine slows them alike; the median round is reported. Where
+``/dev/shm`` exists, the live mode runs there too (tmpfs: ``fdatasync`` costs nothing), which leaves the
+CPU cost of the adapter and the SDK without the disk's.
+
+    .venv/bin/python tests/bench_adapter_openai_agents.py [--runs N] [--rounds R]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib.util
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import agents
+from agents import Runner
+
+from supervisor import Run
+from supervisor.integrations.openai_agents import durable
+
+ROOT = Path(__file__).resolve().parent.parent
+CALLS_PER_RUN = 6  # 3 model calls + 3 tool calls
+
+
+def _sample() -> Any:
+    spec = importlib.util.spec_from_file_location("openai_agents_agent", ROOT / "sample_runs" / "openai_agents_agent.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+async def _bare(sample: Any, n: int) -> float:
+    agent = sample.build_agent()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        await Runner.run(agent, sample.PROMPT)
+    return time.perf_counter() - t0
+
+
+async def _journaled(sample: Any, n: int, run_dir: Path, expect_served: bool) -> float:
+    with Run.open(run_dir) as run:
+        agent = durable(sample.build_agent(), run, provider="scripted")
+        t0 = time.perf_counter()
+        for _ in range(n):
+            await Runner.run(agent, sample.PROMPT)
+        dt = time.perf_counter() - t0
+        assert (len(run.replayed) == n * CALLS_PER_RUN) == expect_served, (len(run.replayed), len(run.executed))
+    return dt
+
+
+def _raw_sync(path: Path, n: int = 200) -> float:
+    """Seconds per append of a 300-byte line plus ``fdatasync``, in the journal's directory: the floor of a durable step."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        line = b"x" * 299 + b"\n"
+        t0 = time.perf_counter()
+        for _ in range(n):
+            os.write(fd, line)
+            os.fdatasync(fd)
+        return (time.perf_counter() - t0) / n
+    finally:
+        os.close(fd)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=100, help="agent runs per round and mode")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args()
+    agents.set_tracing_disabled(True)  # offline, and tracing costs the same in every mode
+    sample = _sample()
+    n = args.runs
+    bare: list[float] = []
+    live: list[float] = []
+    served: list[float] = []
+    syncs: list[float] = []
+    shm: list[float] = []
+    shm_root = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
+    with tempfile.TemporaryDirectory(prefix="bench-oa-") as tmp, \
+            tempfile.TemporaryDirectory(prefix="bench-oa-", dir=shm_root) as tmp_shm:
+        asyncio.run(_bare(sample, 5))  # warm up imports and caches
+        for r in range(args.rounds):
+            bare.append(asyncio.run(_bare(sample, n)))
+            live.append(asyncio.run(_journaled(sample, n, Path(tmp) / f"r{r}", expect_served=False)))
+            served.append(asyncio.run(_journaled(sample, n, Path(tmp) / f"r{r}", expect_served=True)))
+            syncs.append(_raw_sync(Path(tmp) / f"raw{r}"))
+            if shm_root is not None:
+                shm.append(asyncio.run(_journaled(sample, n, Path(tmp_shm) / f"r{r}", expect_served=False)))
+    calls = n * CALLS_PER_RUN
+    b, lv, sv = (statistics.median(x) for x in (bare, live, served))
+    print(f"openai-agents {agents.__version__}: {n} runs x {CALLS_PER_RUN} calls (3 model, 3 tool), median of {args.rounds} rounds")
+    print(f"  bare framework       {b / n * 1e3:8.3f} ms/run   {b / calls * 1e6:8.1f} us/call")
+    print(f"  durable, live        {lv / n * 1e3:8.3f} ms/run   {lv / calls * 1e6:8.1f} us/call   "
+          f"overhead {(lv - b) / calls * 1e6:8.1f} us/call   ratio {lv / b:5.2f}x")
+    print(f"  durable, served      {sv / n * 1e3:8.3f} ms/run   {sv / calls * 1e6:8.1f} us/call   "
+          f"overhead {(sv - b) / calls * 1e6:8.1f} us/call   ratio {sv / b:5.2f}x")
+    if shm:
+        sh = statistics.median(shm)
+        print(f"  durable, live, tmpfs {sh / n * 1e3:8.3f} ms/run   {sh / calls * 1e6:8.1f} us/call   "
+              f"overhead {(sh - b) / calls * 1e6:8.1f} us/call   ratio {sh / b:5.2f}x   (no disk sync: the CPU cost)")
+    print(f"  (a raw append + fdatasync in the same directory: {statistics.median(syncs) * 1e6:.1f} us; "
+          f"a live step is one synced record, parallel tool calls share a sync)")
+
+
+if __name__ == "__main__":
+    main()
