@@ -41,7 +41,7 @@ from typing import Any
 import orjson
 
 from ..core import rundir
-from ..errors import JournalError, JournalLockedError
+from ..errors import InternalError, JournalError, JournalLockedError
 
 import fcntl
 
@@ -500,7 +500,7 @@ class JournalSaver(BaseCheckpointSaver[str]):
 
 
 # ---------------------------------------------------------------------------------------------- journaled calls
-def _task_key(inputs: Any) -> str | None:
+def _task_key(inputs: Any, config: RunnableConfig | None = None) -> str | None:
     """The call's key inside a LangGraph run, ``<node>:<superstep>:<8 hex>`` (``None`` outside a graph).
 
     The hex digits hash the thread, the node path (subgraphs nested), the superstep, the task's path and the call's
@@ -509,7 +509,7 @@ def _task_key(inputs: Any) -> str | None:
     served too. A fork of the thread (another history at that superstep) asks with other messages: another key, a
     new call. Task ids are left out: LangGraph draws them from the checkpoint id, new in every fresh run.
     """
-    conf = ensure_config()
+    conf = ensure_config(config)
     md = conf.get("metadata") or {}
     node = md.get("langgraph_node")
     if node is None:
@@ -525,9 +525,14 @@ def _task_key(inputs: Any) -> str | None:
 
 def _keyed(run: Any) -> None:
     """Match this run's steps by ``(name, k)``: after a resume, LangGraph does not make the calls of the nodes
-    that finished again, so the calls are not the journal's sequence (the SDK's rule for overlapping steps)."""
-    if hasattr(run, "_overlap"):
-        run._overlap = True
+    that finished again, so the calls are not the journal's sequence (the SDK's rule for overlapping steps).
+
+    The SDK has no public switch for it yet: its flag for "steps of this process overlapped" is set, as a call from
+    a second thread would set it.
+    """
+    if not hasattr(run, "_overlap"):
+        raise InternalError("supervisor.Run has no _overlap flag any more: the LangGraph adapter needs matching by (name, k)")
+    run._overlap = True
 
 
 def _jsonable(v: Any) -> Any:
@@ -709,10 +714,10 @@ class JournaledTool(BaseTool):
         )
         _keyed(run)
 
-    def _step(self, input: Any) -> tuple[str, dict[str, Any], Any]:
+    def _step(self, input: Any, config: RunnableConfig | None) -> tuple[str, dict[str, Any], Any]:
         call_id = input.get("id") if isinstance(input, dict) and input.get("type") == "tool_call" else None
         args = _jsonable(input.get("args", {}) if call_id is not None else input)
-        task = _task_key([call_id, args])
+        task = _task_key([call_id, args], config)
         name = f"tool:{self.name}"
         if task is not None:
             name += f"@{task}"
@@ -724,7 +729,7 @@ class JournaledTool(BaseTool):
         return name, call, args
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        name, call, args = self._step(input)
+        name, call, args = self._step(input, config)
 
         def run_tool(_args: Any) -> Any:
             return _tool_output_to_json(self.tool.invoke(input, config, **kwargs))
@@ -732,7 +737,7 @@ class JournaledTool(BaseTool):
         return _tool_output_from_json(self.supervisor_run.with_options(call=call).step(name, run_tool, args))
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        name, call, args = self._step(input)
+        name, call, args = self._step(input, config)
 
         async def run_tool(_args: Any) -> Any:
             return _tool_output_to_json(await self.tool.ainvoke(input, config, **kwargs))
