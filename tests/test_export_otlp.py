@@ -31,7 +31,7 @@ from supervisor.core.events import EVENTS, read_events
 from supervisor.core.journal import JournalReader
 from supervisor.export.otlp import span_id, trace_id
 
-from .conftest import ROOT, clean_env, run_cli, wait_for
+from .conftest import ROOT, clean_env, wait_for
 
 AGENT = ROOT / "tests" / "usage_agent.py"
 SAMPLES = sorted(p for p in (ROOT / "sample_runs" / "runs").iterdir() if p.is_dir())
@@ -155,6 +155,16 @@ def usage_run(tmp_path: Path, *extra: str) -> Path:
     r = subprocess.run(args, capture_output=True, text=True, env=clean_env(), timeout=30)
     assert r.returncode == 0, r.stderr
     return run
+
+
+def cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    """``agent-supervisor ARGS`` in this process (the real parser and exporter; no interpreter start)."""
+    from supervisor.cli.main import main
+
+    capsys.readouterr()
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 def export_json(run: Path, out: Path, *extra: str, env: dict[str, str] | None = None) -> dict[str, Any]:
@@ -283,14 +293,17 @@ def test_content_only_with_the_flag_and_redacted(tmp_path: Path) -> None:
     assert (full.stat().st_mode & 0o777) == 0o600
 
 
-def test_export_user_errors_exit_2_with_one_line(tmp_path: Path) -> None:
+def test_export_user_errors_exit_2_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     run = ROOT / "sample_runs" / "runs" / "clean"
-    r = run_cli("export", str(run))
-    assert r.returncode == 2 and "--otlp FILE.json" in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    r = run_cli("export", str(tmp_path / "nope"), "--otlp", str(tmp_path / "t.json"))
-    assert r.returncode == 2 and "no such run directory" in r.stderr
-    r = run_cli("export", str(run), "--otlp", str(tmp_path / "missing" / "t.json"))
-    assert r.returncode == 2 and "does not exist" in r.stderr
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", raising=False)
+    code, _, err = cli(capsys, "export", str(run))
+    assert code == 2 and "--otlp FILE.json" in err and len(err.strip().splitlines()) == 1
+    code, _, err = cli(capsys, "export", str(tmp_path / "nope"), "--otlp", str(tmp_path / "t.json"))
+    assert code == 2 and "no such run directory" in err
+    code, _, err = cli(capsys, "export", str(run), "--otlp", str(tmp_path / "missing" / "t.json"))
+    assert code == 2 and "does not exist" in err
     # the [otlp] extra missing: say what to install
     code = ("import sys; sys.modules['opentelemetry.exporter.otlp.proto.http.trace_exporter'] = None\n"
             "from supervisor.cli.main import main\n"
@@ -303,12 +316,13 @@ def test_export_user_errors_exit_2_with_one_line(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- OTLP/HTTP
 
 
-def test_otlp_http_sends_the_same_spans_to_a_receiver(tmp_path: Path, receiver: Receiver) -> None:
+def test_otlp_http_sends_the_same_spans_to_a_receiver(tmp_path: Path, receiver: Receiver,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
     run = usage_run(tmp_path)
     doc = export_json(run, tmp_path / "t.json")
-    r = run_cli("export", str(run), "--otlp-endpoint", receiver.url)
-    assert r.returncode == 0, r.stderr
-    assert f"to {receiver.url}/v1/traces" in r.stdout
+    code, out, err = cli(capsys, "export", str(run), "--otlp-endpoint", receiver.url)
+    assert code == 0, err
+    assert f"to {receiver.url}/v1/traces" in out
     got = receiver.spans()
     want = spans_of(doc)
     assert len(got) == len(want)
@@ -327,7 +341,7 @@ def test_otlp_http_sends_the_same_spans_to_a_receiver(tmp_path: Path, receiver: 
     # again: the same trace and span ids (idempotent)
     first = sorted(ids)
     receiver.requests.clear()
-    assert run_cli("export", str(run), "--otlp-endpoint", receiver.url).returncode == 0
+    assert cli(capsys, "export", str(run), "--otlp-endpoint", receiver.url)[0] == 0
     assert sorted(s.span_id.hex() for s in receiver.spans()) == first
     assert {s.trace_id.hex() for s in receiver.spans()} == {trace_id("run")}
 
@@ -341,14 +355,35 @@ def test_otlp_http_from_the_environment_with_headers(tmp_path: Path, receiver: R
     assert len(receiver.spans()) == 9 and receiver.headers[0].get("x-team") == "agents"
 
 
-def test_otlp_http_failure_is_one_line_exit_2(tmp_path: Path) -> None:
+def test_otlp_http_failure_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = Receiver(status=400)  # a non-retryable answer: fails at once
     try:
-        r = run_cli("export", str(ROOT / "sample_runs" / "runs" / "clean"), "--otlp-endpoint", bad.url)
+        code, _, err = cli(capsys, "export", str(ROOT / "sample_runs" / "runs" / "clean"), "--otlp-endpoint", bad.url)
     finally:
         bad.close()
-    assert r.returncode == 2 and "could not send the spans to" in r.stderr and "400" in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1
+    assert code == 2 and "could not send the spans to" in err and "400" in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_hand_written_journal_exports_valid_otlp_json(tmp_path: Path) -> None:
+    """No start records, no ts, aliases, a line that is not JSON, a begin never finished."""
+    run = tmp_path / "hand"
+    run.mkdir()
+    (run / "journal.jsonl").write_text("\n".join([
+        '{"step": "a", "output": 1}',
+        "a line that is not JSON",
+        '{"step": "b", "error": "boom"}',
+        '{"action": "c", "result": 2, "usage": [{"model": "gpt-4o", "input_tokens": 100, "output_tokens": 10}]}',
+        '{"kind": "begin", "step": "d"}',
+    ]) + "\n")
+    spans = check_otlp_json(export_json(run, tmp_path / "t.json"), "hand")
+    by = {s["name"]: s for s in spans}
+    assert set(by) == {"a", "b", "c", "d", "run hand"}
+    assert all(s["parentSpanId"] == span_id("hand", "run") for s in spans if s["name"] != "run hand")
+    assert by["b"]["status"] == {"code": 2, "message": "boom"} and by["b"]["events"][0]["name"] == "exception"
+    assert attrs(by["c"])["gen_ai.usage.input_tokens"] == 100
+    assert attrs(by["c"])["agent_supervisor.cost_usd"] == pytest.approx((100 * 2.5 + 10 * 10.0) / 1e6)
+    assert attrs(by["d"])["agent_supervisor.in_flight"] is True and by["d"]["status"]["code"] == 0
 
 
 # ---------------------------------------------------------------- live from supervise

@@ -138,7 +138,7 @@ def test_pricing_imports_genai_prices_only_to_price_usage() -> None:
 # ---------------------------------------------------------------- run totals and saved by resume
 
 
-def test_real_crash_and_resume_totals_and_saved(tmp_path: Path) -> None:
+def test_real_crash_and_resume_totals_and_saved(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The agent crashes hard inside its third model call; the second attempt serves the first three steps."""
     run = tmp_path / "run"
     args = [sys.executable, str(AGENT), str(run), "--crash-in", "model:local-llama", "--crash-marker", str(tmp_path / "m")]
@@ -159,6 +159,31 @@ def test_real_crash_and_resume_totals_and_saved(tmp_path: Path) -> None:
     # without a price function: tokens only
     bare = run_usage(load(run))
     assert bare.tokens == u.tokens and bare.cost_usd is None and bare.saved_cost_usd is None
+    # status --json and the text line carry the same figures
+    from supervisor.cli.main import main
+
+    capsys.readouterr()
+    assert main(["status", str(run), "--json"]) == 0
+    st = orjson.loads(capsys.readouterr().out)
+    assert st["tokens"] == {"input": 9000, "output": 1900, "cached": 1700, "total": 10900}
+    assert st["saved_tokens"] == {"input": 3200, "output": 800, "cached": 1700, "total": 4000}
+    assert st["cost_usd"] == pytest.approx(GPT4O + SONNET + MINI) and st["unpriced_steps"] == 1
+    assert st["saved_cost_usd"] == pytest.approx(GPT4O + SONNET)
+    assert main(["status", str(run)]) == 0
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("tokens")]
+    assert lines == ["tokens     9,000 in (1,700 cached), 1,900 out, $0.0165 (+1 step(s) unpriced); "
+                     "saved by resume 3,200 in, 800 out, $0.0152"]
+
+
+def test_status_of_a_run_without_usage_has_no_tokens_line(capsys: pytest.CaptureFixture[str]) -> None:
+    from supervisor.cli.main import main
+
+    run = ROOT / "sample_runs" / "runs" / "clean"
+    assert main(["status", str(run), "--json"]) == 0
+    st = orjson.loads(capsys.readouterr().out)
+    assert st["tokens"]["total"] == 0 and st["cost_usd"] is None and st["saved_cost_usd"] is None
+    assert main(["status", str(run)]) == 0
+    assert "tokens" not in capsys.readouterr().out
 
 
 def _with_usage(src: Path, dst: Path, usage: dict[str, tuple[str, str, int, int]]) -> Path:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -179,8 +180,11 @@ class SpanBuilder:
         redactor: Redactor | None = None,
         price: Price | None = None,
         abandoned: set[int] | None = None,
+        default_ns: int | None = None,
     ) -> None:
         self.run_id = run_id
+        self.default_ns = default_ns
+        """The time of a record without a readable ``ts`` before any that has one (default: now)."""
         self.trace = trace_id(run_id)
         self.root = span_id(run_id, "run")
         self.meta = dict(meta or {})
@@ -200,8 +204,10 @@ class SpanBuilder:
     # ------------------------------------------------------------------ helpers
     def _when(self, ts: Any) -> int:
         ns = ts_ns(ts)
-        if ns is None:
-            ns = self.last_ns if self.last_ns is not None else 0
+        if ns is None:  # a hand-written record without a time: the one before it, else the file's
+            if self.last_ns is None:
+                self.last_ns = self.default_ns if self.default_ns is not None else time.time_ns()
+            ns = self.last_ns
         if self.first_ns is None or ns < self.first_ns:
             self.first_ns = ns
         if self.last_ns is None or ns > self.last_ns:
@@ -524,9 +530,15 @@ def build_spans(
     """Every span of the run directory (journal, events, run.json): ``(run id, spans)``, the root last."""
     meta = rundir.read_run_json(run_dir)
     run_id = str(meta.get("id") or run_dir.name)
-    entries = JournalReader(run_dir).load()
+    reader = JournalReader(run_dir)
+    entries = reader.load()
     abandoned = fold(entries).abandoned_seqs
-    b = SpanBuilder(run_id, meta, content=content, redactor=redactor, price=price, abandoned=abandoned)
+    try:
+        default_ns: int | None = (run_dir / rundir.JOURNAL).stat().st_mtime_ns
+    except OSError:
+        default_ns = None
+    b = SpanBuilder(run_id, meta, content=content, redactor=redactor, price=price, abandoned=abandoned,
+                    default_ns=default_ns)
     spans: list[Span] = []
     for e in entries:
         if isinstance(e, dict):
