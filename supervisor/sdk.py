@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextvars import ContextVar, copy_context
 from pathlib import Path
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any, NoReturn, ParamSpec, TypeVar, cast
 
 import orjson
 
@@ -1509,22 +1509,46 @@ class Run:
         if "inputs" in rec:
             rec["inputs"] = orjson.Fragment(orjson.dumps(rec["inputs"], default=repr, option=_DUMPS_OPTS))
 
-    def _rollback_or_give_up(self, name: str, failures: int, e: BaseException) -> None:
+    def _rollback_or_give_up(self, name: str, failures: int, e: BaseException) -> NoReturn:
+        """Past ``max_failures``: record a rollback to the last checkpoint (exit 75) or, past ``max_rollbacks``,
+        give up (exit 78). Under the lock, so no other thread's step begins meanwhile.
+
+        From the main thread it raises ``SystemExit``; from any other thread (a thread's own ``SystemExit`` would
+        end only that thread) it ends the process with the same code once the journal is synced and closed.
+        """
         reason = f"{failures} consecutive failures of step {name!r}: {type(e).__name__}: {e}"
         done = self._fold.rollback_total  # every rollback of the run, not only those on the effective path
         if done >= self.max_rollbacks:
             self.note("gave up", status="failed", reason=f"{reason}; {done} rollbacks already")
             self.close(status="failed")
-            print(f"agent-supervisor: gave up after {done} rollbacks: {reason}", file=sys.stderr)
-            raise SystemExit(rundir.EXIT_FAILED)
+            self._exit(f"agent-supervisor: gave up after {done} rollbacks: {reason}", rundir.EXIT_FAILED)
         cps = [c for c in self._fold.checkpoints if c.get("pos", 0) <= self._pos]
         target = cps[-1] if cps else None
         rec = rollback_record(target, reason, by="sdk", failed_step=name)
-        self._append(rec)
-        self.close()
+        # The last record: a step another thread commits after it would count on the rolled-back branch,
+        # and so would the state at exit (made against the state before the rollback): neither is written.
+        self._closed = True
+        if self._writer is not None and not self.replay_mode:
+            try:
+                self._writer.append_last(rec)
+            finally:
+                self._writer.close()
         where = f"checkpoint {target.get('name')!r}" if target else "the start of the run"
-        print(f"agent-supervisor: rolled back to {where}: {reason}", file=sys.stderr)
-        raise SystemExit(rundir.EXIT_ROLLBACK)
+        self._exit(f"agent-supervisor: rolled back to {where}: {reason}", rundir.EXIT_ROLLBACK)
+
+    @staticmethod
+    def _exit(message: str, code: int) -> NoReturn:
+        """Print ``message`` and end the agent with ``code``: ``SystemExit`` in the main thread; from another
+        thread the whole process, at once (the journal is closed: what follows could not be recorded)."""
+        print(message, file=sys.stderr)
+        if threading.current_thread() is threading.main_thread():
+            raise SystemExit(code)
+        for f in (sys.stdout, sys.stderr):
+            try:
+                f.flush()
+            except (OSError, ValueError):
+                pass  # closed or broken: nothing more can be said there
+        os._exit(code)
 
     # ------------------------------------------------------------------ checkpoints and notes
     def checkpoint(self, name: str) -> str:

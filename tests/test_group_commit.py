@@ -502,3 +502,103 @@ def test_a_process_killed_while_16_threads_append_keeps_every_returned_record(tm
         assert w.append(rec("next", 0))["seq"] == len(entries)
     finally:
         w.close()
+
+
+def test_write_then_wait_synced_outside_a_lock_shares_syncs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's thread steps with a state patch: the line is written under the caller's own lock (in its order),
+    the sync is waited for outside it, so the threads that finish meanwhile share it."""
+    log = SyncLog(monkeypatch)
+    gate = threading.Event()
+    log.gate = lambda n: gate.wait(10) if n == 1 else None  # the first sync blocks until all have written
+    w = JournalWriter(tmp_path / "run")
+    order = threading.Lock()  # the caller's lock (the SDK's): lines in its order
+    returned: dict[int, tuple[str, int, int]] = {}
+    wrote = threading.Semaphore(0)
+
+    def work(k: int) -> None:
+        r = rec(f"t{k}", k)
+        with order:
+            end = w.write(r)
+        wrote.release()
+        w.wait_synced(end)
+        returned[r["seq"]] = (r["step"], k, log.tick())
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(THREADS)]
+    for t in threads:
+        t.start()
+    for _ in range(THREADS):
+        assert wrote.acquire(timeout=10)
+    gate.set()
+    for t in threads:
+        t.join(10)
+    w.close()
+    check_journal(tmp_path / "run", returned, log)
+    assert log.datasyncs <= 2, log.datasyncs  # the blocked first one, then one for every line written meanwhile
+
+
+def test_wait_synced_after_a_failed_sync_raises(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = SyncLog(monkeypatch)
+    w = JournalWriter(tmp_path / "run")
+    end = w.write(rec("a", 0))
+
+    def fail(n: int) -> None:
+        raise OSError(errno.EIO, "I/O error")
+
+    log.gate = fail
+    with pytest.raises(JournalError, match="cannot sync"):
+        w.wait_synced(end)
+    log.gate = None
+    with pytest.raises(JournalError, match="cannot sync"):
+        w.wait_synced(end)  # never proved by a later sync
+    w.close()
+
+
+def test_append_last_is_synced_and_refuses_every_later_write(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    log = SyncLog(monkeypatch)
+    w = JournalWriter(tmp_path / "run")
+    w.append(rec("a", 0), sync=False)
+    w.append_last({"kind": "rollback", "checkpoint": None, "reason": "test"})
+    ino, end, _ = stream_lines(tmp_path / "run")[-1]
+    assert any(c_ino == ino and size >= end for c_ino, size, _ in log.covered)
+    for write in (lambda: w.append(rec("b", 1)), lambda: w.write(rec("b", 1)), lambda: w.append(rec("b", 1), sync=False)):
+        with pytest.raises(JournalError, match="closed"):
+            write()
+    w.close()
+    assert [r["kind"] for r in JournalReader(tmp_path / "run").load()] == ["step", "rollback"]
+
+
+def test_the_loop_leads_fast_syncs_itself_and_a_slow_disk_goes_to_the_flusher(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Which thread syncs for asyncio waiters: the loop's own while syncs are fast (no thread hand-off), the flusher
+    once a sync took longer than INLINE_SYNC_MAX (the loop is not blocked on a slow disk)."""
+    from supervisor.core import journal
+
+    monkeypatch.setattr(journal, "INLINE_SYNC_MAX", 0.05)  # far above a no-op's time, even on a loaded machine
+    who: list[str] = []
+    slow = threading.Event()
+
+    def datasync(fd: int) -> None:  # no real sync: only who calls it, and how long it takes, matter here
+        who.append(threading.current_thread().name)
+        if slow.is_set():
+            threading.Event().wait(0.15)
+
+    monkeypatch.setattr(os, "fdatasync", datasync)
+    w = JournalWriter(tmp_path / "run")
+
+    async def batch(k: int) -> None:
+        await asyncio.gather(*(w.aappend(rec(f"b{k}", i)) for i in range(THREADS)))
+
+    async def main() -> None:
+        await batch(0)
+        slow.set()
+        await batch(1)  # led by the loop (the last sync was fast), and slow
+        await batch(2)  # so this one goes to the flusher
+        await batch(3)
+
+    asyncio.run(main())
+    w.close()
+    loop_thread = threading.current_thread().name
+    assert who[:2] == [loop_thread, loop_thread], who
+    assert who[2:] and all(n == "journal-flusher" for n in who[2:]), who
+    assert len(JournalReader(tmp_path / "run").load()) == 4 * THREADS

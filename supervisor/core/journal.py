@@ -271,6 +271,23 @@ class JournalWriter:
             self._park(waiter)
         return rec
 
+    def append_last(self, rec: Record) -> Record:
+        """Append ``rec`` as the writer's last record: synced, and every later write refused.
+
+        Nothing can be written after it, not even by a thread that was about to: the line is
+        written once no sync is under way and synced holding the lock (the run ends with it:
+        a rollback). The writer is then closed for writing; :meth:`close` frees its files.
+        """
+        with self._lock:
+            while self._syncing or self._rotating:
+                self._idle_wait()
+            self._write_locked(self._line(rec))
+            if self._durable:
+                self._sync_locked()
+            self._broken = f"the journal writer of {self.run_dir} is closed (its last record is written)"
+            self._fail_queue_locked()  # none: the sync covered every line written
+        return rec
+
     def write(self, rec: Record) -> int:
         """Give ``rec`` its ``seq`` (and ``id``/``ts``), write it without waiting for a sync, and return
         its end in the stream, for :meth:`wait_synced`: a caller that must write in an order (under its
