@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import runpy
 import sys
 import warnings
 from collections.abc import Iterator
@@ -171,6 +172,7 @@ def test_model_response_round_trips_with_its_part_kinds() -> None:
     )
     data = dump_response(r)
     assert orjson.loads(orjson.dumps(data)) == data  # plain JSON
+    assert "provider_response_id" not in data and "tool_kind" not in data["parts"][2]  # None fields left out
     back = load_response(data)
     assert back == r and type(back.parts[2]) is ToolCallPart
     assert ToolRaised.of(ModelRetry("again")).exception_again() == ModelRetry("again")
@@ -216,3 +218,18 @@ def test_supervise_resumes_a_crash_inside_a_tool_without_asking_the_model_again(
     assert report == clean_report and report["words"] == 280
     models = [r["attempt"] for r in records(tmp_path / "sup") if r["step"].startswith("model:")]
     assert models == [1, 1, 2]  # each committed model step served on resume, never asked again
+
+
+def test_the_readme_example_resumes_as_the_readme_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's "Pydantic AI" example run twice as ``agent.py`` (in this process): the second run serves all."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Pydantic AI"):]
+    block = section[section.index("```python\n") + len("```python\n"):]
+    (tmp_path / "agent.py").write_text(block[: block.index("```")])
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        runpy.run_path(str(tmp_path / "agent.py"), run_name="__main__")
+    first, second = capsys.readouterr().out.splitlines()
+    assert first == '{"weather":"sunny in a"} replayed 0, ran 3'
+    assert second == '{"weather":"sunny in a"} replayed 3, ran 0'

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic
 
 try:
@@ -56,7 +56,17 @@ _VOLATILE = frozenset({"timestamp", "run_id", "conversation_id"})
 
 
 def dump_response(response: ModelResponse) -> Any:
-    """A ``ModelResponse`` as plain JSON (the step output in the journal), by Pydantic AI's own schema."""
+    """A ``ModelResponse`` as plain JSON (the step output in the journal), by Pydantic AI's own schema.
+
+    Without its ``None`` fields (a third of the size, and the parts come first), unless one of them is a required
+    field: then the response would not load back equal, and it is written whole (checked on each live call).
+    """
+    compact = _RESPONSE.dump_python(response, mode="json", exclude_none=True)
+    try:
+        if _RESPONSE.validate_python(compact) == response:
+            return compact
+    except ValueError:  # pydantic's ValidationError: a required field was None
+        pass
     return _RESPONSE.dump_python(response, mode="json")
 
 
@@ -226,9 +236,17 @@ class JournalCapability(AbstractCapability[Any]):
     """
 
     run: Run
+    _models: dict[int, tuple[Model, JournaledModel]] = field(default_factory=dict, repr=False, compare=False)
 
     def get_wrapper_model(self, model: Model) -> Model | None:
-        return None if isinstance(model, JournaledModel) else JournaledModel(model, self.run)
+        if isinstance(model, JournaledModel):
+            return None
+        # called for every request attempt, with the same few models: one wrapper each (the model is kept with it,
+        # so its id is not reused while the entry lives)
+        got = self._models.get(id(model))
+        if got is None or got[0] is not model:
+            got = self._models[id(model)] = (model, JournaledModel(model, self.run))
+        return got[1]
 
     def get_wrapper_toolset(self, toolset: AbstractToolset[Any]) -> AbstractToolset[Any] | None:
         return None if isinstance(toolset, JournaledToolset) else JournaledToolset(toolset, run=self.run)
