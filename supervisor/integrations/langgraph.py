@@ -660,14 +660,17 @@ class JournaledChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         name, model, provider, inputs = self._step_args(messages, stop, kwargs)
+        live: list[ChatResult] = []  # the model's own result when it runs; rebuilt from the journal when served
 
         def call(_inputs: Any) -> dict[str, Any]:
             result = self.chat_model._generate(messages, stop=stop, run_manager=run_manager, **kwargs)
             _record_usage(self.supervisor_run, result, model, provider)
+            live[:] = [result]
             return result_to_json(result)
 
         opts = self.supervisor_run.with_options(call={"kind": "model", "model": model, "provider": provider})
-        return result_from_json(opts.step(name, call, inputs))
+        out = opts.step(name, call, inputs)
+        return live[0] if live else result_from_json(out)
 
     async def _agenerate(
         self,
@@ -677,14 +680,17 @@ class JournaledChatModel(BaseChatModel):
         **kwargs: Any,
     ) -> ChatResult:
         name, model, provider, inputs = self._step_args(messages, stop, kwargs)
+        live: list[ChatResult] = []
 
         async def call(_inputs: Any) -> dict[str, Any]:
             result = await self.chat_model._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
             _record_usage(self.supervisor_run, result, model, provider)
+            live[:] = [result]
             return result_to_json(result)
 
         opts = self.supervisor_run.with_options(call={"kind": "model", "model": model, "provider": provider})
-        return result_from_json(await opts.astep(name, call, inputs))
+        out = await opts.astep(name, call, inputs)
+        return live[0] if live else result_from_json(out)
 
 
 def _tool_output_to_json(out: Any) -> Any:
@@ -730,19 +736,25 @@ class JournaledTool(BaseTool):
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         name, call, args = self._step(input, config)
+        live: list[Any] = []  # the tool's own result when it runs; rebuilt from the journal when served
 
         def run_tool(_args: Any) -> Any:
-            return _tool_output_to_json(self.tool.invoke(input, config, **kwargs))
+            live[:] = [self.tool.invoke(input, config, **kwargs)]
+            return _tool_output_to_json(live[0])
 
-        return _tool_output_from_json(self.supervisor_run.with_options(call=call).step(name, run_tool, args))
+        out = self.supervisor_run.with_options(call=call).step(name, run_tool, args)
+        return live[0] if live else _tool_output_from_json(out)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
         name, call, args = self._step(input, config)
+        live: list[Any] = []
 
         async def run_tool(_args: Any) -> Any:
-            return _tool_output_to_json(await self.tool.ainvoke(input, config, **kwargs))
+            live[:] = [await self.tool.ainvoke(input, config, **kwargs)]
+            return _tool_output_to_json(live[0])
 
-        return _tool_output_from_json(await self.supervisor_run.with_options(call=call).astep(name, run_tool, args))
+        out = await self.supervisor_run.with_options(call=call).astep(name, run_tool, args)
+        return live[0] if live else _tool_output_from_json(out)
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:  # BaseTool's abstract method; invoke is overridden
         return self.tool.invoke(kwargs if kwargs else (args[0] if args else {}))
