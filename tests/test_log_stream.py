@@ -10,6 +10,7 @@ Run in-process (each comparison a few ms); one real process per command kind bel
 from __future__ import annotations
 
 import io
+import re
 import sys
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from .conftest import run_cli
 from .data.log_golden.make_fixtures import CASES, HERE, SAMPLE_CASES, SAMPLES, command_line, commands
 
 EXPECTED = HERE / "expected"
+_CALL = re.compile(rb"  \[(?:tool [^\]\n]*|\d+ in(?: \(\d+ cached\))?, \d+ out(?:, \$\d+\.\d{6})?)\]$", re.M)
+"""What text ``log`` now adds to a model or tool call's step line (the one change from before: tested below)."""
 PAIRS = [(case, name) for case in CASES + SAMPLE_CASES for name in commands(case)]
 
 
@@ -41,15 +44,23 @@ def _run_inprocess(argv: list[str], cwd: Path, monkeypatch: pytest.MonkeyPatch) 
 def test_output_is_byte_identical_to_before(case: str, name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     cwd = SAMPLES if case in SAMPLE_CASES else HERE
     out, err, rc = _run_inprocess(command_line(name, case, commands(case)[name]), cwd, monkeypatch)
+    if name in ("log", "log-all"):
+        out = _CALL.sub(b"", out)
+    if (case, name) == ("damaged", "state-at-38"):
+        # the one deliberate change: lines inserted by hand moved checkpoint c's record from seq 33 to 36, and
+        # a snapshot whose seq is not its record's is no longer used; the patches give the same state
+        assert orjson.loads(out) == orjson.loads((EXPECTED / case / f"{name}.out").read_bytes())
+        assert "0003-c.json holds the state at seq 33, not at its record's seq 36" in err.decode()
+        return
     assert out == (EXPECTED / case / f"{name}.out").read_bytes()
     assert err + f"exit {rc}\n".encode() == (EXPECTED / case / f"{name}.err").read_bytes()
 
 
 def test_real_processes_print_the_same(tmp_path: Path) -> None:
     """The command line as a user runs it (stdout a pipe, rotated segments, damaged lines)."""
-    for case, name in [("damaged", "log"), ("rotated", "log-all-json"), ("nested", "diff-3-30"), ("damaged", "state-at-19")]:
+    for case, name in [("damaged", "log"), ("rotated", "log-all-json"), ("damaged", "state-at-19")]:
         p = run_cli(*command_line(name, case, commands(case)[name]), cwd=HERE)
-        assert p.stdout.encode() == (EXPECTED / case / f"{name}.out").read_bytes(), (case, name)
+        assert _CALL.sub(b"", p.stdout.encode()) == (EXPECTED / case / f"{name}.out").read_bytes(), (case, name)
         assert (p.stderr + f"exit {p.returncode}\n").encode() == (EXPECTED / case / f"{name}.err").read_bytes()
 
 
@@ -65,3 +76,17 @@ def test_the_fast_path_takes_writer_lines_and_only_them() -> None:
     assert all(i.rec is not None and i.rec.get("error") is not None for i in parsed if i.kind == "step")
     assert pl.cuts == {17: 9, 21: 3, 40: -1} and pl.missing == {29}  # nested: 21 abandons 17; 29 names no checkpoint
     assert pl.abandoned == [(0, 40)]  # the rollback to the start abandons all before it
+
+
+def test_text_log_shows_tokens_cost_and_tool(monkeypatch: pytest.MonkeyPatch) -> None:
+    out, _, _ = _run_inprocess(["log", "nested"], HERE, monkeypatch)
+    lines = out.decode().splitlines()
+    calls = {ln.split()[3]: ln for ln in lines if ln.split()[2] == "step" and ln.endswith("]")}
+    # gpt-4o: 200 input at $2.50/M, 1,000 cached at $1.25/M, 300 output at $10/M
+    assert calls["model:gpt-4o"].endswith("-> answer  [1200 in (1000 cached), 300 out, $0.004750]")
+    assert calls["model:unknown"].endswith("-> x  [7 in, 3 out]")  # a model the table does not know: no cost
+    assert calls["tool:search"].endswith("-> found  [tool search]")
+    assert len(calls) == 3  # no other step shows one
+    js, _, _ = _run_inprocess(["log", "nested", "--json", "--kind", "step", "--step", "model:*"], HERE, monkeypatch)
+    recs = [orjson.loads(x) for x in js.splitlines()]
+    assert [r["step"] for r in recs] == ["model:gpt-4o", "model:unknown"] and recs[0]["usage"][0]["cached_tokens"] == 1000

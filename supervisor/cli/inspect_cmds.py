@@ -21,6 +21,8 @@ from ..core.cursor import StateCursor
 from ..core.journal import JournalReader
 from ..core.records import DAMAGED, BadLine, Kind, Record, preview, step_name
 from ..core.rundir import check_readable_run_dir
+from ..core.usage import call_of, step_tokens
+from ..export.pricing import step_cost
 from ..errors import SupervisorError
 
 
@@ -71,6 +73,23 @@ CHANGED_INPUTS = "changed inputs"
 """The ``message`` of the SDK's note for a step served on resume whose inputs differ from the call's."""
 
 
+def call_summary(rec: Record) -> str:
+    """What ``log`` adds to a model or tool call's step line: ``  [120 in (100 cached), 30 out, $0.000210]``
+    (tokens summed over its ``usage``; the cost when the price table knows the model) or ``  [tool search]``.
+    Nothing for a step without usage or ``call``, or with a malformed one (never a wrong figure)."""
+    call = call_of(rec)
+    if call is not None and call.get("kind") == "tool":
+        name = call.get("tool")
+        return f"  [tool {name}]" if isinstance(name, str) and name else ""
+    tokens = step_tokens(rec)
+    if tokens is None:
+        return ""
+    cached = f" ({tokens.cached} cached)" if tokens.cached else ""
+    cost = step_cost(rec)
+    price = f", ${cost:.6f}" if cost is not None else ""
+    return f"  [{tokens.input} in{cached}, {tokens.output} out{price}]"
+
+
 def format_record(rec: Record, pairing: history_mod.Pairing | stream.StreamPairing | None = None) -> str:
     """One line for a record, as ``log`` prints it.
 
@@ -92,13 +111,15 @@ def format_record(rec: Record, pairing: history_mod.Pairing | stream.StreamPairi
                 body += "  (interrupted: no step record in its attempt)"
             elif any(b.get("seq") == seq for b in pairing.open.values()):
                 body += "  (in flight: no step record yet)"
-        if kind == Kind.STEP:
+        if kind == Kind.STEP:  # a model or tool call's step also shows its tokens and cost, or its tool
             if rec.get("error") is not None:
                 err = rec["error"]
                 msg = err.get("message", err) if isinstance(err, dict) else err
                 body += f"  ERROR {preview(msg, 70)}"
             else:
                 body += f"  -> {preview(rec.get('output'), 70)}"
+            if "usage" in rec or "call" in rec:
+                body += call_summary(rec)
     elif kind == Kind.CHECKPOINT:
         body = f"{rec.get('name')} ({rec.get('file')})"
     elif kind == Kind.ROLLBACK:

@@ -336,13 +336,23 @@ class StateCursor:
         return not any(self.seq < r <= seq for _, r in shape.cuts)
 
     def _origin(self, seq: int, shape: Shape) -> tuple[int, Any]:
-        """The latest loadable snapshot on the path to ``seq``: its seq and state (-1 and ``{}``: none)."""
+        """The latest loadable snapshot on the path to ``seq``: its seq and state (-1 and ``{}``: none).
+
+        A snapshot is used only if it loads and its ``seq`` (when it has one) is its record's; else it
+        is a problem, and an earlier snapshot or the patches from the start give the state."""
         ranges = path_ranges(shape, seq)
         for c, fname in reversed(shape.checkpoints):
             if c > seq or not _on_path(ranges, c):
                 continue
             try:
-                return c, checkpoints.load_checkpoint(self.run_dir, fname)["state"]
+                doc = checkpoints.load_checkpoint(self.run_dir, fname)
+                at = doc.get("seq")
+                if type(at) is int and at != c:  # the cheap check against the journal: another record's snapshot
+                    raise CheckpointError(
+                        f"checkpoint file {checkpoints.checkpoint_dir(self.run_dir) / Path(fname).name} holds the state at seq {at}, "
+                        f"not at its record's seq {c}"
+                    )
+                return c, doc["state"]
             except CheckpointError as e:
                 if str(e) not in self.problems:
                     self.problems.append(str(e))

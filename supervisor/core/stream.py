@@ -50,10 +50,12 @@ _WRITER = b'{"kind":"'
 _END_WRITER = b'}\n' + _WRITER
 _MARKS = (b'"kind":"checkpoint"', b'"kind":"rollback"')
 _WORDS = (b"checkpoint", b"rollback")
-_HEAD = re.compile(rb'\{"kind":"(step|begin)","step":"([^"\\]*(?:\\.[^"\\]*)*)","pos":(\d+)[,}]')
-"""A writer begin/step line's head: kind, the step name as JSON string content, pos."""
-_TAIL = re.compile(rb',"seq":(\d+),"id":"[^"\\]*","ts":"([^"\\]*)"\}')
-"""A writer line's tail (matched from the last ``,"seq":``): seq and ts, top-level."""
+_CANON = re.compile(
+    rb'\{"kind":"(step|begin)","step":"([^"\\]*(?:\\.[^"\\]*)*)","pos":(\d+),.*,"seq":(\d+),"id":"[^"\\]*","ts":"([^"\\]*)"\}',
+    re.DOTALL,
+)
+"""A writer begin/step line whole: its head (kind, the step name as JSON string content, pos) and its tail
+(seq, ts: the last ``,"seq":`` of the line, the greedy ``.*`` backtracks from the end), all top-level."""
 _TEXT_POS = re.compile(r'"pos"\s*:\s*(\d+)')
 _ERROR = b'"error":'
 _TRANSIENT = b'"transient":'
@@ -86,10 +88,6 @@ def _parse(raw: bytes, seq: int, path: Path, line_no: int, offset: int) -> Recor
     if rec.get("seq") != seq or "kind" not in rec or "ts" not in rec:
         normalize(rec, seq)
     return rec
-
-
-def _offset(region: Region, lines: list[bytes], k: int) -> int:
-    return region.start + sum(len(x) + 1 for x in lines[:k])
 
 
 @dataclass
@@ -161,9 +159,11 @@ def plan(source: Path, *, chunk: int = CHUNK) -> Plan:
                 while i >= 0:
                     starts.add(data.rfind(b"\n", 0, i) + 1)
                     i = data.find(needle, i + 1)
+            k = at = 0  # line k starts at byte at: counted on from the last hit, never from the start again
             for s in sorted(starts):
                 e = data.find(b"\n", s)
-                k = data.count(b"\n", 0, s)
+                k += data.count(b"\n", at, s)
+                at = s
                 ent = _parse(data[s:e], first + k, reg.path, reg.first_line + k, reg.start + s)
                 if isinstance(ent, BadLine):
                     bad(ent)
@@ -308,39 +308,51 @@ class Walk:
         return self.items()
 
     def items(self, warn: Any = None) -> Iterator[Item]:
-        """Walk the whole stream."""
+        """Walk the whole stream (the loop runs once a line of a million-record journal: kept tight)."""
         ranges = self.plan.abandoned
-        ri = 0
+        ri = 0  # the first range not wholly before the current seq
+        nxt = ranges[0][0] if ranges else 1 << 62  # the next seq where "abandoned" changes
+        ab = False
         all_ = self.all
+        canon = _CANON.fullmatch
+        new = tuple.__new__  # an Item without the namedtuple's Python-level __new__
+        step_b, step_s, begin_s = b"step", _STEP, _BEGIN
         for c in read_stream(self.source, chunk=self.chunk):
             data, reg = c.data, c.region
             first = reg.first_seq
             lines = c.lines()
             fast = _writer_chunk(data, len(lines))
-            off = reg.start
-            for k, raw in enumerate(lines):
-                seq = first + k
-                # abandoned: inside one of the merged ranges (seqs only grow: one pointer)
-                while ri < len(ranges) and ranges[ri][1] <= seq:
-                    ri += 1
-                ab = ri < len(ranges) and ranges[ri][0] <= seq
+            off_k, off = 0, reg.start  # a known line start (line off_k at byte off): offsets counted on from it
+            seq = first - 1
+            for raw in lines:
+                seq += 1
+                if seq >= nxt:  # abandoned: inside one of the merged ranges (seqs only grow)
+                    while ri < len(ranges) and ranges[ri][1] <= seq:
+                        ri += 1
+                    ab = ri < len(ranges) and ranges[ri][0] <= seq
+                    nxt = (ranges[ri][1] if ab else ranges[ri][0]) if ri < len(ranges) else 1 << 62
                 if fast:
-                    m = _HEAD.match(raw)
+                    m = canon(raw)
                     if m is not None and _ERROR not in raw:
-                        i = raw.rfind(b',"seq":')
-                        t = _TAIL.fullmatch(raw, i) if i > 0 else None
-                        if t is not None and int(t.group(1)) == seq:
-                            pos = int(m.group(3))
-                            step = m.group(1) == b"step"
-                            if step and pos >= self.top:
-                                self.top = pos
+                        kind, name, p, s, ts = m.groups()
+                        if int(s) == seq:
+                            pos = int(p)
+                            if kind == step_b:
+                                if pos >= self.top:
+                                    self.top = pos
+                                kind = step_s
+                            else:
+                                kind = begin_s
                             if ab and not all_:
                                 continue
-                            yield Item(seq, _STEP if step else _BEGIN, pos, raw, None, ab, m.group(2), t.group(2))
+                            yield new(Item, (seq, kind, pos, raw, None, ab, name, ts))
                             continue
-                    ent = _parse(raw, seq, reg.path, reg.first_line + k, _offset(reg, lines, k))
-                else:
+                    k = seq - first
+                    off += sum(map(len, lines[off_k:k])) + k - off_k
+                    off_k = k
                     ent = _parse(raw, seq, reg.path, reg.first_line + k, off)
+                else:
+                    ent = _parse(raw, seq, reg.path, reg.first_line + seq - first, off)
                     off += len(raw) + 1
                 if ent is None:
                     continue

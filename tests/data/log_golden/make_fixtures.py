@@ -145,7 +145,12 @@ def nested() -> None:
     j.rollback(None, "from the start")
     j.start(4, True)
     j.both("plan", 0, 4, "p2", patch=[{"op": "add", "path": "/plan", "value": "p2"}])
-    j.begin("long", 1, 4)  # in flight at the end
+    j.both("model:gpt-4o", 1, 4, "answer", call={"kind": "model", "model": "gpt-4o", "provider": "openai"},
+           usage=[{"model": "gpt-4o", "provider": "openai", "input_tokens": 1200, "output_tokens": 300, "cached_tokens": 1000}])
+    j.both("model:unknown", 2, 4, "x", call={"kind": "model", "model": "no-such-model", "provider": "nobody"},
+           usage=[{"input_tokens": 7, "output_tokens": 3}])
+    j.both("tool:search", 3, 4, "found", call={"kind": "tool", "tool": "search", "call_id": "c2"})
+    j.begin("long", 4, 4)  # in flight at the end
     j.write(run / "journal.jsonl")
 
 

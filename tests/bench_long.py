@@ -1,0 +1,194 @@
+"""Benchmark of the headless commands on a long journal, each beside its floor measured in the same run.
+
+    .venv/bin/python tests/bench_long.py [--records 1000000] [--keep DIR]
+
+Builds once, in a temporary directory, a journal of ``--records`` SDK-shaped records
+(a start, then begin/step pairs of about 300 bytes, a checkpoint with its snapshot
+every 10,000 records, a rollback and a second attempt near the end), then runs
+each command as a child process (output to /dev/null) and reads its peak RSS from
+``os.wait4`` (the journal is built in another child: a forked child's peak counts
+its parent's memory at the fork). Rows (issue 15's table, the headless part):
+
+- ``log RUN --json`` and ``log RUN`` against a read + ``orjson.loads`` + ``orjson.dumps``
+  loop over the same lines (the floor; target <= 1.0x, <= 100 MB);
+- ``log RUN --tail 50`` (target: well under a second);
+- ``state RUN`` (the end) and ``diff RUN A B`` against ``status RUN`` (target <= 1 s, <= 150 MB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+PY = sys.executable
+ORJSON_LOOP = """
+import sys, orjson
+from pathlib import Path
+out = open("/dev/null", "wb")
+buf = []
+for name in sys.argv[1:]:
+    with open(name, "rb") as f:
+        for line in f:
+            buf.append(orjson.dumps(orjson.loads(line)))
+            if len(buf) >= 4096:
+                buf.append(b"")
+                out.write(b"\\n".join(buf))
+                buf.clear()
+buf.append(b"")
+out.write(b"\\n".join(buf))
+"""
+
+
+def make_journal(run: Path, n: int) -> int:
+    """Write ``n`` records as the SDK writes them; return the bytes written."""
+    run.mkdir(mode=0o700, parents=True)
+    (run / "checkpoints").mkdir(mode=0o700)
+    size = 0
+    lines: list[bytes] = []
+    seq = 0
+    pos = 0
+    attempt = 1
+    cps: list[tuple[int, str, int]] = []  # (seq, name, pos)
+
+    def ts() -> str:
+        return f"2026-11-29T{10 + seq // 3_600_000:02d}:{(seq // 60_000) % 60:02d}:{(seq // 1000) % 60:02d}.{seq % 1000:03d}Z"
+
+    def add(rec: dict[str, object]) -> None:
+        nonlocal seq
+        rec.update({"seq": seq, "id": f"b{seq:x}", "ts": ts()})
+        lines.append(orjson.dumps(rec))
+        seq += 1
+
+    with open(run / "journal.jsonl", "wb") as f:
+        add({"kind": "start", "attempt": 1, "pid": 1, "resume": False, "replayable_steps": 0, "argv": ["bench.py"]})
+        rolled = False
+        while seq < n:
+            if seq % 10_000 >= 9_999 - 1 and seq + 1 < n:
+                name = f"cp-{seq}"
+                fname = f"{len(cps) + 1:04d}-{name}.json"
+                state = {"done": pos - 1, "notes": [f"note {k}" for k in range(20)]}
+                (run / "checkpoints" / fname).write_bytes(
+                    orjson.dumps({"name": name, "seq": seq, "pos": pos, "ts": ts(), "format": 1, "state": state}))
+                cps.append((seq, name, pos))
+                rec: dict[str, object] = {"kind": "checkpoint", "name": name, "pos": pos, "file": fname}
+                rec.update({"ts": ts(), "seq": seq, "id": f"b{seq:x}"})
+                lines.append(orjson.dumps(rec))
+                seq += 1
+            elif not rolled and seq >= n - n // 50 and len(cps) >= 2:
+                # a rollback to the checkpoint before the last one, and a resumed attempt
+                cseq, cname, cpos = cps[-2]
+                add({"kind": "rollback", "checkpoint": cname, "checkpoint_seq": cseq, "reason": "bench", "by": "cli"})
+                attempt += 1
+                add({"kind": "start", "attempt": attempt, "pid": attempt, "resume": True, "replayable_steps": cpos, "argv": ["bench.py"]})
+                pos = cpos
+                rolled = True
+            else:
+                inputs = {"args": [f"work:{pos}", pos]}
+                add({"kind": "begin", "step": f"work:{pos}", "pos": pos, "attempt": attempt, "inputs": inputs})
+                if seq < n:
+                    patch = [{"op": "add" if pos == 0 else "replace", "path": "/done", "value": pos}]
+                    add({"kind": "step", "step": f"work:{pos}", "pos": pos, "attempt": attempt, "inputs": inputs,
+                         "inputs_hash": "94b266eb06179852", "output": f"result {pos} xxxx", "dur_ms": 0.113,
+                         "key": f"bench:{pos}", "state_patch": patch})
+                    pos += 1
+            if len(lines) >= 10_000:
+                data = b"".join(x + b"\n" for x in lines)
+                f.write(data)
+                size += len(data)
+                lines.clear()
+        data = b"".join(x + b"\n" for x in lines)
+        f.write(data)
+        size += len(data)
+    (run / "run.json").write_bytes(orjson.dumps({"id": run.name, "format": 1, "status": "running", "command": ["bench"]}))
+    return size
+
+
+def measure(argv: list[str], cwd: Path | None = None) -> tuple[float, float, int]:
+    """Run ``argv`` with stdout to /dev/null: (seconds, peak RSS in MB, exit status)."""
+    with open(os.devnull, "wb") as null:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(argv, stdout=null, stderr=subprocess.PIPE, cwd=cwd)
+        assert p.stderr is not None
+        err = p.stderr.read()
+        _, status, usage = os.wait4(p.pid, 0)
+        dt = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+    if p.returncode != 0:
+        sys.stderr.write(err.decode(errors="replace"))
+    return dt, usage.ru_maxrss / 1024, p.returncode
+
+
+def cli(*args: str) -> list[str]:
+    return [PY, "-m", "supervisor", *args]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--keep", type=Path, help="build the journal here (kept; reused if present)")
+    ap.add_argument("--repeat", type=int, default=1, help="best of N runs of each command")
+    ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.build_only:  # in a child: a child forked from a parent that built it would count its memory
+        size = make_journal(a.keep, a.records)
+        print(f"{size}")
+        return 0
+    tmp = None
+    if a.keep is not None:
+        run = a.keep
+    else:
+        tmp = Path(tempfile.mkdtemp(prefix="bench_long_"))
+        run = tmp / "run"
+    try:
+        if not (run / "journal.jsonl").exists():
+            t0 = time.perf_counter()
+            build = [PY, __file__, "--build-only", "--keep", str(run), "--records", str(a.records)]
+            size = int(subprocess.run(build, check=True, capture_output=True, text=True).stdout)
+            print(f"built {a.records:,} records, {size / 1e6:.0f} MB, in {time.perf_counter() - t0:.1f} s")
+        files = [str(run / "journal.jsonl")]
+
+        def best(argv: list[str]) -> tuple[float, float]:
+            runs = [measure(argv) for _ in range(a.repeat)]
+            bad = [r for r in runs if r[2] != 0]
+            if bad:
+                raise SystemExit(f"{' '.join(argv)} failed (exit {bad[0][2]})")
+            return min(r[0] for r in runs), max(r[1] for r in runs)
+
+        floor_t, floor_m = best([PY, "-c", ORJSON_LOOP, *files])
+        status_t, status_m = best(cli("status", str(run)))
+        rows = [
+            ("log RUN --json", cli("log", str(run), "--json"), floor_t, "orjson loop", 1.0, 100),
+            ("log RUN (text)", cli("log", str(run)), floor_t, "orjson loop", 1.0, 100),
+            ("log RUN --all --json", cli("log", str(run), "--all", "--json"), floor_t, "orjson loop", 1.0, 100),
+            ("log RUN --tail 50", cli("log", str(run), "--tail", "50"), status_t, "status", None, 100),
+            ("log RUN --kind rollback", cli("log", str(run), "--kind", "rollback"), floor_t, "orjson loop", 1.0, 100),
+            ("state RUN (the end)", cli("state", str(run)), status_t, "status", None, 150),
+            ("diff RUN 5000 end", cli("diff", str(run), "5000", "end"), status_t, "status", None, 150),
+        ]
+        print(f"floors: orjson read+loads+dumps loop {floor_t:.2f} s, {floor_m:.0f} MB; "
+              f"status {status_t:.2f} s, {status_m:.0f} MB")
+        print(f"{'command':26} {'time':>8} {'peak':>8}   {'floor':>14} {'ratio':>6}  target")
+        ok = True
+        for name, argv, floor, fname, limit, mb in rows:
+            t, m = best(argv)
+            ratio = t / floor
+            target = (f"<= {limit:.1f}x, " if limit else "<= 1 s, " if mb == 150 else "well under 1 s, ") + f"<= {mb} MB"
+            met = (ratio <= limit if limit else t <= 1.0) and m <= mb
+            ok &= met
+            print(f"{name:26} {t:7.2f}s {m:6.0f}MB   {fname + f' {floor:.2f}s':>14} {ratio:5.2f}x  {target}{'' if met else '  (missed)'}")
+        return 0 if ok else 1
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
