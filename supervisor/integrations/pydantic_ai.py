@@ -134,7 +134,7 @@ class JournaledModel(WrapperModel):
             return dump_response(response)
 
         out = await self._opts.astep(self._step, model_request, request=request_inputs(messages))
-        return live[0] if live else load_response(out)
+        return live[-1] if live else load_response(out)
 
     @asynccontextmanager
     async def request_stream(
