@@ -113,6 +113,32 @@ def test_only_changed_channels_are_written(tmp_path: Path) -> None:
         assert got is not None and got.checkpoint["channel_values"] == {"doc": big, "n": 11}
 
 
+def test_values_come_back_with_their_types(tmp_path: Path) -> None:
+    """JSON values as JSON, the rest (bytes, times, NaN, messages, sets, integer keys) through LangGraph's serializer."""
+    import datetime as dt
+    import math
+
+    from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
+
+    values: dict[str, Any] = {
+        "plain": {"a": [1, 2.5, "x", None, True]}, "tuple": (1, "a"), "bytes": b"\x00\xff",
+        "when": dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc), "nan": float("nan"),
+        "msgs": [sample.SCRIPT[1]], "set": {1, 2}, "int_keys": {1: "one"},
+    }
+    versions = {k: "1" for k in values}
+    with JournalSaver(tmp_path) as saver:
+        saver.put(generate_config("t"), generate_checkpoint(channel_values=values, channel_versions=versions),
+                  generate_metadata(), versions)
+    line = orjson.loads(saver.path.read_bytes().splitlines()[0])
+    assert line["blobs"]["plain"] == ["1", {"json": values["plain"]}] and "b64" in line["blobs"]["bytes"][1]
+    with JournalSaver(tmp_path) as saver:
+        got = saver.get_tuple(generate_config("t"))
+    assert got is not None
+    back = got.checkpoint["channel_values"]
+    assert math.isnan(back.pop("nan")) and back.pop("tuple") == [1, "a"]  # a list, as LangGraph's serializer gives it
+    assert back == {k: v for k, v in values.items() if k not in ("nan", "tuple")} and type(back["msgs"][0]) is AIMessage
+
+
 def test_torn_last_line_is_moved_aside(tmp_path: Path) -> None:
     from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
 

@@ -3,16 +3,16 @@
 ``pip install 'agent-supervisor-tui[langgraph]'``::
 
     with Run.open() as run:
-        model = JournaledChatModel(chat_model, run)            # every model request: a step model:<model>@<task>
-        tools = journaled_tools([search, lookup], run)        # every tool call: a step tool:<name>@<task>#<call id>
+        model = JournaledChatModel(chat_model, run)     # each request: a step model:<model>@<node>:<superstep>:<hash>
+        tools = journaled_tools([search, lookup], run) # each call: a step tool:<name>@<node>:<superstep>:<hash>#<call id>
         graph = builder.compile(checkpointer=JournalSaver(run))
 
 - :class:`JournalSaver` is a ``BaseCheckpointSaver`` (sync and async) kept in ``<run dir>/langgraph/checkpoints.jsonl``:
   an append-only JSON-lines file, one line per ``put``/``put_writes``/deletion, each synced (``fdatasync``) before the
   call returns. A ``put`` line holds only the channels in ``new_versions`` (each channel value version is written once;
   unchanged channels are found by their version in earlier lines), so a long thread does not rewrite its whole state
-  per step as a full snapshot per checkpoint would. Deletions (``delete_thread``, ``delete_for_runs``, ``prune``) are
-  lines too: the file stays append-only, like every file of the run directory.
+  per step as a full snapshot per checkpoint would. Deletions (``delete_thread``, ``delete_for_runs``, ``prune``) and
+  ``copy_thread`` are lines too: the file stays append-only, like every file of the run directory.
 - :class:`JournaledChatModel` wraps a ``BaseChatModel``: each ``_generate``/``_agenerate`` is a step whose output (the
   ``ChatResult``) is journaled as JSON and comes back as a ``ChatResult`` of the same messages on resume, with the
   call's token usage (``run.usage``).
@@ -30,7 +30,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import fcntl
 import hashlib
+import math
 import os
 import random
 import threading
@@ -43,8 +45,6 @@ import orjson
 from ..core import rundir
 from ..errors import InternalError, JournalError, JournalLockedError
 
-import fcntl
-
 try:
     from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
     from langchain_core.language_models.chat_models import BaseChatModel
@@ -52,7 +52,6 @@ try:
     from langchain_core.outputs import ChatGeneration, ChatResult
     from langchain_core.runnables import RunnableBinding, RunnableConfig, ensure_config
     from langchain_core.tools import BaseTool
-    from langgraph.checkpoint.serde.base import SerializerProtocol
     from langgraph.checkpoint.base import (
         WRITES_IDX_MAP,
         BaseCheckpointSaver,
@@ -64,6 +63,7 @@ try:
         get_checkpoint_metadata,
         writes_sort_key,
     )
+    from langgraph.checkpoint.serde.base import SerializerProtocol
 except ImportError as e:  # pragma: no cover - the extra is installed wherever the tests run
     raise ImportError(
         f"supervisor.integrations.langgraph needs LangGraph and LangChain core ({e}): "
@@ -76,15 +76,19 @@ FILE_NAME = "checkpoints.jsonl"
 DIR_NAME = "langgraph"
 
 # ---------------------------------------------------------------------------------------------- values on disk
-_PLAIN_SCALARS = (str, int, float, bool, type(None))
+_PLAIN_SCALARS = (str, bool, type(None))
 
 
 def _plain(v: Any, depth: int = 0) -> bool:
-    """Whether ``v`` is JSON exactly as it is (``dict`` with ``str`` keys, ``list``, scalars of those exact types):
-    such a value is written as readable JSON and read back equal, of the same types."""
+    """Whether ``v`` is JSON exactly as it is (``dict`` with ``str`` keys, ``list``, strings, 64-bit integers, finite
+    floats, booleans, ``None``, of those exact types): written as readable JSON and read back equal, of the same types."""
     t = type(v)
     if t in _PLAIN_SCALARS:
         return True
+    if t is int:
+        return bool(-(1 << 63) <= v < (1 << 64))
+    if t is float:
+        return math.isfinite(v)
     if depth > 64:
         return False
     if t is list:
@@ -545,7 +549,7 @@ def _jsonable(v: Any) -> Any:
         return [_jsonable(x) for x in v]
     if isinstance(v, dict):
         return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, _PLAIN_SCALARS):
+    if isinstance(v, (str, int, float, bool, type(None))):
         return v
     try:
         return orjson.loads(orjson.dumps(v))
