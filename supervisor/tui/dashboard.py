@@ -10,11 +10,17 @@ Replay mode (``agent-supervisor replay RUN_DIR``) is the same screen with the
 cursor as "now": the state pane shows the state as of now and the rows after
 it are dimmed, like a debugger's reverse step. It is read-only except for an
 offline rollback, which asks first and appends a record.
+
+The footer shows only the keys that work now (``check_action``): no follow in
+replay mode, no control of a run without a supervisor, nothing but the prompt's
+keys while a prompt is open.
 """
 
 from __future__ import annotations
 
 import asyncio
+import bisect
+import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +30,11 @@ from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Container
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, TabbedContent, TabPane
+from textual.widgets import Footer, Static, TabbedContent, TabPane
 from textual.worker import Worker, get_current_worker
 
 from ..core import rundir
@@ -35,14 +42,16 @@ from ..core.records import Kind
 from ..errors import SupervisorError
 from .agent_log import AgentLogPane, AgentLogTail
 from .app import report_worker_error
+from .bookmarks import BookmarkedTimeline, Bookmarks, row_key
 from .confirm import ConfirmScreen
 from .detail import JsonPane
+from .filters import SYNTAX, FilterPass, RowFilter, is_error_event, new_pass, parse_filter
 from .prompt import Prompt
 from .scan import Region, ScanResult, scan_journal, search_journal, search_regions
 from .status import RunStatus, control_request, run_status
 from .status_bar import StatusBar
 from .timeline import TimelineView, describe_event
-from .timeline_model import Changes, TimelineModel
+from .timeline_model import Changes, TimelineModel, dumps_pretty
 
 STATE_DELAY = 0.05
 """Seconds the cursor rests before the state pane is recomputed."""
@@ -56,32 +65,52 @@ class DashboardScreen(Screen[None]):
     """One run, live or replayed."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("f", "toggle_follow", "Follow", tooltip="Follow new records (tail -f)"),
-        Binding("slash", "search", "Search", key_display="/"),
-        Binding("n", "search_next(1)", "Next match", show=False),
-        Binding("N", "search_next(-1)", "Prev match", show=False),
-        Binding("e", "error(1)", "Next error", show=False),
-        Binding("E", "error(-1)", "Prev error", show=False),
-        Binding("exclamation_mark", "first_error", "First error", show=False, key_display="!"),
-        Binding("right_square_bracket", "checkpoint(1)", "Next checkpoint", show=False, key_display="]"),
-        Binding("left_square_bracket", "checkpoint(-1)", "Prev checkpoint", show=False, key_display="["),
-        Binding("colon", "goto", "Go to seq", key_display=":"),
-        Binding("d", "diff", "Diff"),
+        Binding("f", "toggle_follow", "Follow", tooltip="Follow new records as they are committed (tail -f); off when you move up"),
+        Binding("slash", "search", "Search", key_display="/", tooltip="Search the raw JSON of every record (smart case); n / N move"),
+        Binding("n", "search_next(1)", "Next match", show=False, tooltip="The next search match (wraps around)"),
+        Binding("N", "search_next(-1)", "Prev match", show=False, tooltip="The previous search match (wraps around)"),
+        Binding("ampersand", "filter", "Filter", key_display="&",
+                tooltip="Show only the rows that match a text, kind:K, step:GLOB or errors; !term hides; Esc clears"),
+        Binding("escape", "clear_filter", "Clear filter", key_display="Esc", tooltip="Show every row again"),
+        Binding("e", "error(1)", "Next error", show=False, tooltip="The next failed step, crash, hang or give-up"),
+        Binding("E", "error(-1)", "Prev error", show=False, tooltip="The previous failed step, crash, hang or give-up"),
+        Binding("exclamation_mark", "first_error", "First error", show=False, key_display="!",
+                tooltip="The run's first failed step, crash, hang or give-up"),
+        Binding("right_square_bracket", "checkpoint(1)", "Next checkpoint", show=False, key_display="]",
+                tooltip="The next checkpoint record"),
+        Binding("left_square_bracket", "checkpoint(-1)", "Prev checkpoint", show=False, key_display="[",
+                tooltip="The previous checkpoint record"),
+        Binding("colon", "goto", "Go to seq", key_display=":", tooltip="Go to a seq (negative: from the end) or a checkpoint name"),
+        Binding("B", "bookmark", "Bookmark", show=False, tooltip="Bookmark this row, or remove its bookmark (several rows may be)"),
+        Binding("u", "bookmark_next(1)", "Next bookmark", show=False, tooltip="The next bookmarked row (wraps around)"),
+        Binding("U", "bookmark_next(-1)", "Prev bookmark", show=False, tooltip="The previous bookmarked row (wraps around)"),
+        Binding("y", "copy", "Copy", show=False, tooltip="Copy the selected row's record (its JSON line) to the clipboard"),
+        Binding("Y", "copy_value", "Copy value", show=False,
+                tooltip="Copy the value: the state at the row on the State tab, else the step's output or error"),
+        Binding("w", "export", "Export", show=False,
+                tooltip="Write the filtered rows, else the bookmarked rows, else the selected row to a JSONL file"),
+        Binding("d", "diff", "Diff", tooltip="Diff the state: this row against the marked row, else the previous checkpoint"),
         Binding("m", "mark", "Mark", show=False, tooltip="Mark this record as the other side of a diff"),
-        Binding("r", "rollback", "Rollback"),
-        Binding("F", "fork", "Fork", show=False),
-        Binding("R", "restart", "Restart", show=False),
-        Binding("X", "stop", "Stop", show=False),
-        Binding("i", "tab('record')", "Record", show=False),
-        Binding("s", "tab('state')", "State", show=False),
-        Binding("l", "tab('agentlog')", "Agent log", show=False),
-        Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("q,escape", "back", "Back"),
+        Binding("r", "rollback", "Rollback", tooltip="Roll back to the selected checkpoint (asks first)"),
+        Binding("F", "fork", "Fork", show=False, tooltip="Fork the run at the selected record into a new run directory (asks first)"),
+        Binding("R", "restart", "Restart", show=False, tooltip="Restart the agent through its supervisor; it resumes (asks first)"),
+        Binding("X", "stop", "Stop", show=False, tooltip="Stop the agent and its supervisor; the run can start again (asks first)"),
+        Binding("S", "start_again", "Start again", tooltip="Start 'supervise' again on this stopped or failed run, with its recorded command (asks first)"),
+        Binding("i", "tab('record')", "Record", show=False, tooltip="The Record tab: the selected row as JSON"),
+        Binding("s", "tab('state')", "State", show=False, tooltip="The State tab: the agent's state at the selected row"),
+        Binding("l", "tab('agentlog')", "Agent log", show=False, tooltip="The Agent log tab: what the agent printed"),
+        Binding("t", "app.toggle_time", "Time", show=False, tooltip="Absolute or relative times (since the run's first record)"),
+        Binding("T", "app.toggle_theme", "Theme", show=False, tooltip="Dark or light theme (kept in settings.json)"),
+        Binding("L", "app.cycle_layout", "Layout", show=False, tooltip="Panes side by side, stacked, or by width (kept in settings.json)"),
+        Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key, grouped"),
+        Binding("q,escape", "back", "Back", tooltip="Back to the runs list, or quit from the first screen"),
     ]
 
     DEFAULT_CSS = """
     DashboardScreen #timeline { height: 1fr; border-top: solid $panel-lighten-2; }
     DashboardScreen #panes { height: 45%; }
+    DashboardScreen #filter-bar { height: 1; display: none; background: $warning 25%; color: $text; padding: 0 1; }
+    DashboardScreen #filter-bar.-active { display: block; }
     """
 
     @dataclass
@@ -96,6 +125,15 @@ class DashboardScreen(Screen[None]):
 
         changes: Changes | None
         log_text: str
+
+    @dataclass
+    class FilterFound(Message):
+        """A filter pass read the journal up to ``upto``: the seqs that pass (``first``: its whole first pass)."""
+
+        run: FilterPass
+        seqs: list[int]
+        upto: int
+        first: bool
 
     @dataclass
     class StateComputed(Message):
@@ -121,18 +159,28 @@ class DashboardScreen(Screen[None]):
         self._stop_watch = asyncio.Event()
         self._wake = threading.Event()
         self._state_timer: Timer | None = None
+        self.bookmarks = Bookmarks()
+        self.filter_pass: FilterPass | None = None
+        """The filter being applied or applied (its forward read of the journal goes on as records come)."""
+        self._filter_lock = threading.Lock()  # guards the passes' ``busy`` and ``again``
+        self._start_proc: Any = None  # the 'supervise' process started again from here (S)
+        self.state_shown: tuple[Any, str] | None = None
+        self._keys_state: tuple[bool, bool] = (False, False)
+        """The State tab's value and heading (``None``: not computed, or unavailable)."""
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
-        yield StatusBar(id="status")
-        yield TimelineView(self.model, replay=self.replay, id="timeline")
-        with TabbedContent(id="panes", initial="state" if self.replay else "record"):
-            with TabPane("Record", id="record"):
-                yield JsonPane(id="record-pane")
-            with TabPane("State", id="state"):
-                yield JsonPane(id="state-pane")
-            with TabPane("Agent log", id="agentlog"):
-                yield AgentLogPane(id="agent-log")
+        yield StatusBar(self.path, id="status")  # its worker sums the run's tokens and cost
+        yield Static("", id="filter-bar")
+        with Container(id="body"):  # side by side on wide terminals (app.tcss)
+            yield BookmarkedTimeline(self.model, self.bookmarks, replay=self.replay, id="timeline")
+            with TabbedContent(id="panes", initial="state" if self.replay else "record"):
+                with TabPane("Record", id="record"):
+                    yield JsonPane(id="record-pane")
+                with TabPane("State", id="state"):
+                    yield JsonPane(id="state-pane")
+                with TabPane("Agent log", id="agentlog"):
+                    yield AgentLogPane(id="agent-log")
         yield Prompt(id="prompt")
         yield Footer()
 
@@ -176,6 +224,7 @@ class DashboardScreen(Screen[None]):
         self.timeline.rows_changed()
         self.refresh_status()
         self.update_detail()
+        self._keys_changed()
 
     @work(exclusive=True, group="watch", exit_on_error=False)
     async def watch_files(self) -> None:
@@ -219,6 +268,8 @@ class DashboardScreen(Screen[None]):
         """Apply what the reading worker found: rows, follow, the agent log, the status bar."""
         if message.changes is not None:
             new, ev_changed = self.model.apply(message.changes)
+            if new and self.filter_pass is not None:
+                self._filter_more()  # the filter reads what came (its rows follow in a moment)
             if new or ev_changed:
                 self.timeline.rows_changed()
                 if self.timeline.follow:
@@ -230,6 +281,7 @@ class DashboardScreen(Screen[None]):
         if message.log_text:
             self.query_one(AgentLogPane).append(message.log_text)
         self.refresh_status()
+        self._keys_changed()
 
     def poll_status(self) -> None:
         """Ask the supervisor for its status (in a worker); the attempt from the model if the files have none."""
@@ -245,6 +297,8 @@ class DashboardScreen(Screen[None]):
         self.app.call_from_thread(self._show_status, status)
 
     def _show_status(self, status: RunStatus) -> None:
+        if status.live != self.status.live or status.state != self.status.state:
+            self.refresh_bindings()  # R, X and S work by whether a supervisor runs the run
         self.status = status
         self.refresh_status()
 
@@ -294,6 +348,7 @@ class DashboardScreen(Screen[None]):
         follow mode, starts one computation instead of hundreds."""
         if self._state_timer is not None:
             self._state_timer.stop()
+        self.state_shown = None
         self._state_timer = self.set_timer(STATE_DELAY, lambda: self.compute_state(self.timeline.selected_seq()))
 
     @work(thread=True, exclusive=True, group="state", exit_on_error=False)
@@ -316,8 +371,10 @@ class DashboardScreen(Screen[None]):
     def _show_state(self, message: StateComputed) -> None:
         pane = self.query_one("#state-pane", JsonPane)
         if message.error:
+            self.state_shown = None
             pane.show_text(message.error, "yellow")
         else:
+            self.state_shown = (message.value, message.heading)
             pane.show_value(message.value, message.heading)
 
     # ------------------------------------------------------------------ navigation actions
@@ -330,24 +387,48 @@ class DashboardScreen(Screen[None]):
         if tl.follow:
             tl.move_to(self.model.rows - 1, keep_follow=True)
 
-    def _jump(self, seqs: list[int], forward: bool, what: str) -> None:
-        cur = self.timeline.selected_seq()
-        cur = -1 if cur is None else cur
-        target = self.model.next_in(seqs, cur, forward)
-        if target is None:
+    def _seq_row(self, seqs: list[int], row: int, forward: bool, limit: int = 100_000) -> int | None:
+        """The row of the nearest of ``seqs`` (sorted) after (before) ``row`` that has a row of its own
+        (a filter may hide some); ``None`` if there is none."""
+        m = self.model
+        if forward:
+            i = bisect.bisect_right(seqs, row, key=m.row_of_seq)
+            for s in seqs[i : i + limit]:
+                if m.filter is None or m.passes(s):
+                    return m.row_of_seq(s)
+            return None
+        i = bisect.bisect_left(seqs, row, key=m.row_of_seq)
+        for s in reversed(seqs[max(0, i - limit) : i]):
+            if m.filter is None or m.passes(s):
+                return m.row_of_seq(s)
+        return None
+
+    def _jump(self, seqs: list[int], forward: bool, what: str, rows: list[int] | None = None) -> None:
+        """Move to the next (previous) of ``seqs`` or of the extra ``rows`` (supervisor rows)."""
+        cur = self.timeline.cursor if self.model.rows else -1
+        cands = [r for r in (self._seq_row(seqs, cur, forward),) if r is not None]
+        if rows:
+            i = bisect.bisect_right(rows, cur) if forward else bisect.bisect_left(rows, cur) - 1
+            if 0 <= i < len(rows):
+                cands.append(rows[i])
+        if not cands:
             more = "" if self.model.scanned else " (still indexing)"
-            self.notify(f"no {'next' if forward else 'previous'} {what}{more}", severity="warning")
+            hidden = " the filter shows" if self.model.filter is not None else ""
+            self.notify(f"no {'next' if forward else 'previous'} {what}{hidden}{more}", severity="warning")
             return
-        self.timeline.move_to_seq(target)
+        self.timeline.move_to(min(cands) if forward else max(cands))
 
     def action_error(self, direction: int) -> None:
-        self._jump(self.model.error_seqs, direction > 0, "error")
+        self._jump(self.model.error_seqs, direction > 0, "error", self.model.error_event_rows())
 
     def action_first_error(self) -> None:
-        if not self.model.error_seqs:
-            self.notify("no errors in this run", severity="warning")
+        cands = [r for r in (self._seq_row(self.model.error_seqs, -1, True),) if r is not None]
+        cands += self.model.error_event_rows()[:1]
+        if not cands:
+            hidden = " the filter shows" if self.model.filter is not None else " in this run"
+            self.notify(f"no errors{hidden} (failed steps, crashes, hangs, give-ups)", severity="warning")
             return
-        self.timeline.move_to_seq(self.model.error_seqs[0])
+        self.timeline.move_to(min(cands))
 
     def action_checkpoint(self, direction: int) -> None:
         self._jump(self.model.checkpoint_seqs, direction > 0, "checkpoint")
@@ -365,6 +446,9 @@ class DashboardScreen(Screen[None]):
         if prompt.is_open:
             prompt.action_close()
             return
+        if self.filter_pass is not None:  # Esc clears the filter first (q too: never quit from a filtered view)
+            self.action_clear_filter()
+            return
         if len(self.app.screen_stack) > 2:
             self.app.pop_screen()
         else:
@@ -380,6 +464,11 @@ class DashboardScreen(Screen[None]):
     @on(Prompt.Closed)
     def _prompt_closed(self, message: Prompt.Closed) -> None:
         self.timeline.focus()
+        self.refresh_bindings()
+
+    @on(Prompt.Opened)
+    def _prompt_opened(self, message: Prompt.Opened) -> None:
+        self.refresh_bindings()
 
     @on(Prompt.Entered)
     def _prompt_entered(self, message: Prompt.Entered) -> None:
@@ -390,6 +479,13 @@ class DashboardScreen(Screen[None]):
             self.run_search(message.text, list(self.model.regions) if self.model.scanned else None)
         elif message.mode == "goto":
             self.goto(message.text)
+        elif message.mode == "filter":
+            if message.text:
+                self.apply_filter(message.text)
+            else:
+                self.action_clear_filter()
+        elif message.mode == "export":
+            self.export_to(message.text)
 
     def goto(self, text: str) -> None:
         if text.lstrip("-").isdigit():
@@ -399,6 +495,8 @@ class DashboardScreen(Screen[None]):
             if not 0 <= seq < self.model.count:
                 self.notify(f"no record {text}: seqs go from 0 to {self.model.count - 1}", severity="error")
                 return
+            if self.model.filter is not None and not self.model.passes(seq) and not self.model.is_hidden(seq):
+                self.notify(f"#{seq} is hidden by the filter: the next row it shows is selected (Esc clears it)", severity="warning")
             self.timeline.move_to_seq(seq)
             return
         for s in reversed(self.model.checkpoint_seqs):
@@ -428,6 +526,14 @@ class DashboardScreen(Screen[None]):
             self.notify(f"no match for {query!r}", severity="warning")
             return
         self.notify(f"{len(hits)} match{'es' if len(hits) != 1 else ''} for {query!r} (n / N)", timeout=8)
+        if self.model.filter is not None:  # within the filter: the matches it shows
+            row = self._seq_row(hits, self.timeline.cursor - 1, True)
+            row = row if row is not None else self._seq_row(hits, -1, True)
+            if row is None:
+                self.notify("the filter hides every match: Esc clears it", severity="warning")
+            else:
+                self.timeline.move_to(row)
+            return
         cur = self.timeline.selected_seq() or 0
         nxt = self.model.next_in(hits, cur - 1, True)
         self.timeline.move_to_seq(nxt if nxt is not None else hits[0])
@@ -435,6 +541,18 @@ class DashboardScreen(Screen[None]):
     def action_search_next(self, direction: int) -> None:
         if not self.search_hits:
             self.notify("no search yet: press / to search", severity="warning")
+            return
+        if self.model.filter is not None:
+            fwd = direction > 0
+            row = self._seq_row(self.search_hits, self.timeline.cursor, fwd)
+            if row is None:
+                row = self._seq_row(self.search_hits, -1 if fwd else self.model.rows, fwd)
+                if row is not None:
+                    self.notify("search wrapped", timeout=1)
+            if row is None:
+                self.notify("the filter hides every match: Esc clears it", severity="warning")
+            else:
+                self.timeline.move_to(row)
             return
         cur = self.timeline.selected_seq() or 0
         target = self.model.next_in(self.search_hits, cur, direction > 0)
@@ -524,8 +642,21 @@ class DashboardScreen(Screen[None]):
     def action_fork(self) -> None:
         seq = self.timeline.selected_seq()
         if seq is None:
+            self.notify("nothing to fork: the run has no records", severity="warning")
             return
-        self.do_fork(seq)
+        from ..core.fork import default_target
+
+        body = Text()
+        body.append(f"A new run directory, {default_target(self.run_dir, seq).name}, is made beside this one, "
+                    f"holding this run's journal up to #{seq} ")
+        body.append("(the effective history there) and its checkpoints; this run is not changed.\n\n")
+        body.append("Start the fork with 'agent-supervisor supervise --run-dir NEW' (or open it here and press S).")
+
+        def done(ok: bool | None) -> None:
+            if ok:
+                self.do_fork(seq)
+
+        self.app.push_screen(ConfirmScreen(f"Fork the run at #{seq}?", body, "Fork"), done)
 
     @work(thread=True, exclusive=True, group="control", exit_on_error=False)
     def do_fork(self, seq: int) -> None:
@@ -543,7 +674,7 @@ class DashboardScreen(Screen[None]):
             self.notify("replay mode is read-only: open the run with 'agent-supervisor tui' to control it", severity="warning")
             return
         if not self.status.live:
-            self.notify("no supervisor is running this run", severity="warning")
+            self.notify("no supervisor is running this run" + ("; S starts it again" if self._startable() else ""), severity="warning")
             return
 
         def done(ok: bool | None) -> None:
@@ -568,7 +699,400 @@ class DashboardScreen(Screen[None]):
         self.app.call_from_thread(self.notify, f"{cmd}: done")
         self.app.call_from_thread(self.poll_status)
 
+    # ------------------------------------------------------------------ filter
+    def action_filter(self) -> None:
+        current = self.filter_pass.flt.text if self.filter_pass is not None else ""
+        self.query_one(Prompt).open("filter", f"filter rows: {SYNTAX}; Enter applies (empty: clears), Esc cancels",
+                                    current, allow_empty=True)
+
+    def apply_filter(self, text: str) -> None:
+        """Parse ``text`` and start the filter's first pass (a worker); the rows change when it ends."""
+        try:
+            flt = parse_filter(text)
+        except ValueError as e:
+            self.notify(str(e), severity="error", timeout=8)
+            return
+        if self.filter_pass is not None:
+            self.filter_pass.cancelled = True
+        run = new_pass(flt, self.path)
+        self.filter_pass = run
+        self._show_filter_bar("filtering…")
+        self.refresh_bindings()
+        run.busy = True
+        self.run_filter(run, True)
+
+    def _filter_more(self) -> None:
+        """Read what came since the filter's last pass (one worker at a time; a busy one reads again)."""
+        run = self.filter_pass
+        if run is None:
+            return
+        with self._filter_lock:
+            if run.busy:
+                run.again = True  # the running pass reads again before it ends
+                return
+            run.busy = True
+        self.run_filter(run, False)
+
+    @work(thread=True, group="filter", exit_on_error=False)
+    def run_filter(self, run: FilterPass, first: bool) -> None:
+        """Test the journal's lines against the filter from where it stands (a thread: a million lines take seconds)."""
+        worker = get_current_worker()
+        try:
+            while True:
+                seqs, upto = run.advance(lambda: worker.is_cancelled)
+                if run.cancelled or worker.is_cancelled:
+                    return
+                self.post_message(self.FilterFound(run, seqs, upto, first))
+                first = False
+                with self._filter_lock:
+                    if not run.again:
+                        run.busy = False
+                        return
+                    run.again = False
+        finally:
+            with self._filter_lock:
+                run.busy = False
+
+    @on(FilterFound)
+    def _filter_found(self, message: FilterFound) -> None:
+        if message.run is not self.filter_pass:
+            return  # a filter since replaced or cleared
+        tl = self.timeline
+        kind, i = tl.selected()
+        seq = tl.selected_seq()
+        if message.first:
+            self.model.set_filter(message.run.flt, message.seqs)
+            tl.virtual_size = tl.virtual_size.with_height(self.model.rows)
+            if tl.follow or seq is None:
+                tl.move_to(self.model.rows - 1, keep_follow=True)
+            else:
+                row = self.model.row_of_event(i) if kind == "event" else self.model.row_of_seq(seq)
+                tl.move_to(row if row is not None else self.model.row_of_seq(seq), keep_follow=True)
+            self.notify(f"{self.model.rows} row{'s' if self.model.rows != 1 else ''} pass the filter", timeout=3)
+        else:
+            self.model.add_filtered(message.seqs)
+        tl.rows_changed()
+        self._show_filter_bar()
+        self.update_detail()
+        self._keys_changed()
+
+    def _show_filter_bar(self, extra: str = "") -> None:
+        bar = self.query_one("#filter-bar", Static)
+        run = self.filter_pass
+        if run is None:
+            bar.remove_class("-active")
+            bar.update("")
+            return
+        rows = f"{self.model.rows} rows" if self.model.filter is run.flt else ""
+        parts = [f"filter: {run.flt.describe()}", rows, extra, "& edits, Esc clears"]
+        bar.update(Text(" · ".join(p for p in parts if p)))
+        bar.add_class("-active")
+
+    def action_clear_filter(self) -> None:
+        run = self.filter_pass
+        if run is None:
+            return
+        run.cancelled = True
+        self.filter_pass = None
+        tl = self.timeline
+        kind, i = tl.selected()
+        seq = tl.selected_seq()
+        had = self.model.filter is not None
+        self.model.clear_filter()
+        if had:
+            tl.virtual_size = tl.virtual_size.with_height(self.model.rows)
+            if kind == "event":
+                row = self.model.row_of_event(i)
+                tl.move_to(row if row is not None else 0, keep_follow=True)
+            elif seq is not None:
+                tl.move_to(self.model.row_of_seq(seq), keep_follow=True)
+            tl.rows_changed()
+        self._show_filter_bar()
+        self.refresh_bindings()
+        self.notify("filter cleared: every row shows", timeout=2)
+
+    # ------------------------------------------------------------------ bookmarks
+    def action_bookmark(self) -> None:
+        kind, i = self.timeline.selected()
+        key = row_key(self.model, kind, i)
+        if key is None:
+            self.notify("nothing to bookmark: the run has no rows", severity="warning")
+            return
+        on_now = self.bookmarks.toggle(key)
+        self.timeline.refresh()
+        what = f"#{i}" if kind == "rec" else "this supervisor row"
+        n = len(self.bookmarks)
+        self.notify(f"{'bookmarked' if on_now else 'removed the bookmark of'} {what} "
+                    f"({n} bookmark{'s' if n != 1 else ''}; u / U visit them, w writes them)", timeout=3)
+
+    def action_bookmark_next(self, direction: int) -> None:
+        rows = self.bookmarks.rows(self.model)
+        if not rows:
+            hidden = " the filter shows" if self.bookmarks.keys else ""
+            self.notify(f"no bookmarks{hidden}: B bookmarks the selected row", severity="warning")
+            return
+        cur = self.timeline.cursor
+        if direction > 0:
+            i = bisect.bisect_right(rows, cur)
+            row = rows[i] if i < len(rows) else rows[0]
+        else:
+            i = bisect.bisect_left(rows, cur) - 1
+            row = rows[i] if i >= 0 else rows[-1]
+        self.timeline.move_to(row)
+
+    # ------------------------------------------------------------------ copy
+    def _selected_value(self) -> tuple[Any, str] | None:
+        """The selected row's record or supervisor event, and what it is called in a message."""
+        kind, i = self.timeline.selected()
+        if kind == "event":
+            return self.model.events[i].data, "supervisor row"
+        if kind == "rec":
+            ent = self.model.record(i)
+            if isinstance(ent, dict):
+                return ent, f"record #{i}"
+            if ent is not None:
+                return ent.text, f"line #{i} (damaged: copied as text)"
+        return None
+
+    def action_copy(self) -> None:
+        got = self._selected_value()
+        if got is None:
+            self.notify("nothing to copy: the run has no records", severity="warning")
+            return
+        value, what = got
+        text = value if isinstance(value, str) else orjson_line(value)
+        self._copy(text, what)
+
+    def action_copy_value(self) -> None:
+        tabs = self.query_one(TabbedContent)
+        if tabs.active == "state":
+            if self.state_shown is None:
+                self.notify("the state at this row is not shown yet, or unavailable (see the State tab)", severity="warning")
+                return
+            value, heading = self.state_shown
+            self._copy(value if isinstance(value, str) else dumps_pretty(value), f"the {heading}")
+            return
+        got = self._selected_value()
+        if got is None:
+            self.notify("nothing to copy: the run has no records", severity="warning")
+            return
+        rec, what = got
+        if isinstance(rec, dict):
+            for key in ("output", "error", "inputs"):
+                if key in rec and rec[key] is not None:
+                    value = rec[key]
+                    self._copy(value if isinstance(value, str) else dumps_pretty(value), f"the {key} of {what}")
+                    return
+            self._copy(dumps_pretty(rec), what)
+            return
+        self._copy(str(rec), what)
+
+    def _copy(self, text: str, what: str) -> None:
+        """To the terminal's clipboard (OSC 52: tmux passes it on with set-clipboard on)."""
+        self.app.copy_to_clipboard(text)
+        self.notify(f"copied {what} ({len(text.encode())} bytes) to the clipboard", timeout=3)
+
+    # ------------------------------------------------------------------ export
+    def _export_items(self) -> tuple[list[tuple[str, Any]], str]:
+        """The rows ``w`` writes, in row order, and what they are: the filtered, else the bookmarked, else the selected."""
+        m = self.model
+        if m.filter is not None:
+            rows: range | list[int] = range(m.rows)
+            what = "filtered row"
+        elif self.bookmarks.keys:
+            rows = self.bookmarks.rows(m)
+            what = "bookmarked row"
+        else:
+            rows = [self.timeline.cursor] if m.rows else []
+            what = "selected row"
+        items: list[tuple[str, Any]] = []
+        for r in rows:
+            kind, i = m.row_item(r)
+            items.append(("event", m.events[i].data) if kind == "event" else ("rec", i))
+        return items, what
+
+    def action_export(self) -> None:
+        items, what = self._export_items()
+        if not items:
+            self.notify("nothing to write: the run has no rows", severity="warning")
+            return
+        n = len(items)
+        default = f"{self.run_id}-rows.jsonl"
+        self.query_one(Prompt).open(
+            "export", f"write the {n} {what}{'s' if n != 1 else ''} to a JSONL file (a path), Enter writes, Esc cancels",
+            default)
+
+    def export_to(self, text: str) -> None:
+        dest = Path(text).expanduser()
+        if dest.is_dir():
+            self.notify(f"{dest} is a directory: give a file name", severity="error")
+            return
+        if not dest.parent.is_dir():
+            self.notify(f"no directory {dest.parent}: create it, or give another path", severity="error")
+            return
+        items, _what = self._export_items()
+        if dest.exists():
+            def done(ok: bool | None) -> None:
+                if ok:
+                    self.do_export(items, dest)
+
+            self.app.push_screen(ConfirmScreen(f"Replace {dest}?", f"{dest} exists; it is replaced by the {len(items)} rows.", "Replace"), done)
+            return
+        self.do_export(items, dest)
+
+    @work(thread=True, exclusive=True, group="export", exit_on_error=False)
+    def do_export(self, items: list[tuple[str, Any]], dest: Path) -> None:
+        from .export_rows import export_rows
+
+        worker = get_current_worker()
+        try:
+            res = export_rows(self.path, items, dest, lambda: worker.is_cancelled)
+        except OSError as e:
+            self.app.call_from_thread(self.notify, f"cannot write {dest}: {e.strerror or e}", severity="error", timeout=8)
+            return
+        skipped = f"; {res.skipped} damaged line{'s' if res.skipped != 1 else ''} left out" if res.skipped else ""
+        self.app.call_from_thread(self.notify, f"wrote {res.rows} row{'s' if res.rows != 1 else ''} to {res.path}{skipped}", timeout=8)
+
+    # ------------------------------------------------------------------ start again
+    def _startable(self) -> bool:
+        """Whether ``S`` may start the run again: a run directory no supervisor or agent runs, not succeeded."""
+        if self.replay or not self.run_dir.is_dir() or (self.path.is_file() and self.path.name != rundir.JOURNAL):
+            return False
+        return not self.status.live and self.status.state not in ("running", "succeeded", "unknown")
+
+    def _recorded_command(self) -> list[str] | str:
+        """The command ``run.json`` records, or a one-line reason it cannot be run again."""
+        from ..core.redact import argv_is_redacted
+
+        try:
+            meta = rundir.read_run_json(self.run_dir)
+        except SupervisorError as e:
+            return str(e)
+        cmd = meta.get("command")
+        if not (isinstance(cmd, list) and cmd and all(isinstance(a, str) for a in cmd)):
+            return (f"{rundir.RUN_JSON} records no command to start again; "
+                    f"run: agent-supervisor supervise --run-dir {self.run_dir} -- CMD")
+        if argv_is_redacted(cmd):
+            return (f"the command recorded in {rundir.RUN_JSON} had secrets redacted, so it cannot be run again; "
+                    f"give it after '--': agent-supervisor supervise --run-dir {self.run_dir} -- CMD")
+        return cmd
+
+    def action_start_again(self) -> None:
+        if self.replay:
+            self.notify("replay mode is read-only: open the run with 'agent-supervisor tui' to start it again", severity="warning")
+            return
+        if self.status.live or self.status.state == "running":
+            self.notify("the run is running already (R restarts its agent)", severity="warning")
+            return
+        if self.status.state == "succeeded":
+            self.notify("the run succeeded: nothing to start again (F forks it from a record)", severity="warning")
+            return
+        if not self._startable():
+            self.notify("only a run directory can be started again (this is a bare journal)", severity="warning")
+            return
+        cmd = self._recorded_command()
+        if isinstance(cmd, str):
+            self.notify(cmd, severity="error", timeout=10)
+            return
+        body = Text()
+        body.append(f"The run is {self.status.state}. ")
+        body.append("'agent-supervisor supervise --run-dir' starts it again with the recorded command:\n\n")
+        body.append("  " + " ".join(cmd) + "\n\n", style="bold")
+        body.append("The agent resumes: the steps in the journal are served from it. The supervisor keeps running when "
+                    "you quit the dashboard; X stops it.")
+
+        def done(ok: bool | None) -> None:
+            if ok:
+                self.start_again()
+
+        self.app.push_screen(ConfirmScreen("Start the run again?", body, "Start"), done)
+
+    @work(thread=True, exclusive=True, group="control", exit_on_error=False)
+    def start_again(self) -> None:
+        """Start ``supervise --run-dir`` detached (its own session, output to a file beside the run); wait until it
+        answers on its socket or exits."""
+        import subprocess
+        import sys
+        import time
+
+        from .status import run_status as ask
+
+        out_path = self.run_dir.parent / f".{self.run_dir.name}.supervise-output.log"
+        cmd = [sys.executable, "-m", "supervisor", "supervise", "--run-dir", str(self.run_dir), "-q"]
+        try:
+            fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o600)
+            try:
+                proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=fd, stderr=fd, start_new_session=True)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            self.app.call_from_thread(self.notify, f"cannot start supervise: {e}", severity="error", timeout=10)
+            return
+        self._start_proc = proc
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                break
+            if ask(self.run_dir, timeout=0.5).live:
+                break
+            time.sleep(0.05)
+        code = proc.poll()
+        if code is not None and code != 0:
+            why = _last_line(out_path) or f"exit code {code}"
+            self.app.call_from_thread(self.notify, f"supervise did not start: {why}", severity="error", timeout=12)
+        else:
+            self.app.call_from_thread(self.notify, f"started again: supervisor pid {proc.pid} (output in {out_path})", timeout=8)
+        self.files_changed()
+        self.app.call_from_thread(self.timeline.action_bottom)
+        self.app.call_from_thread(self.poll_status)
+
+    # ------------------------------------------------------------------ keys per mode
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Which keys work now (the footer shows only those): ``False`` hides and disables a key.
+
+        Keys the footer never shows (``R``, ``X``, ``e``...) stay enabled: pressed where they cannot act, they
+        say why in one line (no supervisor runs the run, replay mode is read-only, no next error)."""
+        if self.is_mounted and self.query_one(Prompt).is_open:
+            return action == "back"  # the prompt's own keys (Enter, Esc) only
+        m = self.model
+        if action == "toggle_follow":
+            return not self.replay
+        if action == "clear_filter":
+            return self.filter_pass is not None
+        if action == "start_again":
+            return self._startable()
+        if action == "rollback":
+            return bool(m.checkpoint_seqs)
+        if action == "diff":
+            return m.rows > 0
+        return True
+
+    def _keys_changed(self) -> None:
+        """Refresh the footer when what decides the keys changed (not on every record: the footer is redrawn)."""
+        key = (self.model.rows > 0, bool(self.model.checkpoint_seqs))
+        if key != self._keys_state:
+            self._keys_state = key
+            self.refresh_bindings()
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A worker that died shows its error instead of failing silently."""
         report_worker_error(self, event, "live updates stopped" if event.worker.group == "read" else "")
 
+
+def orjson_line(value: Any) -> str:
+    """A value as one line of JSON (a record as the journal holds it)."""
+    import orjson
+
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS, default=repr).decode()
+
+
+def _last_line(path: Path, limit: int = 4096) -> str:
+    """The last non-empty line of a small output file (why a process exited), ``""`` if none."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - limit))
+            tail = f.read()
+    except OSError:
+        return ""
+    lines = [ln for ln in tail.decode("utf-8", "replace").splitlines() if ln.strip()]
+    return lines[-1].strip() if lines else ""

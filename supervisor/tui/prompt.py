@@ -1,4 +1,5 @@
-"""The one-line prompt at the bottom of the dashboard: ``:`` goes to a seq or a checkpoint, ``/`` searches."""
+"""The one-line prompt at the bottom of the dashboard: ``:`` goes to a seq or a checkpoint, ``/`` searches,
+``&`` filters, ``w`` asks where to write rows."""
 
 from __future__ import annotations
 
@@ -14,7 +15,10 @@ from textual.widgets import Input
 class Prompt(Input):
     """Hidden until ``open``; Enter posts ``Prompt.Entered``, Enter or Esc closes it (``Prompt.Closed``)."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Cancel", show=False)]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "submit", "Apply", key_display="Enter", tooltip="Run what the prompt says"),
+        Binding("escape", "close", "Cancel", key_display="Esc", tooltip="Close the prompt"),
+    ]
 
     DEFAULT_CSS = """
     Prompt { dock: bottom; display: none; }
@@ -23,10 +27,15 @@ class Prompt(Input):
 
     @dataclass
     class Entered(Message):
-        """The user typed ``text`` (stripped, never empty) and pressed Enter in ``mode`` (goto or search)."""
+        """The user typed ``text`` (stripped; empty only if ``open`` allowed it) and pressed Enter in ``mode``
+        (goto, search, filter, export)."""
 
         mode: str
         text: str
+
+    @dataclass
+    class Opened(Message):
+        """The prompt opened (the screen's keys give way to it)."""
 
     @dataclass
     class Closed(Message):
@@ -35,18 +44,23 @@ class Prompt(Input):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.mode = ""
+        self.allow_empty = False
 
     @property
     def is_open(self) -> bool:
         return self.has_class("-visible")
 
-    def open(self, mode: str, placeholder: str) -> None:
-        """Show the prompt empty, with ``placeholder`` saying what Enter does in ``mode``."""
+    def open(self, mode: str, placeholder: str, value: str = "", *, allow_empty: bool = False) -> None:
+        """Show the prompt holding ``value``, with ``placeholder`` saying what Enter does in ``mode``
+        (``allow_empty``: Enter on an empty prompt is an answer too)."""
         self.mode = mode
+        self.allow_empty = allow_empty
         self.placeholder = placeholder
-        self.value = ""
+        self.value = value
+        self.cursor_position = len(value)
         self.add_class("-visible")
         self.focus()
+        self.post_message(self.Opened())
 
     def action_close(self) -> None:
         self.remove_class("-visible")
@@ -57,5 +71,5 @@ class Prompt(Input):
         event.stop()
         text = event.value.strip()
         self.action_close()
-        if text:
+        if text or self.allow_empty:
             self.post_message(self.Entered(self.mode, text))

@@ -20,6 +20,10 @@ Folding is ``history.Fold`` (``keep=False``) fed with the scan's markers, which
 carry the number of successful steps between them: the effective step count is
 exact, and a rollback to checkpoint ``c`` at ``r`` abandons ``c < seq < r``.
 The state at a point is a ``StateCursor`` with its own reader.
+
+A filter (``filters.RowFilter``) shows only the rows that pass it: the seqs a
+worker found (``set_filter``/``add_filtered``, in seq order) less the folded
+begins, and the supervisor rows that pass, placed as without a filter.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ from ..core.history import ERROR, STEPS, Fold, Pairing, fold_shape
 from ..core.journal import Entry, JournalReader
 from ..core.records import DAMAGED, BadLine, Kind
 from ..core.segments import segment_paths
+from .filters import RowFilter, is_error_event
 from .scan import (
     CHANGED_INPUTS,
     Marker,
@@ -170,6 +175,15 @@ class TimelineModel:
         self.changed_inputs: dict[int, str] = {}
         """Steps served with changed inputs (the SDK's note): ``pos`` -> step name."""
         self._pairing = Pairing()  # before the scan: the parsed records' begins paired with their steps
+        self._befores: list[int] = []  # events' ``before``, in row order (row_of_seq)
+        self.filter: RowFilter | None = None
+        """The filter the rows pass (``None``: every row)."""
+        self.filter_seqs: array[int] = array("q")
+        """Seqs of the records that pass the filter, folded begins too (sorted)."""
+        self._fvis: array[int] = array("q")  # filter_seqs less the folded begins: the records' rows
+        self._fevents: list[int] = []  # indexes into ``events`` of the supervisor rows that pass
+        self._fevent_rows: list[int] = []
+        self._fbefores: list[int] = []
 
     # ------------------------------------------------------------------ loading
     def open(self) -> None:
@@ -488,6 +502,56 @@ class TimelineModel:
 
     def _place_event_rows(self) -> None:
         self._event_rows = [self.visible_index(e.before) + i for i, e in enumerate(self.events)]
+        self._befores = [e.before for e in self.events]
+        if self.filter is not None:
+            flt = self.filter
+            self._fevents = [k for k, e in enumerate(self.events) if flt.match_event(e.data)]
+            self._fbefores = [self.events[k].before for k in self._fevents]
+            fvis = self._fvis
+            self._fevent_rows = [bisect.bisect_left(fvis, b) + j for j, b in enumerate(self._fbefores)]
+
+    # ------------------------------------------------------------------ filter
+    def set_filter(self, flt: RowFilter, seqs: list[int] | array[int]) -> None:
+        """Show only the rows that pass ``flt``: the records at ``seqs`` (sorted) and the supervisor rows that pass."""
+        self.filter = flt
+        self.filter_seqs = array("q", seqs)
+        self._rebuild_filtered()
+
+    def add_filtered(self, seqs: list[int]) -> None:
+        """More records that pass the filter (a live read: all after those known)."""
+        if self.filter is None or not seqs:
+            return
+        last = self.filter_seqs[-1] if self.filter_seqs else -1
+        new = [s for s in seqs if s > last]
+        self.filter_seqs.extend(new)
+        self._fvis.extend(s for s in new if not self.is_hidden(s))
+        self._place_event_rows()
+
+    def clear_filter(self) -> None:
+        self.filter = None
+        self.filter_seqs = array("q")
+        self._fvis = array("q")
+        self._fevents, self._fevent_rows, self._fbefores = [], [], []
+
+    def _rebuild_filtered(self) -> None:
+        if self.show_begins or not self.hidden:
+            self._fvis = array("q", self.filter_seqs)
+        else:
+            self._fvis = array("q", (s for s in self.filter_seqs if not self.is_hidden(s)))
+        self._place_event_rows()
+
+    def passes(self, seq: int) -> bool:
+        """Whether record ``seq`` has a row (it passes the filter, and is not a folded begin)."""
+        if self.filter is None:
+            return not self.is_hidden(seq)
+        i = bisect.bisect_left(self._fvis, seq)
+        return i < len(self._fvis) and self._fvis[i] == seq
+
+    def error_event_rows(self) -> list[int]:
+        """Rows of the supervisor rows that are errors (crashes, hangs, give-ups), in order."""
+        if self.filter is not None:
+            return [self._fevent_rows[j] for j, k in enumerate(self._fevents) if is_error_event(self.events[k].data)]
+        return [self._event_rows[k] for k, e in enumerate(self.events) if is_error_event(e.data)]
 
     # ------------------------------------------------------------------ one row per step
     def _pair_parsed(self, entries: list[Entry]) -> None:
@@ -506,7 +570,10 @@ class TimelineModel:
     def _set_hidden(self, seqs: list[int]) -> None:
         self.hidden = array("q", seqs)
         self._hadj = array("q", (s - i for i, s in enumerate(seqs)))
-        self._place_event_rows()
+        if self.filter is not None:
+            self._rebuild_filtered()
+        else:
+            self._place_event_rows()
 
     def add_hidden(self, seqs: list[int]) -> None:
         """Fold more begins into their steps' rows (concurrent steps: not always after the last one)."""
@@ -522,12 +589,21 @@ class TimelineModel:
             adj = self._hadj
             del adj[lowest:]
             adj.extend(h[i] - i for i in range(lowest, len(h)))
+            if self.filter is not None and not self.show_begins:
+                fvis = self._fvis
+                for s in seqs:
+                    j = bisect.bisect_left(fvis, s)
+                    if j < len(fvis) and fvis[j] == s:
+                        del fvis[j]
             self._place_event_rows()
 
     def toggle_begins(self) -> None:
         """Show the begin rows folded into their steps' rows, or fold them again."""
         self.show_begins = not self.show_begins
-        self._place_event_rows()
+        if self.filter is not None:
+            self._rebuild_filtered()
+        else:
+            self._place_event_rows()
 
     def is_hidden(self, seq: int) -> bool:
         """Whether the record at ``seq`` is a begin folded into its step's row (and begins are folded)."""
@@ -574,19 +650,38 @@ class TimelineModel:
     # ------------------------------------------------------------------ rows
     @property
     def rows(self) -> int:
+        if self.filter is not None:
+            return len(self._fvis) + len(self._fevents)
         return self.count - (0 if self.show_begins else len(self.hidden)) + len(self.events)
 
     def row_item(self, row: int) -> tuple[str, int]:
         """``("rec", seq)`` or ``("event", index)`` for a row."""
+        if self.filter is not None:
+            k = bisect.bisect_left(self._fevent_rows, row)
+            if k < len(self._fevent_rows) and self._fevent_rows[k] == row:
+                return "event", self._fevents[k]
+            i = row - k
+            fvis = self._fvis
+            return "rec", (fvis[i] if 0 <= i < len(fvis) else (fvis[-1] if fvis else 0))
         k = bisect.bisect_left(self._event_rows, row)
         if k < len(self._event_rows) and self._event_rows[k] == row:
             return "event", k
         return "rec", self.seq_at(row - k)
 
     def row_of_seq(self, seq: int) -> int:
-        """The row of record ``seq`` (events with ``before <= seq`` come first; a folded begin: its step's row)."""
-        k = bisect.bisect_right([e.before for e in self.events], seq) if self.events else 0
+        """The row of record ``seq`` (events with ``before <= seq`` come first; a folded begin: its step's row;
+        with a filter, a record that does not pass: the next row that does)."""
+        if self.filter is not None:
+            return bisect.bisect_left(self._fvis, seq) + bisect.bisect_right(self._fbefores, seq)
+        k = bisect.bisect_right(self._befores, seq) if self.events else 0
         return self.visible_index(seq) + k
+
+    def row_of_event(self, index: int) -> int | None:
+        """The row of ``events[index]`` (``None``: the filter hides it)."""
+        if self.filter is None:
+            return self._event_rows[index] if 0 <= index < len(self._event_rows) else None
+        j = bisect.bisect_left(self._fevents, index)
+        return self._fevent_rows[j] if j < len(self._fevents) and self._fevents[j] == index else None
 
     def entry(self, seq: int) -> Entry | None:
         """The parsed record at ``seq`` if cached (``None``: blank line or not loaded)."""
@@ -600,6 +695,9 @@ class TimelineModel:
         start = max(0, start)
         stop = min(stop, self.count)
         if not self.indexed or start >= stop:
+            return
+        if self.filter is not None and stop - start > 2 * self.tail_rows:
+            self._fetch_filtered(start, stop)
             return
         if all(s in self.cache for s in range(start, stop)):
             return
@@ -615,6 +713,20 @@ class TimelineModel:
                 self.bad_seqs.add(ent.seq)
         if len(self.cache) > CACHE_MAX:
             self._trim_cache()
+
+    def _fetch_filtered(self, start: int, stop: int, limit: int = 400) -> None:
+        """A filter's rows between far apart seqs: read only the records shown, in runs of consecutive seqs."""
+        fvis = self._fvis
+        i = bisect.bisect_left(fvis, start)
+        want = [s for s in fvis[i : i + limit] if s < stop and s not in self.cache]
+        runs: list[tuple[int, int]] = []
+        for s in want:
+            if runs and runs[-1][1] == s:
+                runs[-1] = (runs[-1][0], s + 1)
+            else:
+                runs.append((s, s + 1))
+        for a, b in runs:
+            self.fetch(a, b)
 
     def record(self, seq: int) -> Entry | None:
         """The record at ``seq``, reading it if needed."""

@@ -94,13 +94,16 @@ async def test_navigation_keys_and_follow(rolled_back_run: Path) -> None:
         assert not tl.follow
         await pilot.press("f")
         assert tl.follow and tl.cursor == last
-        # checkpoints: ] and [ jump between them; e/E/! between errors (none here)
+        # checkpoints: ] and [ jump between them; e/E/! between errors (here: the crash of attempt 1 only)
         await pilot.press("g", "right_square_bracket")
         assert tl.selected() == ("rec", 3)
         await pilot.press("right_square_bracket")
         assert tl.selected() == ("rec", 10)
         await pilot.press("left_square_bracket")
         assert tl.selected() == ("rec", 3)
+        await pilot.press("e")
+        kind, i = tl.selected()
+        assert kind == "event" and d.model.events[i].data["event"] == "exit" and d.model.events[i].data["code"] == 1
         await pilot.press("e")
         await until(pilot, lambda: any("no next error" in n for n in notes(app)), what="no-error notice")
         # : goes to a seq; a negative seq counts from the end; a checkpoint name works too
@@ -231,6 +234,8 @@ async def test_fork_and_live_only_keys(rolled_back_run: Path, tmp_path: Path, mo
     async with app.run_test(size=SIZE) as pilot:
         await opened(pilot)
         await pilot.press("colon", *"3", "enter", "F")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="fork asks first")
+        await pilot.press("y")
         await until(pilot, lambda: any("forked at #3" in n for n in notes(app)), what="fork notice")
         msg = next(n for n in notes(app) if "forked at #3" in n)
         new = Path(msg.split(" into ", 1)[1])

@@ -1,0 +1,227 @@
+"""Row filters for the timeline (no Textual): lnav's filter-in/filter-out, k9s's ``/`` with ``!``.
+
+A filter is a few terms, all of which a row must satisfy:
+
+- ``word`` or ``"two words"``: the raw JSON line holds the text (smart case, as the search);
+- ``kind:step,checkpoint``: the record's kind (``event``: a supervisor row, ``bad``: a damaged line);
+- ``step:search:*``: the step name matches the glob (case-sensitive, as ``replay --live``);
+- ``errors``: failed steps, and crashes, hangs and give-ups of the supervisor;
+- ``!term``: the row must not satisfy ``term`` (filter out).
+
+Journal lines are tested raw, in a worker (:func:`filter_stream`): a line is parsed
+only when a term needs a field and the line does not show it in its first bytes.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..core.records import Kind, parse_line
+from ..core.segments import StreamPos, read_stream, split_lines
+
+KINDS = tuple(k.value for k in Kind) + ("event", "bad")
+"""What ``kind:`` accepts: the journal's kinds, ``event`` (supervisor rows) and ``bad`` (damaged lines)."""
+_KIND_ALIASES = {"supervisor": "event", "checkpt": "checkpoint", "damaged": "bad", "error": "bad"}
+_WRITER = b'{"kind":"'
+
+SYNTAX = "text, kind:K, step:GLOB, errors; !term filters out"
+
+
+def is_error_event(ev: dict[str, Any]) -> bool:
+    """A supervisor row that is an error: a crash (a non-zero exit or a signal), a hang, a memory limit, a give-up."""
+    name = ev.get("event")
+    if name in ("hang", "memory-limit", "give-up"):
+        return True
+    return name == "exit" and (ev.get("code") not in (0, None) or bool(ev.get("signal")))
+
+
+@dataclass(frozen=True, slots=True)
+class Term:
+    """One condition: ``what`` is ``text``, ``kind``, ``step`` or ``errors``."""
+
+    what: str
+    value: str
+    negate: bool = False
+    kinds: frozenset[str] = frozenset()
+    pattern: re.Pattern[str] | None = None
+    needle: bytes = b""
+    fold: bool = False
+
+    def label(self) -> str:
+        body = {"text": repr(self.value), "errors": "errors"}.get(self.what, f"{self.what}:{self.value}")
+        return ("not " if self.negate else "") + body
+
+
+@dataclass(frozen=True, slots=True)
+class RowFilter:
+    """The terms a row must all satisfy; ``text`` as the user typed it."""
+
+    text: str
+    terms: tuple[Term, ...]
+
+    def describe(self) -> str:
+        return " and ".join(t.label() for t in self.terms)
+
+    @property
+    def needs_record(self) -> bool:
+        return any(t.what in ("step", "errors") for t in self.terms)
+
+    # ------------------------------------------------------------------ journal lines
+    def match_line(self, line: bytes) -> bool:
+        """Whether the raw journal line passes (a blank line never does: it is no record)."""
+        if not line.strip():
+            return False
+        rec: Any = None
+        parsed = False
+        kind = ""
+        for t in self.terms:
+            if t.what == "text":
+                hit = t.needle in (line.lower() if t.fold else line)
+            else:
+                if not parsed:
+                    parsed = True
+                    kind, rec = _kind_and_record(line, self.needs_record)
+                if t.what == "kind":
+                    hit = kind in t.kinds
+                elif t.what == "step":
+                    name = rec.get("step") if isinstance(rec, dict) else None
+                    hit = name is not None and t.pattern is not None and t.pattern.match(
+                        name if isinstance(name, str) else str(name)) is not None
+                else:  # errors: a failed step (a retried try too, as e and E go to)
+                    hit = kind == Kind.STEP and isinstance(rec, dict) and rec.get("error") is not None
+            if hit == t.negate:
+                return False
+        return True
+
+    # ------------------------------------------------------------------ supervisor rows
+    def match_event(self, ev: dict[str, Any]) -> bool:
+        """Whether a supervisor row (a ``supervisor.jsonl`` event) passes."""
+        raw: bytes | None = None
+        for t in self.terms:
+            if t.what == "text":
+                if raw is None:
+                    raw = orjson.dumps(ev, default=str)
+                hit = t.needle in (raw.lower() if t.fold else raw)
+            elif t.what == "kind":
+                hit = "event" in t.kinds
+            elif t.what == "step":
+                name = ev.get("step")
+                hit = name is not None and t.pattern is not None and t.pattern.match(str(name)) is not None
+            else:
+                hit = is_error_event(ev)
+            if hit == t.negate:
+                return False
+        return True
+
+
+def _kind_and_record(line: bytes, need_record: bool) -> tuple[str, Any]:
+    """The line's kind (``bad`` for a damaged line; no kind: ``step``) and, if needed or parsed anyway, its record."""
+    if not need_record and line.startswith(_WRITER) and line.endswith(b"}"):
+        end = line.find(b'"', 9)
+        if end > 9:
+            return line[9:end].decode("utf-8", "replace"), None
+    try:
+        rec = parse_line(line)
+    except ValueError:
+        return "bad", None
+    kind = rec.get("kind")
+    return (str(kind) if kind is not None else Kind.STEP.value), rec
+
+
+def parse_filter(text: str) -> RowFilter:
+    """Parse what the user typed; ``ValueError`` with a one-line reason (an unknown kind, an open quote)."""
+    try:
+        words = shlex.split(text)
+    except ValueError as e:
+        raise ValueError(f"cannot read the filter {text!r}: {e}") from None
+    terms: list[Term] = []
+    for w in words:
+        negate = w.startswith("!") and len(w) > 1
+        body = w[1:] if negate else w
+        low = body.lower()
+        if low in ("errors", "error", "is:error", "is:errors"):
+            terms.append(Term("errors", "", negate))
+        elif low.startswith("kind:"):
+            kinds = set()
+            for k in body[5:].split(","):
+                k = _KIND_ALIASES.get(k.strip().lower(), k.strip().lower())
+                if k not in KINDS:
+                    raise ValueError(f"unknown kind {k!r} in the filter: one of {', '.join(KINDS)}")
+                kinds.add(k)
+            terms.append(Term("kind", ",".join(sorted(kinds)), negate, kinds=frozenset(kinds)))
+        elif low.startswith("step:") and len(body) > 5:
+            glob = body[5:]
+            terms.append(Term("step", glob, negate, pattern=re.compile(fnmatch.translate(glob))))
+        else:
+            if low.startswith("text:"):
+                body = body[5:]
+            if not body:
+                continue
+            needle = body.encode()
+            fold = needle == needle.lower() and needle != needle.upper()  # smart case, as the search
+            # the raw line holds JSON: a quote or backslash is escaped there
+            raw = orjson.dumps(body)[1:-1]
+            terms.append(Term("text", body, negate, needle=raw, fold=fold))
+    if not terms:
+        raise ValueError("an empty filter: type a text, kind:K, step:GLOB or errors (Esc clears the filter)")
+    return RowFilter(text.strip(), tuple(terms))
+
+
+def filter_lines(flt: RowFilter, data: bytes, first_seq: int, out: list[int]) -> int:
+    """Append the seqs of the lines of ``data`` (whole lines, the first at ``first_seq``) that pass; the line count."""
+    lines = split_lines(data)
+    only_text = all(t.what == "text" and not t.negate for t in flt.terms)
+    if only_text:
+        # C speed: only the lines that hold the first term's text are looked at
+        t = flt.terms[0]
+        hay = data.lower() if t.fold else data
+        i = hay.find(t.needle)
+        seq, pos = first_seq, 0
+        while i >= 0:
+            start = hay.rfind(b"\n", 0, i) + 1
+            seq += hay.count(b"\n", pos, start)
+            end = hay.find(b"\n", i)
+            if flt.match_line(data[start:end]):
+                out.append(seq)
+            pos = end + 1
+            seq += 1
+            i = hay.find(t.needle, pos)
+        return len(lines)
+    match = flt.match_line
+    out.extend(first_seq + k for k, line in enumerate(lines) if match(line))
+    return len(lines)
+
+
+@dataclass
+class FilterPass:
+    """One filter's forward read of the journal: where it stands, so each pass reads only what came since."""
+
+    flt: RowFilter
+    source: Path
+    cursor: StreamPos
+    cancelled: bool = False
+    busy: bool = False
+    """A worker reads for this pass (the dashboard's, under its lock)."""
+    again: bool = False
+    """More was committed while it read: it reads again before it ends."""
+
+    def advance(self, cancelled: Callable[[], bool] | None = None) -> tuple[list[int], int]:
+        """Test the lines committed since the last call; their passing seqs and the seq read up to."""
+        out: list[int] = []
+        for c in read_stream(self.source, self.cursor):
+            c.n_lines = filter_lines(self.flt, c.data, c.region.first_seq, out)
+            if self.cancelled or (cancelled is not None and cancelled()):
+                break
+        return out, self.cursor.seq
+
+
+def new_pass(flt: RowFilter, source: Path) -> FilterPass:
+    return FilterPass(flt, source, StreamPos())
