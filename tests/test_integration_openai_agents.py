@@ -125,7 +125,11 @@ def test_second_run_serves_every_step_and_the_records_say_what_was_called(tmp_pa
         (u,) = s["usage"]
         assert u["model"] == "scripted-research-1" and u["provider"] == "scripted"
         assert u["input_tokens"] > 0 and u["output_tokens"] > 0 and u["cached_tokens"] == u["input_tokens"] // 2
-        assert s["inputs"]["kwargs"]["instructions"] == "Search, fetch, answer."
+    first_model, last_model = steps[0]["inputs"]["kwargs"], steps[-1]["inputs"]["kwargs"]
+    # a model call's inputs: the request's digest, its number of items and the last item (not the conversation)
+    assert first_model["items"] == 1 and first_model["last"] == {"content": sample.PROMPT, "role": "user"}
+    assert last_model["items"] == 7 and last_model["last"]["type"] == "function_call_output"
+    assert len(first_model["digest"]) == 16 and first_model["digest"] != last_model["digest"]
     tool_steps = [s for s in steps if s["step"].startswith("tool:")]
     assert [s["call"] for s in tool_steps] == [
         {"kind": "tool", "tool": "search", "call_id": "call_search_1"},
@@ -137,6 +141,21 @@ def test_second_run_serves_every_step_and_the_records_say_what_was_called(tmp_pa
     # the begin records carry the call too, and nothing was reported as changed on resume
     assert all("call" in r for r in recs if r.get("kind") == "begin")
     assert not [r for r in recs if r.get("kind") == "note"]
+
+
+def test_a_changed_request_is_told_on_resume(tmp_path: Path) -> None:
+    """The recorded digest covers the whole request: another prompt on resume is a 'changed inputs' note."""
+    run_dir = tmp_path / "run"
+    _run_once(run_dir)
+    with Run.open(run_dir) as run:
+        agent = Agent(name="researcher", instructions="Search, fetch, answer.", model=sample.ScriptedModel(),
+                      tools=Counted().tools)
+        Runner.run_sync(durable(agent, run, provider="scripted"), "another question")
+    notes = [r for r in _records(run_dir) if r.get("kind") == "note"]
+    # every model request holds the prompt; the tools' arguments did not change (served without a word)
+    assert [(n["message"], n["step"], n["pos"], n["action"]) for n in notes] == [
+        ("changed inputs", "model:scripted-research-1", p, "served") for p in (0, 2, 5)
+    ]
 
 
 def test_async_runner_and_the_original_agent_is_unchanged(tmp_path: Path) -> None:

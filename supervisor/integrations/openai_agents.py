@@ -22,6 +22,7 @@ as a ``note`` record (``"message": "span"``) and each finished trace as ``"messa
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -70,6 +71,22 @@ def _json_default(obj: Any) -> Any:
 def _plain(value: Any) -> Any:
     """``value`` as plain JSON (the step inputs must compare equal to the recorded ones on resume)."""
     return orjson.loads(orjson.dumps(value, default=_json_default, option=orjson.OPT_NON_STR_KEYS))
+
+
+def _request(instructions: str | None, input: Any) -> dict[str, Any]:
+    """A model call's recorded inputs: a digest of the whole request, the number of input items and the last one.
+
+    Not the whole conversation: it grows with every turn, and its items are in the journal already
+    (earlier model outputs and tool outputs); recorded whole, a long run's journal would grow with
+    the square of its length. The digest still tells a changed request on resume.
+    """
+    data = orjson.dumps([instructions, input], default=_json_default, option=orjson.OPT_NON_STR_KEYS)
+    items = [input] if isinstance(input, str) else list(input)
+    return {
+        "digest": hashlib.sha256(data).hexdigest()[:16],
+        "items": len(items),
+        "last": _plain(items[-1]) if items else None,
+    }
 
 
 def _usage(run: Run, model: str, provider: str | None, usage: Any) -> None:
@@ -150,7 +167,7 @@ class DurableModel(Model):
 
         call.__annotations__ = _NO_HINT
         out = await run.with_options(call=self._call).astep(
-            self._step, call, instructions=system_instructions, input=_plain(input)
+            self._step, call, **_request(system_instructions, input)
         )
         # Live and served alike, the runner gets the object the journal holds.
         return _RESPONSE.validate_python(out)
@@ -189,7 +206,7 @@ class DurableModel(Model):
 
         call.__annotations__ = _NO_HINT
         out = await run.with_options(call=self._call).astep(
-            self._step, call, instructions=system_instructions, input=_plain(input)
+            self._step, call, **_request(system_instructions, input)
         )
         for ev in _EVENTS.validate_python(out):
             yield ev
