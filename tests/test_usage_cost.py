@@ -99,6 +99,28 @@ def test_step_cost_by_hand() -> None:
         (300_000 * 6.0 + 1000 * 22.5) / 1e6, rel=1e-12)
 
 
+def test_cached_rates_equal_the_table_for_any_tokens_and_time() -> None:
+    """usage_cost computes from rates it asks genai-prices for once per price region (minute, tier): the
+    same figures as asking genai-prices for every call, across tier boundaries and times of day."""
+    from datetime import UTC, datetime, timedelta
+
+    from genai_prices import Usage, calc_price
+
+    rnd = random.Random(7)
+    models = [("gpt-4o", "openai"), ("gpt-4o-mini", None), ("claude-sonnet-4-5", "anthropic"),
+              ("gemini-2.5-pro", "google"), ("deepseek-chat", "deepseek")]
+    t0 = datetime(2026, 11, 30, tzinfo=UTC)
+    for _ in range(400):
+        model, provider = rnd.choice(models)
+        i = rnd.choice([0, 1, rnd.randint(1, 5000), rnd.randint(150_000, 250_000), 200_000, 200_001])
+        c, o = rnd.randint(0, i), rnd.randint(0, 20_000)
+        when = t0 + timedelta(minutes=rnd.randint(0, 24 * 60))
+        kw = {"provider_id": provider} if provider else {}
+        want = float(calc_price(Usage(input_tokens=i, output_tokens=o, cache_read_tokens=c), model,
+                                genai_request_timestamp=when, **kw).total_price)
+        assert usage_cost(model, provider, Tokens(i, o, c), when=when) == pytest.approx(want, rel=1e-9, abs=1e-15)
+
+
 def test_unknown_model_or_provider_has_no_cost_never_a_wrong_one() -> None:
     assert step_cost(_model_rec("local-llama", "ollama", 800, 100)) is None
     assert step_cost(_model_rec("gpt-4o", "my-proxy", 800, 100)) is None  # not another provider's price
@@ -114,7 +136,6 @@ def test_unknown_model_or_provider_has_no_cost_never_a_wrong_one() -> None:
 def test_without_genai_prices_costs_are_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "genai_prices", None)  # import genai_prices raises ImportError
     monkeypatch.setattr(pricing, "_calc", pricing._UNSET)
-    pricing._cost.cache_clear()
     assert step_cost(_model_rec("gpt-4o", "openai", 1200, 300, 200)) is None
     assert not pricing.available()
     monkeypatch.setattr(pricing, "_calc", pricing._UNSET)  # the next test imports it again

@@ -58,7 +58,9 @@ def _when(ts: Any) -> datetime | None:
     return None
 
 
-def usage_cost(model: str | None, provider: str | None, tokens: Tokens, *, when: datetime | None = None) -> float | None:
+def usage_cost(
+    model: str | None, provider: str | None, tokens: Tokens, *, when: datetime | None = None
+) -> float | None:
     """The price in USD of one model call's ``tokens`` (``None``: unknown model or provider, no genai-prices).
 
     ``provider`` is matched as genai-prices matches it (``openai``, ``anthropic``, ``google-gla``...);
@@ -67,23 +69,61 @@ def usage_cost(model: str | None, provider: str | None, tokens: Tokens, *, when:
     """
     if not model or _load() is None:
         return None
-    return _cost(model, provider, tokens, when)
+    if when is None:
+        when = datetime.now(UTC)
+    minute = when.replace(second=0, microsecond=0)
+    region = _region(model, provider, minute)
+    if region is None:
+        return None
+    starts, base = region
+    cached = min(tokens.cached, tokens.input)
+    tier = sum(1 for st in starts if tokens.input > st)
+    rates = _rates(model, provider, minute, tier, max(tokens.input, 1) if starts else 1_000_000)
+    a, b, c = rates
+    return base + a * (tokens.input - cached) + b * cached + c * tokens.output
 
 
-@lru_cache(maxsize=4096)  # a front end prices the same rows again as it redraws (about 100 us a call)
-def _cost(model: str, provider: str | None, tokens: Tokens, when: datetime | None) -> float | None:
-    calc = _calc
-    usage = _usage_cls(
-        input_tokens=tokens.input, output_tokens=tokens.output, cache_read_tokens=min(tokens.cached, tokens.input)
+# genai-prices takes about 100 us a call. A price is linear in the token counts within a price region
+# (the same minute, as time-of-day prices go; the same tier, for prices that change above an input
+# size), so each region is asked a few times and every call in it is computed from its rates.
+
+
+@lru_cache(maxsize=1024)
+def _region(model: str, provider: str | None, minute: datetime) -> tuple[tuple[int, ...], float] | None:
+    """The input sizes where the model's prices change (its tiers) and its price per request, or ``None``."""
+    r = _calc_or_none(model, provider, 0, 0, 0, minute)
+    if r is None:
+        return None
+    from genai_prices.types import TieredPrices
+
+    starts = sorted({int(t.start) for v in vars(r.model_price).values() if isinstance(v, TieredPrices) for t in v.tiers})
+    return tuple(starts), float(r.total_price)
+
+
+@lru_cache(maxsize=4096)
+def _rates(model: str, provider: str | None, minute: datetime, tier: int, probe: int) -> tuple[float, float, float]:
+    """USD per uncached input, cached input and output token in a price region (``probe``: an input size in it)."""
+    base = _calc_or_none(model, provider, 0, 0, 0, minute)
+    full = _calc_or_none(model, provider, probe, 0, 0, minute)
+    cached = _calc_or_none(model, provider, probe, probe, 0, minute)
+    out = _calc_or_none(model, provider, probe, 0, 1_000_000, minute)
+    assert base is not None and full is not None and cached is not None and out is not None  # _region found it
+    f = float(full.total_price)
+    return (
+        (f - float(base.total_price)) / probe,
+        (float(cached.total_price) - float(base.total_price)) / probe,
+        (float(out.total_price) - f) / 1_000_000,
     )
+
+
+def _calc_or_none(model: str, provider: str | None, i: int, c: int, o: int, when: datetime) -> Any:
+    usage = _usage_cls(input_tokens=i, output_tokens=o, cache_read_tokens=c)
     try:
         if provider:
-            r = calc(usage, model, provider_id=provider, genai_request_timestamp=when)
-        else:
-            r = calc(usage, model, genai_request_timestamp=when)
+            return _calc(usage, model, provider_id=provider, genai_request_timestamp=when)
+        return _calc(usage, model, genai_request_timestamp=when)
     except (LookupError, ValueError):
         return None
-    return float(r.total_price)
 
 
 def step_cost(rec: Mapping[str, Any]) -> float | None:

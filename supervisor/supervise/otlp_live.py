@@ -8,8 +8,9 @@ the same spans as ``export``) and sends them in batches, at most every
 record is read, an attempt's when the next attempt is spawned, the rest and the
 run's root span when the supervisor ends. Sending never stops the run: a failure
 is reported once (:meth:`OtlpLive.take_reports`, which the loop writes to
-``supervisor.jsonl``), the spans of a failed batch are dropped (memory stays flat)
-and the next batches are tried again.
+``supervisor.jsonl``); the spans of a failed batch, and those finished in the
+``pause`` seconds after a failure, are dropped (counted in :attr:`OtlpLive.dropped`),
+so an unreachable collector costs neither memory nor a backlog; then sending resumes.
 
 Only what this supervisor reads is exported live (the records of earlier
 supervisors of the same run directory: ``agent-supervisor export``).
@@ -36,7 +37,7 @@ class OtlpLive:
 
     def __init__(
         self, run_dir: Path, run_id: str, endpoint: str | None, *, interval: float = 1.0, batch: int = 256,
-        timeout: float = 5.0,
+        timeout: float = 5.0, pause: float = 30.0,
     ) -> None:
         self.run_dir = run_dir
         self.run_id = run_id
@@ -44,6 +45,10 @@ class OtlpLive:
         self.interval = interval
         self.batch = batch
         self.timeout = timeout
+        self.pause = pause
+        self.dropped = 0
+        """Spans not sent: of failed batches, or finished while sending paused after a failure."""
+        self._paused_until = 0.0
         self.sent = 0
         """Spans sent so far."""
         self.failures = 0
@@ -114,6 +119,8 @@ class OtlpLive:
                 else:
                     pending.extend(builder.event(data))
             if pending and (stop or len(pending) >= self.batch or time.monotonic() >= next_send):
+                if stop:
+                    self._paused_until = 0.0  # the last spans (the root among them) are tried whatever happened
                 self._send(sender, pending)
                 pending = []
             if time.monotonic() >= next_send:
@@ -121,10 +128,15 @@ class OtlpLive:
         sender.close()
 
     def _send(self, sender: Any, spans: list[Any]) -> None:
+        if time.monotonic() < self._paused_until:
+            self.dropped += len(spans)
+            return
         if sender.send(spans):
             self.sent += len(spans)
             return
         self.failures += 1
+        self.dropped += len(spans)
+        self._paused_until = time.monotonic() + self.pause
         self._fail(sender.last_error or "unknown error", len(spans))
 
     def _fail(self, error: str, spans: int) -> None:
@@ -135,5 +147,6 @@ class OtlpLive:
             "endpoint": getattr(self, "url", None) or self.endpoint,
             "error": error,
             "spans_dropped": spans,
-            "note": "export goes on; later failures are not reported again",
+            "note": f"spans finished in the next {self.pause:g} s are dropped, then export is tried again; "
+                    "later failures are not reported again",
         })
