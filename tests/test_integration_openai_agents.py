@@ -208,6 +208,28 @@ def test_a_streamed_run_is_journaled_and_served(tmp_path: Path) -> None:
     assert steps[1]["output"] == 5 and steps[1]["call"]["call_id"] == "c-add"
 
 
+def test_a_tool_error_the_model_was_told_is_journaled_as_its_output(tmp_path: Path) -> None:
+    raised: list[int] = []
+
+    @function_tool
+    def boom(x: int) -> int:
+        """Fails."""
+        raised.append(x)
+        raise ValueError("no such page")
+
+    def run_once() -> Any:
+        model = ScriptedModel([[function_call("boom", {"x": 1}, call_id="c1")], [assistant_message("gave up")]])
+        with Run.open(tmp_path / "run") as run:
+            return Runner.run_sync(durable(Agent(name="a", model=model, tools=[boom]), run), "go")
+
+    first, second = run_once(), run_once()
+    assert raised == [1] and first.final_output == second.final_output == "gave up"
+    step = next(r for r in _records(tmp_path / "run") if r.get("step") == "tool:boom" and r.get("kind") == "step")
+    assert step["output"].startswith("An error occurred while running the tool") and "error" not in step  # as the model saw it
+    outputs = [i.output for i in second.new_items if i.type == "tool_call_output_item"]
+    assert outputs == [step["output"]]
+
+
 def test_handoff_targets_are_durable_too(tmp_path: Path) -> None:
     def models() -> tuple[ScriptedModel, ScriptedModel]:
         front = ScriptedModel([[function_call("transfer_to_expert", {}, call_id="h1")]])

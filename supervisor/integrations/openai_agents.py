@@ -258,7 +258,13 @@ class _DurableToolInvoker:
 def _durable_tool(tool: Any, run: Run) -> Any:
     if not isinstance(tool, FunctionTool) or isinstance(tool.on_invoke_tool, _DurableToolInvoker):
         return tool  # hosted tools (web search, code interpreter...) run inside the model call's step
-    return dataclasses.replace(tool, on_invoke_tool=_DurableToolInvoker(tool.on_invoke_tool, tool.name, run))
+    invoker = _DurableToolInvoker(tool.on_invoke_tool, tool.name, run)
+    clone = dataclasses.replace(tool, on_invoke_tool=invoker)
+    # the SDK's own invoker resolves its failure policy against the tool it is bound to: bind it to the clone
+    bind = getattr(invoker.original, "__agents_bind_function_tool__", None)
+    if callable(bind):
+        invoker.original = bind(clone)
+    return clone
 
 
 def durable(
