@@ -90,3 +90,82 @@ def test_text_log_shows_tokens_cost_and_tool(monkeypatch: pytest.MonkeyPatch) ->
     js, _, _ = _run_inprocess(["log", "nested", "--json", "--kind", "step", "--step", "model:*"], HERE, monkeypatch)
     recs = [orjson.loads(x) for x in js.splitlines()]
     assert [r["step"] for r in recs] == ["model:gpt-4o", "model:unknown"] and recs[0]["usage"][0]["cached_tokens"] == 1000
+
+
+def _lines(argv: list[str], monkeypatch: pytest.MonkeyPatch, cwd: Path = HERE) -> list[bytes]:
+    out, _, rc = _run_inprocess(argv, cwd, monkeypatch)
+    assert rc == 0
+    return out.splitlines()
+
+
+@pytest.mark.parametrize("json", [False, True], ids=["text", "json"])
+def test_filters_choose_lines_of_the_whole_output(json: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = ["log", "nested", "--all"] + (["--json"] if json else [])  # times grow with seqs there
+    full = _lines(base, monkeypatch)
+
+    def field(line: bytes) -> tuple[int, str, str]:
+        if json:
+            r = orjson.loads(line)
+            return r["seq"], r["kind"], str(r.get("step", ""))
+        parts = line[2:].decode().split()
+        return int(parts[0]), parts[2], parts[3] if parts[2] in ("step", "begin") else ""
+
+    cases = [
+        (["--kind", "step"], lambda s, k, n: k == "step"),
+        (["--kind", "begin", "--kind", "rollback"], lambda s, k, n: k in ("begin", "rollback")),
+        (["--step", "model:*"], lambda s, k, n: n.startswith("model:")),
+        (["--since", "43"], lambda s, k, n: s >= 43),
+        (["--since", "2026-11-30T10:00:45Z"], lambda s, k, n: s >= 45),  # seq 45 was written at 10:00:45.045
+        (["--since", "2026-11-30T11:00:45+01:00", "--kind", "step"], lambda s, k, n: s >= 45 and k == "step"),
+    ]
+    for extra, keep in cases:
+        got = _lines(base + extra, monkeypatch)
+        assert got == [ln for ln in full if keep(*field(ln))], extra
+        assert got  # every filter chooses something here: a filter that drops all would pass the line above
+    assert _lines(base + ["--kind", "nothing-of-this-kind"], monkeypatch) == []
+
+
+def _long_journal(run: Path, n: int) -> None:
+    """``n`` SDK-shaped steps, a crash and a resume, a checkpoint, a rollback near the end, a step in flight."""
+    (run / "checkpoints").mkdir(parents=True)
+    lines: list[bytes] = []
+
+    def add(rec: dict[str, object]) -> None:
+        seq = len(lines)
+        lines.append(orjson.dumps({**rec, "seq": seq, "id": f"x{seq}", "ts": f"2026-11-30T10:00:00.{seq % 1000:03d}Z"}))
+
+    add({"kind": "start", "attempt": 1, "pid": 1, "resume": False})
+    for i in range(n):
+        add({"kind": "begin", "step": f"w:{i}", "pos": i, "attempt": 1})
+        if i == n - 40:
+            add({"kind": "start", "attempt": 2, "pid": 2, "resume": True})
+            add({"kind": "begin", "step": f"w:{i}", "pos": i, "attempt": 2})
+        if i == n - 30:
+            cp = len(lines)
+            lines.append(orjson.dumps({"kind": "checkpoint", "name": "c", "pos": i, "file": "0001-c.json", "ts": "t", "seq": cp, "id": "c"}))
+            (run / "checkpoints" / "0001-c.json").write_bytes(orjson.dumps({"name": "c", "seq": cp, "pos": i, "ts": "t", "state": {}}))
+        add({"kind": "step", "step": f"w:{i}", "pos": i, "attempt": 1, "output": {"i": i, "b": [i]}})
+        if i == n - 10:
+            add({"kind": "rollback", "checkpoint": "c", "checkpoint_seq": cp, "reason": "r", "by": "cli"})
+    add({"kind": "begin", "step": "last", "pos": n, "attempt": 2})
+    (run / "journal.jsonl").write_bytes(b"".join(x + b"\n" for x in lines))
+
+
+@pytest.mark.parametrize("extra", [[], ["--json"], ["--all"], ["--all", "--json"], ["--kind", "start"]], ids=str)
+def test_tail_reads_from_the_end_and_prints_the_last_records(extra: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _long_journal(tmp_path, 3000)  # 6,000 lines: --tail reads about a sixth of them, or all after a rollback
+    full = _lines(["log", str(tmp_path), *extra], monkeypatch)
+    for n in (0, 1, 25, 60):
+        assert _lines(["log", str(tmp_path), "--tail", str(n), *extra], monkeypatch) == (full[-n:] if n else []), n
+    _long_journal(tmp_path / "norb", 3000)
+    (tmp_path / "norb" / "journal.jsonl").write_bytes((tmp_path / "norb" / "journal.jsonl").read_bytes().replace(
+        b'"kind":"rollback"', b'"kind":"note"'))  # no rollback: the window alone, no first pass
+    full = _lines(["log", str(tmp_path / "norb"), *extra], monkeypatch)
+    assert _lines(["log", str(tmp_path / "norb"), "--tail", "25", *extra], monkeypatch) == full[-25:]
+
+
+def test_bad_filters_are_one_line_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    out, err, rc = _run_inprocess(["log", "nested", "--since", "yesterday"], HERE, monkeypatch)
+    assert rc == 2 and "--since 'yesterday' is neither a seq nor an ISO-8601 time" in err.decode()
+    out, err, rc = _run_inprocess(["log", "nested", "--tail", "-3"], HERE, monkeypatch)
+    assert rc == 2 and "--tail -3" in err.decode()

@@ -195,16 +195,18 @@ class _Filter:
         return t >= self.since_time  # type: ignore[operator]
 
     def __call__(self, item: stream.Item) -> bool:
-        if not self.reached:
-            if not self._after(item):
-                return False
-            self.reached = True
+        """Whether ``log`` prints the record: ``--kind`` and ``--step`` first, then ``--since`` (from the
+        first record they choose that is at or after the point on)."""
         if self.kinds is not None and item.kind not in self.kinds:
             return False
         if self.step is not None:
             name = item.step_name()
             if name is None or self.step.match(name) is None:
                 return False
+        if not self.reached:
+            if not self._after(item):
+                return False
+            self.reached = True
         return True
 
 
@@ -248,6 +250,35 @@ def _tail_items(args: argparse.Namespace, keep: _Filter) -> tuple[list[stream.It
 _BATCH = 4096
 
 
+class _Text:
+    """:func:`format_record` for a canonical ``begin`` or ``step`` line (see :mod:`supervisor.core.stream`),
+    from what the walk read in its bytes: a begin is not parsed at all, a step only for its output."""
+
+    def __init__(self, pairing: stream.StreamPairing) -> None:
+        self.overlapped = pairing.overlapped
+        self.interrupted = pairing.interrupted
+        self.open = {int(b["seq"]) for b in pairing.open.values()}
+
+    def line(self, item: stream.Item) -> str:
+        seq, kind, pos, raw = item[0], item[1], item[2], item[3]
+        ts = item[7].decode()  # type: ignore[union-attr]
+        name = item[6]
+        body = orjson.loads(b'"' + name + b'"') if b"\\" in name else name.decode()  # type: ignore[operator,union-attr]
+        if self.overlapped:
+            body += f" #{pos}"
+        if kind == Kind.BEGIN:
+            if seq in self.interrupted:
+                body += "  (interrupted: no step record in its attempt)"
+            elif seq in self.open:
+                body += "  (in flight: no step record yet)"
+            return f"{seq:>6} {ts[:23]:23} {kind:10} {body}"
+        rec = orjson.loads(raw)  # type: ignore[arg-type]
+        body += f"  -> {preview(rec.get('output'), 70)}"
+        if "usage" in rec or "call" in rec:
+            body += call_summary(rec)
+        return f"{seq:>6} {ts[:23]:23} {kind:10} {body}"
+
+
 def cmd_log(args: argparse.Namespace) -> int:
     """Stream the effective history: a first pass finds the rollbacks' cuts from the raw bytes, the second
     prints each record as it is read (see :mod:`supervisor.core.stream`); text needs one more pass before
@@ -268,7 +299,7 @@ def cmd_log(args: argparse.Namespace) -> int:
             if not args.json:
                 for item in stream.Walk(args.run_dir, pl, all_=all_).items():
                     pairing.add(item)
-            source = stream.Walk(args.run_dir, pl, all_=all_).items(_warn)
+            source = stream.Walk(args.run_dir, pl, all_=all_, kinds=keep.kinds).items(_warn)
             if keep.active:
                 source = filter(keep, source)
         buf: list[bytes] = []
@@ -287,9 +318,10 @@ def cmd_log(args: argparse.Namespace) -> int:
                     out.write(b"\n".join(buf))
                     buf.clear()
         else:
+            text = _Text(pairing)
             for item in source:
                 mark = "~ " if item.abandoned else "  " if all_ else ""
-                buf.append((mark + format_record(item.record(), pairing)).encode())
+                buf.append((mark + (text.line(item) if item.raw is not None else format_record(item.rec, pairing))).encode())  # type: ignore[arg-type]
                 if len(buf) >= _BATCH:
                     buf.append(b"")
                     out.write(b"\n".join(buf))

@@ -259,10 +259,15 @@ class Walk:
     callable given each).
     """
 
-    def __init__(self, source: Path, plan_: Plan, *, all_: bool = False, chunk: int = CHUNK) -> None:
+    def __init__(
+        self, source: Path, plan_: Plan, *, all_: bool = False, kinds: set[str] | None = None, chunk: int = CHUNK
+    ) -> None:
+        """``kinds``: the canonical lines of other kinds are passed over without an :class:`Item` (the
+        caller still filters the others)."""
         self.source = source
         self.plan = plan_
         self.all = all_
+        self.kinds = kinds
         self.chunk = chunk
         self.top = -1
         self._cp_top: dict[int, int] = {}
@@ -314,6 +319,7 @@ class Walk:
         nxt = ranges[0][0] if ranges else 1 << 62  # the next seq where "abandoned" changes
         ab = False
         all_ = self.all
+        kinds = self.kinds
         canon = _CANON.fullmatch
         new = tuple.__new__  # an Item without the namedtuple's Python-level __new__
         step_b, step_s, begin_s = b"step", _STEP, _BEGIN
@@ -343,7 +349,7 @@ class Walk:
                                 kind = step_s
                             else:
                                 kind = begin_s
-                            if ab and not all_:
+                            if (ab and not all_) or (kinds is not None and kind not in kinds):
                                 continue
                             yield new(Item, (seq, kind, pos, raw, None, ab, name, ts))
                             continue
