@@ -22,6 +22,7 @@ from typing import Any
 import agents
 import pytest
 from agents import Agent, ModelResponse, Runner, function_tool
+from agents.models import get_default_model
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from openai.types.responses import ResponseFunctionToolCall
 
@@ -276,6 +277,20 @@ def test_tracing_processor_journals_spans_as_notes(tmp_path: Path) -> None:
     (trace,) = [n for n in notes if n["message"] == "trace"]
     assert trace["trace_id"] == fn["trace_id"] and trace["name"]
     assert not [r for r in _records(tmp_path / "run") if r.get("kind") == "step"]
+
+
+def test_model_names_and_providers_without_calling_anything(tmp_path: Path) -> None:
+    with Run.open(tmp_path / "run") as run:
+        def named(m: Any, **kw: Any) -> tuple[str, str | None]:
+            d = DurableModel(m, run, **kw)
+            return d.model_name, d.provider
+
+        assert named("gpt-4.1") == ("gpt-4.1", "openai")  # a name is resolved only at the first call
+        assert named("litellm/anthropic/claude-x") == ("litellm/anthropic/claude-x", "anthropic")
+        assert named(None) == (get_default_model(), "openai")
+        assert named(sample.ScriptedModel()) == ("scripted-research-1", None)
+        assert named(sample.ScriptedModel(), provider="acme") == ("scripted-research-1", "acme")
+        assert named(ScriptedModel([])) == ("ScriptedModel", None)
 
 
 def test_missing_framework_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -31,6 +31,7 @@ import orjson
 try:
     from agents import Agent, FunctionTool, Handoff, ModelResponse, ModelSettings, ModelTracing
     from agents.items import TResponseStreamEvent
+    from agents.models import get_default_model
     from agents.models.interface import Model, ModelProvider
     from agents.tool_context import ToolContext
     from agents.tracing import Span, Trace, TracingProcessor
@@ -100,6 +101,16 @@ def _usage(run: Run, model: str, provider: str | None, usage: Any) -> None:
     )
 
 
+def _provider_of_name(name: str) -> str:
+    """The provider ``MultiProvider`` picks for a model name: ``openai`` without a prefix, ``litellm/P/...`` P."""
+    parts = name.split("/")
+    if len(parts) == 1:
+        return "openai"
+    if parts[0] in ("litellm", "any-llm", "openai") and len(parts) > 2:
+        return parts[1] if parts[0] != "openai" else "openai"
+    return parts[0]
+
+
 class DurableModel(Model):
     """A :class:`agents.models.interface.Model` whose calls are journaled steps ``model:<name>``.
 
@@ -118,11 +129,12 @@ class DurableModel(Model):
         if self._inner is not None:
             name = getattr(self._inner, "model", None)
             self.model_name = name if isinstance(name, str) else type(self._inner).__name__
+            guess = _PROVIDERS.get(type(self._inner).__name__)
+            if guess is None and "/" in self.model_name:  # LiteLLM's "provider/model"
+                guess = self.model_name.split("/", 1)[0]
         else:
-            self.model_name = self._name_wanted or "default"
-        guess = _PROVIDERS.get(type(self._inner).__name__) if self._inner is not None else None
-        if guess is None and "/" in self.model_name:  # LiteLLM-style "provider/model"
-            guess = self.model_name.split("/", 1)[0]
+            self.model_name = self._name_wanted or get_default_model()
+            guess = _provider_of_name(self.model_name) if model_provider is None else None
         self.provider = provider or guess
         call: dict[str, Any] = {"kind": "model", "model": self.model_name}
         if self.provider is not None:
