@@ -334,7 +334,7 @@ class JournalTracingProcessor(TracingProcessor):
 
     Fields: ``span_id``, ``trace_id``, ``parent_id``, ``started_at``, ``ended_at``, ``span`` (the span's
     data as the SDK exports it: ``type`` — ``agent``, ``generation``, ``response``, ``function``,
-    ``handoff``, ``guardrail``, ``custom`` ... — and its own fields), ``error`` (when it failed). A finished
+    ``handoff``, ``guardrail``, ``custom`` ... — and its own fields), ``span_error`` (when it failed). A finished
     trace is a note ``"message": "trace"`` with ``trace_id``, ``name``, ``group_id``, ``metadata``.
     Register it with ``agents.add_trace_processor`` (next to the SDK's exporter) or
     ``agents.set_trace_processors([...])`` (instead of it: nothing leaves the machine).
@@ -362,7 +362,7 @@ class JournalTracingProcessor(TracingProcessor):
             "started_at": span.started_at, "ended_at": span.ended_at, "span": span.span_data.export(),
         }
         if span.error is not None:
-            fields["error"] = span.error
+            fields["span_error"] = span.error
         self.run.note("span", **_plain(fields))
 
     def shutdown(self) -> None:
