@@ -797,7 +797,11 @@ class Run:
             self._with_state_patch(rec)
             if self._inflight == 1:
                 # alone in flight: no one to share the fdatasync with; synced holding the writer's lock
-                self._append_or_leave(c, rec, held=True, alone=True)
+                try:
+                    self._append(rec, alone=True)
+                except BaseException:
+                    self._leave(c)
+                    raise
                 fold = self._fold
                 if fold.keep:
                     self._took(rec)
@@ -983,7 +987,15 @@ class Run:
                 base["inputs"] = inputs
             if opts.call is not None:
                 base["call"] = opts.call
-            self._append(base, sync=False)
+            w = self._writer
+            if self._fast and w is not None:  # _append, inlined (live: a writer, no replay)
+                try:
+                    w.append(base, sync=False)
+                except TypeError:
+                    self._unencodable(base)
+                    w.append(base, sync=False)
+            else:
+                self._append(base, sync=False)
         except BaseException:
             self._give_back(pos, name)
             raise

@@ -51,6 +51,9 @@ from .segments import (
 
 DEFAULT_ROTATE_BYTES = 64 * 1024 * 1024
 INLINE_SYNC_MAX = 0.001
+_LINE_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
+_dumps = orjson.dumps
+_utc_now = rundir.utc_now
 """An event loop leads a sync in its own thread while the last sync took at most this long (seconds)."""
 TORN_SUFFIX = ".torn"
 _STEP_PREFIX = b'{"kind":"step",'
@@ -319,7 +322,6 @@ class JournalWriter:
     def _sync_locked(self) -> None:
         """Sync everything written so far while holding the lock (:meth:`append` with ``alone``)."""
         target = self._written
-        t0 = perf_counter()
         try:
             self._datasync(self._fd)
         except OSError as e:
@@ -327,7 +329,6 @@ class JournalWriter:
                 self._broken = self._sync_failed(e)
             self._fail_queue_locked()
             raise JournalError(self._broken) from e
-        self._last_sync = perf_counter() - t0
         self._synced = target
         if self._queue:  # asyncio waiters whose flusher was not kicked yet: covered by this sync
             self._wake_synced_locked()
@@ -425,12 +426,14 @@ class JournalWriter:
         """``rec``'s line with its ``seq`` (the next one), ``id`` and ``ts``; under the lock."""
         rec["seq"] = self.next_seq
         if "id" not in rec:
-            rec["id"] = self._new_id()
+            self._id_counter = n = self._id_counter + 1  # _new_id, inlined: every line pays it
+            rec["id"] = f"{self._id_prefix}{n:x}"
         if "ts" not in rec:
-            rec["ts"] = rundir.utc_now()
-        line = orjson.dumps(rec, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
-        if self._redact is not None:
-            line = self._redact(line)
+            rec["ts"] = _utc_now()
+        line = _dumps(rec, option=_LINE_OPTS)
+        redact = self._redact
+        if redact is not None:
+            line = redact(line)
         return line + b"\n"
 
     def _write_locked(self, line: bytes) -> int:
@@ -444,19 +447,19 @@ class JournalWriter:
         if self._broken:
             raise JournalError(self._broken)
         at = self._size  # the file's end: the one writer (under the lock) appends only here
+        size = len(line)
         try:
             n = os.write(self._fd, line)
-            if n < len(line):
+            if n < size:
                 rundir.write_all(self._fd, line[n:])
         except OSError as e:
             self._cut_back(at, e)
         self.next_seq += 1
-        self._size = at + len(line)
-        self._written += len(line)
-        end = self._written
-        if self._size >= self.rotate_bytes:
+        self._size = size = at + size
+        self._written = end = self._written + len(line)
+        if size >= self.rotate_bytes:
             try:
-                self._rotate_locked(self._size)
+                self._rotate_locked(size)
             except JournalError:
                 if self._broken:
                     raise
