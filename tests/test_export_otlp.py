@@ -455,3 +455,29 @@ def test_supervise_export_failure_is_reported_once_never_fatal(tmp_path: Path) -
     else:  # until core/events.py lists the event, the supervisor says it on stderr only (checked above)
         assert events == []
     assert rundir.read_run_json(run)["status"] == "succeeded"
+
+
+def test_a_later_supervisor_root_span_counts_the_whole_run(tmp_path: Path, receiver: Receiver) -> None:
+    """A run made earlier (crash, resume by hand), supervised again with live export: the new attempt
+    serves every step; the root span sent live carries the whole run's totals, as export's does."""
+    run = usage_run(tmp_path)
+    p = _supervise(run, receiver.url)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 0, err
+    live_root = next(s for s in receiver.spans() if not s.parent_span_id)
+    names = sorted(s.name for s in receiver.spans())
+    # no step ran: all were served from the journal. (The supervisor numbers its attempt 1: the
+    # attempts the agent made by hand left no events; its span is the second attempt numbered 1.)
+    assert names == ["attempt 1", "run run"]
+    attempt = next(s for s in receiver.spans() if s.name == "attempt 1")
+    assert attempt.span_id.hex() == span_id("run", "attempt:1.2")
+    doc = export_json(run, tmp_path / "t.json")
+    assert {s["spanId"] for s in spans_of(doc)} >= {s.span_id.hex() for s in receiver.spans()}  # the same ids
+    assert sum(1 for s in spans_of(doc) if s["name"].startswith("attempt ")) == 3
+    file_root = next(s for s in spans_of(doc) if not s.get("parentSpanId"))
+    want = attrs(file_root)
+    got = pb_attrs(live_root)
+    for k in ("gen_ai.usage.input_tokens", "agent_supervisor.saved.input_tokens", "agent_supervisor.cost_usd",
+              "agent_supervisor.saved.cost_usd", "agent_supervisor.saved.steps"):
+        assert got[k] == pytest.approx(want[k]), k
+    assert want["agent_supervisor.saved.steps"] == 2 + 4  # attempt 2 served 2 model steps, attempt 3 all 4

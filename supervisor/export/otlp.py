@@ -137,6 +137,13 @@ class Span:
 @dataclass
 class _Attempt:
     number: int
+    key: str
+    """``N``, or ``N.I`` for the I-th attempt numbered N (an agent run by hand, then supervised, repeats numbers)."""
+    order: int = 0
+    started: bool = False
+    """Its ``start`` record was seen."""
+    spawned: bool = False
+    """Its ``spawn`` event was seen."""
     start_ns: int | None = None
     end_ns: int | None = None
     attrs: dict[str, Any] = field(default_factory=dict)
@@ -193,10 +200,11 @@ class SpanBuilder:
         self.price = price
         self.abandoned = abandoned or set()
         self.usage = UsageFold(price)
-        self.attempts: dict[int, _Attempt] = {}
-        self.cur: int | None = None  # the attempt of the last start record
+        self.attempts: dict[str, _Attempt] = {}
+        self.latest: dict[int, str] = {}  # attempt number -> key of its latest instance
+        self.cur: str | None = None  # the attempt of the last start record
         self.pairing = Pairing()
-        self.begins: dict[int, tuple[Mapping[str, Any], int | None]] = {}  # begin seq -> (begin, attempt)
+        self.begins: dict[int, tuple[Mapping[str, Any], str | None]] = {}  # begin seq -> (begin, attempt key)
         self.root_events: list[SpanEvent] = []
         self.first_ns: int | None = ts_ns(self.meta.get("created"))
         self.last_ns: int | None = self.first_ns
@@ -214,13 +222,39 @@ class SpanBuilder:
             self.last_ns = ns
         return ns
 
-    def _attempt(self, n: int) -> _Attempt:
-        a = self.attempts.get(n)
-        if a is None:
-            a = self.attempts[n] = _Attempt(n)
+    def _new_attempt(self, n: int) -> _Attempt:
+        i = sum(1 for a in self.attempts.values() if a.number == n) + 1
+        key = str(n) if i == 1 else f"{n}.{i}"
+        a = self.attempts[key] = _Attempt(n, key, order=len(self.attempts))
+        self.latest[n] = key
         return a
 
-    def _parent(self, attempt: int | None) -> str:
+    def _attempt(self, n: int, *, by: str = "") -> _Attempt:
+        """The attempt numbered ``n`` that a record or event is about: its latest instance, or a new one when
+        that one already had what ``by`` brings (``start``: a start record, ``spawn``: a spawn event) or is
+        from before a live exporter started (:meth:`preload`)."""
+        a = self.attempts.get(self.latest.get(n, ""))
+        if a is None or (by == "start" and (a.started or a.emitted)) or (by == "spawn" and (a.spawned or a.emitted)):
+            a = self._new_attempt(n)
+        return a
+
+    def _key_of(self, att: Any) -> str | None:
+        """The attempt key of a record's ``attempt`` field (else the attempt of the last start record)."""
+        if isinstance(att, int) and not isinstance(att, bool):
+            return self.latest.get(att, self.cur)
+        return self.cur
+
+    def preload(self, entry: Any) -> None:
+        """A record from before a live exporter started: it counts in the totals and attempt numbering only."""
+        self.usage.add(entry)
+        if isinstance(entry, dict) and entry.get("kind") == Kind.START:
+            n = entry.get("attempt")
+            if isinstance(n, int) and not isinstance(n, bool):
+                a = self._attempt(n, by="start")
+                a.started = a.emitted = True  # exported before: never again, and nothing attaches to it
+                self.cur = a.key
+
+    def _parent(self, attempt: str | None) -> str:
         return span_id(self.run_id, f"attempt:{attempt}") if attempt is not None else self.root
 
     def _content(self, v: Any) -> str:
@@ -229,7 +263,7 @@ class SpanBuilder:
             raw = self.redactor(raw)
         return raw.decode("utf-8", "replace")
 
-    def _event_on(self, attempt: int | None, ev: SpanEvent) -> None:
+    def _event_on(self, attempt: str | None, ev: SpanEvent) -> None:
         a = self.attempts.get(attempt) if attempt is not None else None
         if a is not None and not a.emitted:
             a.events.append(ev)
@@ -244,14 +278,14 @@ class SpanBuilder:
         kind = rec.get("kind", Kind.STEP)
         ns = self._when(rec.get("ts"))
         att = rec.get("attempt")
-        attempt = att if isinstance(att, int) and not isinstance(att, bool) else self.cur
         out: list[Span] = []
         if kind == Kind.START:
             out.extend(self._close_open(ns))
             self.pairing.add(rec)  # type: ignore[arg-type]
-            if attempt is not None:
-                self.cur = attempt
-                a = self._attempt(attempt)
+            if isinstance(att, int) and not isinstance(att, bool):
+                a = self._attempt(att, by="start")
+                a.started = True
+                self.cur = a.key
                 a.see(ns)
                 a.attrs["agent_supervisor.resume"] = bool(rec.get("resume"))
                 if isinstance(rec.get("replayable_steps"), int):
@@ -259,6 +293,7 @@ class SpanBuilder:
                 if isinstance(rec.get("pid"), int):
                     a.attrs.setdefault("process.pid", rec["pid"])
             return out
+        attempt = self._key_of(att)
         if attempt is not None and attempt in self.attempts and not self.attempts[attempt].emitted:
             self.attempts[attempt].see(ns)
         if kind == Kind.BEGIN:
@@ -283,7 +318,7 @@ class SpanBuilder:
     def _fields(rec: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
         return {f"agent_supervisor.{k}": _scalar(rec[k]) for k in keys if rec.get(k) is not None}
 
-    def _begin_of(self, rec: Mapping[str, Any]) -> tuple[Mapping[str, Any], int | None] | None:
+    def _begin_of(self, rec: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None] | None:
         """The open begin a step record closes, as :class:`Pairing` pairs them (by pos, else the unnumbered one)."""
         p = self.pairing
         if not p.open:
@@ -311,7 +346,7 @@ class SpanBuilder:
         self.begins.clear()
         return out
 
-    def _open_span(self, b: Mapping[str, Any], attempt: int | None, end_ns: int, *, interrupted: bool) -> Span:
+    def _open_span(self, b: Mapping[str, Any], attempt: str | None, end_ns: int, *, interrupted: bool) -> Span:
         """The span of a begin without its step: interrupted (ERROR), or still in flight at the export."""
         s = self._step_span(b, (b, attempt), attempt, end_ns, begin_only=True)
         if interrupted:
@@ -321,7 +356,7 @@ class SpanBuilder:
         return s
 
     def _step_span(
-        self, rec: Mapping[str, Any], begin: tuple[Mapping[str, Any], int | None] | None, attempt: int | None,
+        self, rec: Mapping[str, Any], begin: tuple[Mapping[str, Any], str | None] | None, attempt: str | None,
         end_ns: int, *, begin_only: bool = False,
     ) -> Span:
         seq = int(rec.get("seq", -1))
@@ -412,14 +447,15 @@ class SpanBuilder:
         n = att if isinstance(att, int) and not isinstance(att, bool) and att > 0 else None
         out: list[Span] = []
         if name == "spawn" and n is not None:
-            for m, a in sorted(self.attempts.items()):  # the earlier attempts are over: export them now
-                if m < n and not a.emitted:
+            a = self._attempt(n, by="spawn")
+            a.spawned = True
+            for prev in self._in_order():  # the attempts before it are over: export them now
+                if prev is not a and prev.order < a.order and not prev.emitted:
                     for seq, (b, at) in sorted(self.begins.items()):  # their open steps were interrupted
-                        if at == m:
-                            a.interrupted.append(b)
+                        if at == prev.key:
+                            prev.interrupted.append(b)
                             del self.begins[seq]
-                    out.extend(self._emit_attempt(a))
-            a = self._attempt(n)
+                    out.extend(self._emit_attempt(prev))
             a.see(ns)
             a.attrs["agent_supervisor.resume"] = bool(ev.get("resume"))
             if isinstance(ev.get("pid"), int):
@@ -442,10 +478,10 @@ class SpanBuilder:
             elif isinstance(code, int) and code not in (0, EXIT_RESTART):
                 a.status = (STATUS_ERROR, f"exit code {code}{where}")
         elif name == "restart":
-            target = n - 1 if n is not None and n > 1 else None
+            target = self.latest.get(n - 1) if n is not None and n > 1 else None
             self._event_on(target, SpanEvent("restart", ns, self._ev_attrs(ev)))
         elif name in ATTEMPT_EVENTS:
-            self._event_on(n, SpanEvent(name, ns, self._ev_attrs(ev)))
+            self._event_on(self.latest.get(n) if n is not None else None, SpanEvent(name, ns, self._ev_attrs(ev)))
         else:  # supervisor-start, succeeded, and events of a later version
             self.root_events.append(SpanEvent(name, ns, self._ev_attrs(ev)))
         return out
@@ -455,15 +491,18 @@ class SpanBuilder:
         return {f"agent_supervisor.{k}": _scalar(v) for k, v in ev.items()
                 if k not in ("ts", "event") and v is not None and k != "stderr_tail"}
 
+    def _in_order(self) -> list[_Attempt]:
+        return sorted(self.attempts.values(), key=lambda a: a.order)
+
     def _emit_attempt(self, a: _Attempt) -> list[Span]:
         """The attempt's span, and the spans of its interrupted steps (ending with it)."""
         a.emitted = True
         start = a.start_ns if a.start_ns is not None else (self.first_ns or 0)
         end = max(a.end_ns if a.end_ns is not None else start, start)
         attrs = {"agent_supervisor.attempt": a.number, **a.attrs}
-        out = [self._open_span(b, a.number, end, interrupted=True) for b in a.interrupted]
+        out = [self._open_span(b, a.key, end, interrupted=True) for b in a.interrupted]
         a.interrupted.clear()
-        out.append(Span(self.trace, span_id(self.run_id, f"attempt:{a.number}"), self.root, f"attempt {a.number}",
+        out.append(Span(self.trace, span_id(self.run_id, f"attempt:{a.key}"), self.root, f"attempt {a.number}",
                         start, end, KIND_INTERNAL, attrs, list(a.events), *a.status))
         return out
 
@@ -480,7 +519,7 @@ class SpanBuilder:
             else:
                 out.append(self._open_span(b, attempt, end, interrupted=a is not None and a.exited))
         self.begins.clear()
-        for _, a in sorted(self.attempts.items()):
+        for a in self._in_order():
             if not a.emitted:
                 out.extend(self._emit_attempt(a))
         out.append(self.root_span())
@@ -497,7 +536,7 @@ class SpanBuilder:
         if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
             attrs["agent_supervisor.run.command"] = cmd
         if self.attempts:
-            attrs["agent_supervisor.run.attempts"] = max(self.attempts)
+            attrs["agent_supervisor.run.attempts"] = len(self.attempts)
         attrs.update(usage_attributes(self.usage.result))
         status = (STATUS_ERROR, str(meta.get("reason") or "failed")) if meta.get("status") == "failed" else (STATUS_UNSET, "")
         return Span(self.trace, self.root, None, f"run {self.run_id}", start, max(end, start), KIND_INTERNAL,

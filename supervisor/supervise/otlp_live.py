@@ -13,7 +13,9 @@ is reported once (:meth:`OtlpLive.take_reports`, which the loop writes to
 so an unreachable collector costs neither memory nor a backlog; then sending resumes.
 
 Only what this supervisor reads is exported live (the records of earlier
-supervisors of the same run directory: ``agent-supervisor export``).
+supervisors of the same run directory: ``agent-supervisor export``); the records
+before it count in the root span's totals (tokens, cost, saved by resume), so the
+root says the same as ``export``'s.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core import rundir
+from ..core.journal import JournalReader
 
 __all__ = ["OtlpLive"]
 
@@ -37,7 +40,7 @@ class OtlpLive:
 
     def __init__(
         self, run_dir: Path, run_id: str, endpoint: str | None, *, interval: float = 1.0, batch: int = 256,
-        timeout: float = 5.0, pause: float = 30.0,
+        timeout: float = 5.0, pause: float = 30.0, known_records: int = 0,
     ) -> None:
         self.run_dir = run_dir
         self.run_id = run_id
@@ -46,6 +49,8 @@ class OtlpLive:
         self.batch = batch
         self.timeout = timeout
         self.pause = pause
+        self.known_records = known_records
+        """Journal records the supervisor had read before it started feeding us (they count in the totals)."""
         self.dropped = 0
         """Spans not sent: of failed batches, or finished while sending paused after a failure."""
         self._paused_until = 0.0
@@ -99,6 +104,11 @@ class OtlpLive:
             return
         self.url = sender.url
         builder = SpanBuilder(self.run_id, rundir.read_run_json(self.run_dir), price=step_cost)
+        if self.known_records:
+            for ent in JournalReader(self.run_dir).load(lazy=True):  # unparsed unless they carry usage
+                if (ent["seq"] if isinstance(ent, dict) else ent.seq) >= self.known_records:
+                    break
+                builder.preload(ent)
         pending: list[Span] = []
         next_send = time.monotonic() + self.interval
         stop = False
