@@ -169,3 +169,35 @@ def test_bad_filters_are_one_line_errors(monkeypatch: pytest.MonkeyPatch) -> Non
     assert rc == 2 and "--since 'yesterday' is neither a seq nor an ISO-8601 time" in err.decode()
     out, err, rc = _run_inprocess(["log", "nested", "--tail", "-3"], HERE, monkeypatch)
     assert rc == 2 and "--tail -3" in err.decode()
+
+
+@pytest.mark.parametrize("case", CASES + SAMPLE_CASES)
+def test_the_first_pass_pairing_is_the_look_aheads(case: str) -> None:
+    """Where the first pass finds every begin followed by its step (C-speed counts), text ``log`` skips
+    its look ahead: the marks must be the ones the look ahead gives."""
+    run = (SAMPLES if case in SAMPLE_CASES else HERE) / case
+    pl = stream.plan(run, pairs=True)
+    for all_ in (False, True):
+        look = stream.StreamPairing()
+        for item in stream.Walk(run, pl, all_=all_).items():
+            look.add(item)
+        if pl.paired:
+            assert not look.overlapped and not look.interrupted
+            assert {b["seq"] for b in look.open.values()} == ({pl.open_at_end[0]} if pl.open_at_end else set())
+    assert pl.paired == (case in ("clean", "rolled-back", "sdk-rollbacks"))  # crashes and gathers are not
+
+
+def test_first_pass_pairing_across_chunks(tmp_path: Path) -> None:
+    """A begin that ends a chunk pairs with the step that starts the next; one left open at the end is in flight."""
+    lines = [orjson.dumps({"kind": "start", "attempt": 1, "seq": 0, "ts": "t"})]
+    for i in range(200):
+        for kind in ("begin", "step"):
+            lines.append(orjson.dumps({"kind": kind, "step": f"w:{i}", "pos": i, "out": "x" * (i % 7), "seq": len(lines), "ts": "t"}))
+    lines.append(orjson.dumps({"kind": "begin", "step": "w:200", "pos": 200, "seq": len(lines), "ts": "t"}))
+    (tmp_path / "journal.jsonl").write_bytes(b"".join(ln + b"\n" for ln in lines))
+    for chunk in (50, 97, 301, 4096, 1 << 20):  # chunk edges at every kind of place
+        pl = stream.plan(tmp_path, pairs=True, chunk=chunk)
+        assert pl.paired and pl.open_at_end == (len(lines) - 1, 200), chunk
+    lines.insert(11, lines.pop(13))  # a begin no longer followed by its step
+    (tmp_path / "journal.jsonl").write_bytes(b"".join(ln + b"\n" for ln in lines))
+    assert not stream.plan(tmp_path, pairs=True, chunk=97).paired

@@ -294,9 +294,12 @@ def cmd_log(args: argparse.Namespace) -> int:
             items, pairing = _tail_items(args, keep)
             source: Iterable[stream.Item] = items
         else:
-            pl = stream.plan(args.run_dir)
+            pl = stream.plan(args.run_dir, pairs=not args.json)
             pairing = stream.StreamPairing()
-            if not args.json:
+            if pl.paired:  # every begin is followed by its step: no look ahead needed
+                if pl.open_at_end is not None:
+                    pairing.open[pl.open_at_end[1]] = {"seq": pl.open_at_end[0]}
+            elif not args.json:
                 for item in stream.Walk(args.run_dir, pl, all_=all_).items():
                     pairing.add(item)
             source = stream.Walk(args.run_dir, pl, all_=all_, kinds=keep.kinds).items(_warn)

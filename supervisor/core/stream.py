@@ -113,6 +113,13 @@ class Plan:
     """Seqs of the lines that are no record (blank or bad)."""
     last: int = -1
     """The seq of the last record of the effective history (a damaged line counts; -1: none)."""
+    paired: bool = False
+    """(``plan(pairs=True)``) Every ``begin`` line is in the writer's form and followed by its own step
+    line (same name and pos, not a try to be retried), but maybe the stream's last line: then no step was
+    ever in flight when another began, and no begin was interrupted (the text ``log``'s look ahead is not
+    needed; with overlapping steps or a crash it is)."""
+    open_at_end: tuple[int, int] | None = None
+    """(``paired``) ``(seq, pos)`` of the begin that is the stream's last line, in flight."""
 
     def is_abandoned(self, seq: int) -> bool:
         r = self.abandoned
@@ -120,9 +127,47 @@ class Plan:
         return i >= 0 and r[i][0] <= seq < r[i][1]
 
 
-def plan(source: Path, *, chunk: int = CHUNK) -> Plan:
-    """The first pass over the raw bytes (see the module's docstring)."""
+_BEGIN_LINE = b'{"kind":"begin",'
+_NL_BEGIN = b"\n" + _BEGIN_LINE
+_CLOSED = re.compile(
+    rb'^\{"kind":"begin","step":("[^"\\\n]*(?:\\.[^"\\\n]*)*"),"pos":(\d+),[^\n]*\n\{"kind":"step","step":\1,"pos":\2,',
+    re.MULTILINE,
+)
+"""A writer begin line followed by its own step line (the backreferences: the same name and pos)."""
+_LAST_BEGIN = re.compile(rb'\{"kind":"begin","step":"[^"\\\n]*(?:\\.[^"\\\n]*)*","pos":(\d+),')
+
+
+def _pairs(data: bytes, carry: bytes | None) -> tuple[bool, bytes | None]:
+    """Whether every begin line of a writer chunk is followed by its own step line (C-speed counts); the
+    step head a begin that is the chunk's last line wants from the next chunk. ``carry``: what the
+    previous chunk's last begin wants from this one's first line."""
+    if carry is not None and not data.startswith(carry):
+        return False, None
+    begins = data.count(_NL_BEGIN) + data.startswith(_BEGIN_LINE)
+    if not begins:
+        return True, None
+    if _TRANSIENT in data:
+        return False, None  # a failed try to be retried does not close its begin: the look ahead decides
+    closed = len(_CLOSED.findall(data))
+    if closed == begins:
+        return True, None
+    last = data.rfind(b"\n", 0, len(data) - 1) + 1
+    m = _CLOSED_HEAD.match(data, last)
+    if closed == begins - 1 and m is not None:  # the last line is a begin: its step may start the next chunk
+        return True, b'{"kind":"step","step":' + m.group(1) + b',"pos":' + m.group(2) + b","
+    return False, None
+
+
+_CLOSED_HEAD = re.compile(rb'\{"kind":"begin","step":("[^"\\\n]*(?:\\.[^"\\\n]*)*"),"pos":(\d+),')
+
+
+def plan(source: Path, *, chunk: int = CHUNK, pairs: bool = False) -> Plan:
+    """The first pass over the raw bytes (see the module's docstring); ``pairs``: also find whether the
+    begins pair with their steps line by line (:attr:`Plan.paired`)."""
     p = Plan()
+    p.paired = pairs
+    carry: bytes | None = None
+    last_data = b""
     fold = Fold(keep=False)
     cps: list[tuple[int, str]] = []
 
@@ -170,7 +215,11 @@ def plan(source: Path, *, chunk: int = CHUNK) -> Plan:
                 elif ent is not None:
                     marker(ent, first + k)
             p.last = max(p.last, first + n - 1)
+            if p.paired:
+                p.paired, carry = _pairs(data, carry)
+                last_data = data
         else:
+            p.paired = False
             lines = c.lines()
             off = reg.start
             for k, raw in enumerate(lines):
@@ -193,6 +242,12 @@ def plan(source: Path, *, chunk: int = CHUNK) -> Plan:
                         p.last = seq
                 off += len(raw) + 1
         p.count = first + n
+    if p.paired and carry is not None:  # the stream ends with a begin: in flight
+        m = _LAST_BEGIN.match(last_data, last_data.rfind(b"\n", 0, len(last_data) - 1) + 1)
+        if m is None:
+            p.paired = False
+        else:
+            p.open_at_end = (p.count - 1, int(m.group(1)))
     p.problems.sort(key=lambda b: b.seq)
     p.checkpoints = list(fold.checkpoints)
     p.shape = Shape(tuple(cps), tuple(fold.cuts))
