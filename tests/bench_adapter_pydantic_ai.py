@@ -8,7 +8,9 @@ tool calls per agent run, 6 calls) run ``--runs`` times in one event loop, in th
 - bare: ``await agent.run(prompt)``, the framework alone;
 - journaled: ``await DurableAgent(agent, run).run(prompt)``, every call a live step of one ``Run`` whose journal
   is on a temporary directory (each step's record fdatasync'd before the call returns);
-- served: the same calls answered from that journal by a second ``Run`` on it (a resume: nothing is called).
+- served: the same calls answered from that journal by a second ``Run`` on it (a resume: nothing is called);
+- stubbed: ``DurableAgent`` on a stand-in for ``Run`` whose ``astep`` just awaits the function: the adapter's own
+  wrappers (request inputs, the response's JSON) without the SDK's journal.
 
 In interleaved rounds (the median round is printed). The overhead per call is ``(journaled - bare) / 6``; its
 share that is the disk's is shown by the cost of a raw ``O_APPEND`` write + ``fdatasync`` of one line on the
@@ -76,6 +78,29 @@ class Clock:
         return time.perf_counter() - self.wall, time.process_time() - self.cpu
 
 
+class _StubOptions:
+    async def astep(self, name: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        return await fn(*args, **kwargs)
+
+
+class StubRun:
+    """Stands in for ``Run``: steps run their function, nothing is journaled."""
+
+    def with_options(self, **options: Any) -> _StubOptions:
+        return _StubOptions()
+
+    def usage(self, **usage: Any) -> None:
+        pass
+
+
+async def stubbed(mod: Any, runs: int) -> tuple[float, float]:
+    durable = DurableAgent(mod.build_agent(), StubRun())  # type: ignore[arg-type]
+    clock = Clock()
+    for _ in range(runs):
+        await durable.run(mod.PROMPT)
+    return clock.took()
+
+
 async def bare(mod: Any, runs: int) -> tuple[float, float]:
     agent = mod.build_agent()
     clock = Clock()
@@ -124,11 +149,13 @@ async def main() -> None:
         b: list[tuple[float, float]] = []
         j: list[tuple[float, float]] = []
         s: list[tuple[float, float]] = []
+        st: list[tuple[float, float]] = []
         for i in range(args.rounds):
             b.append(await bare(mod, args.runs))
             took, out = await journaled(mod, args.runs, base / f"r{i}")
             j.append(took)
             s.append(await served(mod, args.runs, base / f"r{i}", out))
+            st.append(await stubbed(mod, args.runs))
         floor = fsync_floor(base)
     finally:
         shutil.rmtree(base, ignore_errors=True)
@@ -138,7 +165,7 @@ async def main() -> None:
           f"{args.runs} runs x {args.rounds} rounds ({calls} calls per measurement), median round; per call:")
     print(f"  {'':18} {'wall us':>9} {'cpu us':>9}   wall ratio to bare")
     bw, bc = median([x[0] for x in b]) / n, median([x[1] for x in b]) / n
-    for label, xs in (("bare framework", b), ("journaled (live)", j), ("served (resume)", s)):
+    for label, xs in (("bare framework", b), ("journaled (live)", j), ("served (resume)", s), ("stubbed journal", st)):
         w, c = median([x[0] for x in xs]) / n, median([x[1] for x in xs]) / n
         print(f"  {label:18} {w * 1e6:9.1f} {c * 1e6:9.1f}   x{w / bw:.2f}")
     jw, jc = median([x[0] for x in j]) / n, median([x[1] for x in j]) / n
