@@ -139,6 +139,26 @@ def test_values_come_back_with_their_types(tmp_path: Path) -> None:
     assert back == {k: v for k, v in values.items() if k not in ("nan", "tuple")} and type(back["msgs"][0]) is AIMessage
 
 
+def test_values_are_copies(tmp_path: Path) -> None:
+    """What was put does not change when the caller changes its objects afterwards, nor when it changes what it read
+    (LangGraph appends to a resume list it read: an interrupt resumed twice found its first answer changed)."""
+    from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
+
+    with JournalSaver(tmp_path) as saver:
+        value = {"answers": ["yes"]}
+        cfg = saver.put(generate_config("t"), generate_checkpoint(channel_values={"v": value},
+                                                                  channel_versions={"v": "1"}),
+                        generate_metadata(), {"v": "1"})
+        saver.put_writes(cfg, [("w", value)], "task")
+        value["answers"].append("put")
+        for _ in range(2):
+            got = saver.get_tuple(cfg)
+            assert got is not None and got.checkpoint["channel_values"]["v"] == {"answers": ["yes"]}
+            assert got.pending_writes == [("task", "w", {"answers": ["yes"]})]
+            got.checkpoint["channel_values"]["v"]["answers"].append("read")
+            got.pending_writes[0][2]["answers"].append("read")
+
+
 def test_torn_last_line_is_moved_aside(tmp_path: Path) -> None:
     from langgraph.checkpoint.conformance.test_utils import generate_checkpoint, generate_config, generate_metadata
 
@@ -294,6 +314,38 @@ def test_node_run_again_after_a_crash_does_not_call_the_model_again(
         {"type": "ai", "content": "plan: durable agents", "tool_calls": 0},
         {"type": "ai", "content": sample.SCRIPT[2].content, "tool_calls": 0},
     ]
+
+
+def test_interrupt_in_a_tool_is_not_a_failed_step(tmp_path: Path) -> None:
+    """interrupt() inside a journaled tool pauses the graph without a failed try in the journal (three failed tries
+    of one step would make the SDK roll back); the tool runs again when the graph resumes, and is journaled once."""
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import ToolNode
+    from langgraph.types import Command, interrupt
+
+    from supervisor.integrations.langgraph import journaled_tools
+
+    @tool
+    def send(to: str) -> str:
+        """Send a message, once a human approves."""
+        answers = [interrupt(f"send to {to}?") for _ in range(3)]  # three questions: three pauses
+        return f"sent to {to}: {answers}"
+
+    call = AIMessage("", tool_calls=[{"name": "send", "args": {"to": "ops"}, "id": "call_9"}])
+    config: Any = {"configurable": {"thread_id": "t"}}
+    with Run.open(tmp_path / "run") as run, JournalSaver(run) as saver:
+        g = StateGraph(MessagesState)
+        g.add_node("tools", ToolNode(journaled_tools([send], run)))
+        g.add_edge(START, "tools")
+        g.add_edge("tools", END)
+        graph = g.compile(checkpointer=saver)
+        out = graph.invoke({"messages": [call]}, config)
+        for answer in ("yes", "sure", "go"):
+            assert out["__interrupt__"][0].value == "send to ops?"
+            out = graph.invoke(Command(resume=answer), config)
+    assert out["messages"][-1].content == "sent to ops: ['yes', 'sure', 'go']"
+    steps = records(tmp_path / "run")
+    assert [(s["call"]["tool"], "error" in s) for s in steps] == [("send", False)]
 
 
 def test_missing_framework_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:

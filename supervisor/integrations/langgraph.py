@@ -64,6 +64,7 @@ try:
         writes_sort_key,
     )
     from langgraph.checkpoint.serde.base import SerializerProtocol
+    from langgraph.errors import GraphBubbleUp
 except ImportError as e:  # pragma: no cover - the extra is installed wherever the tests run
     raise ImportError(
         f"supervisor.integrations.langgraph needs LangGraph and LangChain core ({e}): "
@@ -252,10 +253,19 @@ class JournalSaver(BaseCheckpointSaver[str]):
         t, b = self.serde.dumps_typed(v)
         return {"type": t, "b64": base64.b64encode(b).decode("ascii")}
 
-    def _unpack(self, p: Any) -> Any:
+    @staticmethod
+    def _held(p: dict[str, Any]) -> tuple[str | None, bytes]:
+        """A value as a line holds it, as the index keeps it: bytes (``None``: JSON), never an object LangGraph may
+        change in place later (the value it put, or one it got back and mutated, as a resume list)."""
         if "json" in p:
-            return p["json"]
-        return self.serde.loads_typed((p["type"], base64.b64decode(p["b64"])))
+            return None, orjson.dumps(p["json"])
+        return p["type"], base64.b64decode(p["b64"])
+
+    def _unpack(self, h: tuple[str | None, bytes]) -> Any:
+        """A new object for each read."""
+        if h[0] is None:
+            return orjson.loads(h[1])
+        return self.serde.loads_typed((h[0], h[1]))
 
     # ------------------------------------------------------------------ the lines, applied in order
     def _apply(self, rec: dict[str, Any]) -> None:
@@ -263,8 +273,9 @@ class JournalSaver(BaseCheckpointSaver[str]):
         if op == "put":
             t, ns = rec["thread"], rec["ns"]
             for ch, (ver, packed) in rec["blobs"].items():
-                self._blobs[(t, ns, ch, ver)] = packed
-            self._cps.setdefault((t, ns), {})[rec["id"]] = (rec["checkpoint"], rec["metadata"], rec["parent"])
+                self._blobs[(t, ns, ch, ver)] = None if packed is None else self._held(packed)
+            entry = (self._held(rec["checkpoint"]), self._held(rec["metadata"]), rec["parent"])
+            self._cps.setdefault((t, ns), {})[rec["id"]] = entry
         elif op == "writes":
             key = (rec["thread"], rec["ns"], rec["id"])
             stored = self._writes.setdefault(key, {})
@@ -272,7 +283,7 @@ class JournalSaver(BaseCheckpointSaver[str]):
             for idx, ch, packed in rec["writes"]:
                 if idx >= 0 and (task, idx) in stored:
                     continue  # a write is kept once (a retried task's writes are the same)
-                stored[(task, idx)] = (task, ch, packed, path)
+                stored[(task, idx)] = (task, ch, self._held(packed), path)
         elif op == "delete_thread":
             self._drop(lambda t, ns, cid: t == rec["thread"], blobs_of=rec["thread"])
         elif op == "delete_runs":
@@ -697,6 +708,16 @@ class JournaledChatModel(BaseChatModel):
         return live[0] if live else result_from_json(out)
 
 
+class _BubbleUp(BaseException):
+    """LangGraph's control flow (``interrupt()``, a ``Command`` to the parent graph) raised inside a tool, carried
+    through the step as a ``BaseException``: the SDK journals no failure for it (an interrupt is not a failed try
+    that would count towards a rollback); the step has no record and runs again when the graph resumes."""
+
+    def __init__(self, inner: GraphBubbleUp) -> None:
+        super().__init__(inner)
+        self.inner = inner
+
+
 def _tool_output_to_json(out: Any) -> Any:
     if isinstance(out, BaseMessage):
         return {"message": message_to_dict(out)}
@@ -743,10 +764,16 @@ class JournaledTool(BaseTool):
         live: list[Any] = []  # the tool's own result when it runs; rebuilt from the journal when served
 
         def run_tool(_args: Any) -> Any:
-            live[:] = [self.tool.invoke(input, config, **kwargs)]
+            try:
+                live[:] = [self.tool.invoke(input, config, **kwargs)]
+            except GraphBubbleUp as e:
+                raise _BubbleUp(e) from None
             return _tool_output_to_json(live[0])
 
-        out = self.supervisor_run.with_options(call=call).step(name, run_tool, args)
+        try:
+            out = self.supervisor_run.with_options(call=call).step(name, run_tool, args)
+        except _BubbleUp as e:
+            raise e.inner from None
         return live[0] if live else _tool_output_from_json(out)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
@@ -754,10 +781,16 @@ class JournaledTool(BaseTool):
         live: list[Any] = []
 
         async def run_tool(_args: Any) -> Any:
-            live[:] = [await self.tool.ainvoke(input, config, **kwargs)]
+            try:
+                live[:] = [await self.tool.ainvoke(input, config, **kwargs)]
+            except GraphBubbleUp as e:
+                raise _BubbleUp(e) from None
             return _tool_output_to_json(live[0])
 
-        out = await self.supervisor_run.with_options(call=call).astep(name, run_tool, args)
+        try:
+            out = await self.supervisor_run.with_options(call=call).astep(name, run_tool, args)
+        except _BubbleUp as e:
+            raise e.inner from None
         return live[0] if live else _tool_output_from_json(out)
 
     def _run(self, *args: Any, **kwargs: Any) -> Any:  # BaseTool's abstract method; invoke is overridden
