@@ -76,7 +76,7 @@ class Receiver:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
         self.thread.start()
 
     def spans(self) -> list[Any]:
@@ -304,13 +304,11 @@ def test_export_user_errors_exit_2_with_one_line(tmp_path: Path, capsys: pytest.
     assert code == 2 and "no such run directory" in err
     code, _, err = cli(capsys, "export", str(run), "--otlp", str(tmp_path / "missing" / "t.json"))
     assert code == 2 and "does not exist" in err
-    # the [otlp] extra missing: say what to install
-    code = ("import sys; sys.modules['opentelemetry.exporter.otlp.proto.http.trace_exporter'] = None\n"
-            "from supervisor.cli.main import main\n"
-            f"sys.exit(main(['export', {str(run)!r}, '--otlp-endpoint', 'http://127.0.0.1:9']))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), timeout=30)
-    assert r.returncode == 2 and "pip install 'agent-supervisor-tui[otlp]'" in r.stderr
-    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    # the [otlp] extra missing (an import of it fails): say what to install
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)
+    code, _, err = cli(capsys, "export", str(run), "--otlp-endpoint", "http://127.0.0.1:9")
+    assert code == 2 and "pip install 'agent-supervisor-tui[otlp]'" in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
 # ---------------------------------------------------------------- OTLP/HTTP
@@ -346,12 +344,14 @@ def test_otlp_http_sends_the_same_spans_to_a_receiver(tmp_path: Path, receiver: 
     assert {s.trace_id.hex() for s in receiver.spans()} == {trace_id("run")}
 
 
-def test_otlp_http_from_the_environment_with_headers(tmp_path: Path, receiver: Receiver) -> None:
+def test_otlp_http_from_the_environment_with_headers(tmp_path: Path, receiver: Receiver,
+                                                    capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     run = ROOT / "sample_runs" / "runs" / "crashed-resumed"
-    env = {**clean_env(), "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_EXPORTER_OTLP_HEADERS": "x-team=agents"}
-    r = subprocess.run([sys.executable, "-m", "supervisor", "export", str(run)],
-                       capture_output=True, text=True, env=env, timeout=30, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-team=agents")
+    code, out, err = cli(capsys, "export", str(run))
+    assert code == 0, err
     assert len(receiver.spans()) == 9 and receiver.headers[0].get("x-team") == "agents"
 
 
