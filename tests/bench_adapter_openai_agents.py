@@ -43,21 +43,25 @@ def _sample() -> Any:
     return mod
 
 
-async def _bare(sample: Any, n: int) -> float:
+Timing = tuple[float, float]
+"""Wall seconds, CPU seconds (of the whole process: the journal's writer thread included)."""
+
+
+async def _bare(sample: Any, n: int) -> Timing:
     agent = sample.build_agent()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(n):
         await Runner.run(agent, sample.PROMPT)
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, time.process_time() - c0
 
 
-async def _journaled(sample: Any, n: int, run_dir: Path, expect_served: bool) -> float:
+async def _journaled(sample: Any, n: int, run_dir: Path, expect_served: bool) -> Timing:
     with Run.open(run_dir) as run:
         agent = durable(sample.build_agent(), run, provider="scripted")
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         for _ in range(n):
             await Runner.run(agent, sample.PROMPT)
-        dt = time.perf_counter() - t0
+        dt = time.perf_counter() - t0, time.process_time() - c0
         assert (len(run.replayed) == n * CALLS_PER_RUN) == expect_served, (len(run.replayed), len(run.executed))
     return dt
 
@@ -84,11 +88,11 @@ def main() -> None:
     agents.set_tracing_disabled(True)  # offline, and tracing costs the same in every mode
     sample = _sample()
     n = args.runs
-    bare: list[float] = []
-    live: list[float] = []
-    served: list[float] = []
+    bare: list[Timing] = []
+    live: list[Timing] = []
+    served: list[Timing] = []
     syncs: list[float] = []
-    shm: list[float] = []
+    shm: list[Timing] = []
     shm_root = Path("/dev/shm") if Path("/dev/shm").is_dir() else None
     with tempfile.TemporaryDirectory(prefix="bench-oa-") as tmp, \
             tempfile.TemporaryDirectory(prefix="bench-oa-", dir=shm_root) as tmp_shm:
@@ -101,19 +105,26 @@ def main() -> None:
             if shm_root is not None:
                 shm.append(asyncio.run(_journaled(sample, n, Path(tmp_shm) / f"r{r}", expect_served=False)))
     calls = n * CALLS_PER_RUN
-    b, lv, sv = (statistics.median(x) for x in (bare, live, served))
+
+    def med(xs: list[Timing]) -> Timing:
+        return statistics.median(x[0] for x in xs), statistics.median(x[1] for x in xs)
+
+    b = med(bare)
     print(f"openai-agents {agents.__version__}: {n} runs x {CALLS_PER_RUN} calls (3 model, 3 tool), median of {args.rounds} rounds")
-    print(f"  bare framework       {b / n * 1e3:8.3f} ms/run   {b / calls * 1e6:8.1f} us/call")
-    print(f"  durable, live        {lv / n * 1e3:8.3f} ms/run   {lv / calls * 1e6:8.1f} us/call   "
-          f"overhead {(lv - b) / calls * 1e6:8.1f} us/call   ratio {lv / b:5.2f}x")
-    print(f"  durable, served      {sv / n * 1e3:8.3f} ms/run   {sv / calls * 1e6:8.1f} us/call   "
-          f"overhead {(sv - b) / calls * 1e6:8.1f} us/call   ratio {sv / b:5.2f}x")
+    print(f"  {'':22} {'wall us/call':>12} {'overhead':>9} {'ratio':>6}   {'CPU us/call':>11} {'overhead':>9} {'ratio':>6}")
+
+    def row(label: str, t: Timing, note: str = "") -> None:
+        w, c = t
+        print(f"  {label:22} {w / calls * 1e6:12.1f} {(w - b[0]) / calls * 1e6:9.1f} {w / b[0]:5.2f}x   "
+              f"{c / calls * 1e6:11.1f} {(c - b[1]) / calls * 1e6:9.1f} {c / b[1]:5.2f}x{note}")
+
+    row("bare framework", b)
+    row("durable, live", med(live))
+    row("durable, served", med(served))
     if shm:
-        sh = statistics.median(shm)
-        print(f"  durable, live, tmpfs {sh / n * 1e3:8.3f} ms/run   {sh / calls * 1e6:8.1f} us/call   "
-              f"overhead {(sh - b) / calls * 1e6:8.1f} us/call   ratio {sh / b:5.2f}x   (no disk sync: the CPU cost)")
-    print(f"  (a raw append + fdatasync in the same directory: {statistics.median(syncs) * 1e6:.1f} us; "
-          f"a live step is one synced record, parallel tool calls share a sync)")
+        row("durable, live, tmpfs", med(shm), "   (no disk sync)")
+    print(f"  a raw append + fdatasync in the journal's directory: {statistics.median(syncs) * 1e6:.1f} us "
+          f"(a live call is one synced record; parallel tool calls share a sync)")
 
 
 if __name__ == "__main__":
