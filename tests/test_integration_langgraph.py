@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import operator
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, TypedDict
 
 import orjson
 import pytest
@@ -93,6 +94,61 @@ def test_reopened_saver_reads_what_was_written(tmp_path: Path, calls_file: Path)
     assert any(set(p["blobs"]) < set(p["checkpoint"]["json"]["channel_versions"])
                for p in later)
     assert any(x["op"] == "writes" for x in lines)
+
+
+class Research(TypedDict):
+    topics: list[str]
+    notes: Annotated[list[str], operator.add]
+    summary: str
+
+
+class Sub(TypedDict):
+    notes: Annotated[list[str], operator.add]
+    summary: str
+
+
+def test_same_history_as_langgraphs_in_memory_saver(tmp_path: Path) -> None:
+    """Fan-out with Send, a subgraph (its own namespace), a fork from an earlier checkpoint with update_state: the
+    results and the whole state history equal InMemorySaver's, and again from the file once reopened."""
+    from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.types import Send
+
+    def build(saver: Any) -> Any:
+        sub = StateGraph(Sub)
+        sub.add_node("count", lambda s: {"summary": f"{len(s['notes'])} notes"})
+        sub.add_edge(START, "count")
+        sub.add_edge("count", END)
+        g = StateGraph(Research)
+        g.add_node("plan", lambda s: {"topics": ["a", "b", "c"]})
+        g.add_node("research", lambda s: {"notes": [f"note on {s['topic']}"]})
+        g.add_node("write", sub.compile())
+        g.add_edge(START, "plan")
+        g.add_conditional_edges("plan", lambda s: [Send("research", {"topic": t}) for t in s["topics"]], ["research"])
+        g.add_edge("research", "write")
+        g.add_edge("write", END)
+        return g.compile(checkpointer=saver)
+
+    config: Any = {"configurable": {"thread_id": "t"}}
+
+    def history(app: Any) -> list[Any]:
+        return [(h.values, h.next, h.metadata, len(h.tasks)) for h in app.get_state_history(config)]
+
+    def scenario(saver: Any) -> tuple[Any, ...]:
+        app = build(saver)
+        first = app.invoke({"topics": [], "notes": [], "summary": ""}, config)
+        after_plan = next(h for h in app.get_state_history(config) if (h.metadata or {}).get("step") == 1)
+        forked = app.invoke(None, app.update_state(after_plan.config, {"notes": ["extra"]}))
+        return first, forked, history(app)
+
+    def strip_run_ids(h: list[Any]) -> list[Any]:
+        return [(v, n, {k: x for k, x in md.items() if k != "run_id"}, t) for v, n, md, t in h]
+
+    expected = scenario(InMemorySaver())
+    with JournalSaver(tmp_path) as saver:
+        got = scenario(saver)
+    assert got[:2] == expected[:2] and strip_run_ids(got[2]) == strip_run_ids(expected[2]) and len(got[2]) == 8
+    with JournalSaver(tmp_path) as saver:
+        assert history(build(saver)) == got[2]
 
 
 def test_only_changed_channels_are_written(tmp_path: Path) -> None:
