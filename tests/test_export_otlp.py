@@ -365,6 +365,34 @@ def test_otlp_http_failure_is_one_line_exit_2(tmp_path: Path, capsys: pytest.Cap
     assert len(err.strip().splitlines()) == 1
 
 
+def test_an_attempt_that_died_before_its_start_record(tmp_path: Path) -> None:
+    """Attempt 2 died before the SDK wrote its start: three attempt spans, each with its own exit."""
+    run = tmp_path / "r"
+    run.mkdir()
+    ts = "2026-11-30T10:00:0{}.000Z".format
+    (run / "journal.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in [
+        {"kind": "start", "attempt": 1, "resume": False, "ts": ts(0)},
+        {"kind": "step", "step": "a", "output": 1, "attempt": 1, "ts": ts(1)},
+        {"kind": "start", "attempt": 3, "resume": True, "ts": ts(5)},
+        {"kind": "step", "step": "b", "output": 2, "attempt": 3, "ts": ts(6)},
+    ]))
+    (run / "supervisor.jsonl").write_bytes(b"".join(orjson.dumps(e) + b"\n" for e in [
+        {"event": "spawn", "attempt": 1, "ts": ts(0), "resume": False},
+        {"event": "exit", "attempt": 1, "ts": ts(2), "code": 1, "signal": None},
+        {"event": "spawn", "attempt": 2, "ts": ts(3), "resume": True},
+        {"event": "exit", "attempt": 2, "ts": ts(4), "code": None, "signal": "SIGKILL"},
+        {"event": "spawn", "attempt": 3, "ts": ts(5), "resume": True},
+        {"event": "exit", "attempt": 3, "ts": ts(7), "code": 0, "signal": None},
+    ]))
+    spans = check_otlp_json(export_json(run, tmp_path / "t.json"), "r")
+    attempts = {s["name"]: s for s in spans if s["name"].startswith("attempt ")}
+    assert sorted(attempts) == ["attempt 1", "attempt 2", "attempt 3"]
+    assert attempts["attempt 2"]["status"] == {"code": 2, "message": "killed by signal SIGKILL"}
+    assert attempts["attempt 3"]["status"]["code"] == 0 and attrs(attempts["attempt 3"])["process.exit.code"] == 0
+    b = next(s for s in spans if s["name"] == "b")
+    assert b["parentSpanId"] == attempts["attempt 3"]["spanId"] == span_id("r", "attempt:3")
+
+
 def test_hand_written_journal_exports_valid_otlp_json(tmp_path: Path) -> None:
     """No start records, no ts, aliases, a line that is not JSON, a begin never finished."""
     run = tmp_path / "hand"

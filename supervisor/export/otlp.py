@@ -188,9 +188,13 @@ class SpanBuilder:
         price: Price | None = None,
         abandoned: set[int] | None = None,
         default_ns: int | None = None,
+        live: bool = False,
     ) -> None:
         self.run_id = run_id
         self.default_ns = default_ns
+        self.live = live
+        """Fed as the run happens (the supervisor's exporter): an attempt's span goes out when the next
+        attempt is spawned. Otherwise (the files, the journal before the events) all go out at :meth:`finish`."""
         """The time of a record without a readable ``ts`` before any that has one (default: now)."""
         self.trace = trace_id(run_id)
         self.root = span_id(run_id, "run")
@@ -449,7 +453,7 @@ class SpanBuilder:
         if name == "spawn" and n is not None:
             a = self._attempt(n, by="spawn")
             a.spawned = True
-            for prev in self._in_order():  # the attempts before it are over: export them now
+            for prev in self._in_order() if self.live else ():  # the attempts before it are over: out now
                 if prev is not a and prev.order < a.order and not prev.emitted:
                     for seq, (b, at) in sorted(self.begins.items()):  # their open steps were interrupted
                         if at == prev.key:

@@ -103,7 +103,7 @@ class OtlpLive:
             self._fail(f"{type(e).__name__}: {e}", 0)
             return
         self.url = sender.url
-        builder = SpanBuilder(self.run_id, rundir.read_run_json(self.run_dir), price=step_cost)
+        builder = SpanBuilder(self.run_id, rundir.read_run_json(self.run_dir), price=step_cost, live=True)
         if self.known_records:
             for ent in JournalReader(self.run_dir).load(lazy=True):  # unparsed unless they carry usage
                 if (ent["seq"] if isinstance(ent, dict) else ent.seq) >= self.known_records:
