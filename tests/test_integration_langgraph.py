@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import importlib
 import operator
+import os
+import runpy
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -414,15 +416,19 @@ def test_missing_framework_says_what_to_install(monkeypatch: pytest.MonkeyPatch)
 # ------------------------------------------------------------------------------------------------ real processes
 
 
-def test_readme_example_runs_twice_as_it_says(tmp_path: Path) -> None:
+def test_readme_example_runs_twice_as_it_says(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's LangGraph example, run twice as ``agent.py`` (in this process: test_readme runs it as a script)."""
     readme = (ROOT / "README.md").read_text()
     start = readme.index("```python", readme.index("### LangGraph")) + len("```python\n")
     (tmp_path / "agent.py").write_text(readme[start : readme.index("```", start)])
-    outs = [subprocess.run([sys.executable, "agent.py"], cwd=tmp_path, env=clean_env(), capture_output=True, text=True,
-                           timeout=30) for _ in range(2)]
-    assert [(r.returncode, r.stdout) for r in outs] == [
-        (0, "Journal every step. ran 3 calls\n"), (0, "Journal every step. ran 0 calls\n")
-    ], [r.stderr for r in outs]
+    monkeypatch.chdir(tmp_path)
+    for k in [k for k in os.environ if k.startswith("AGENT_SUPERVISOR_")]:
+        monkeypatch.delenv(k)
+    for _ in range(2):
+        runpy.run_path("agent.py", run_name="__main__")
+    assert capsys.readouterr().out == "Journal every step. ran 3 calls\nJournal every step. ran 0 calls\n"
     assert (tmp_path / "runs" / "agent" / "langgraph" / "checkpoints.jsonl").stat().st_size > 0
 
 
