@@ -198,7 +198,7 @@ class DashboardScreen(Screen[None]):
         self.call_after_refresh(self.scan)
         self._wake.set()  # the first read takes the agent log and what was appended since the tail
         self.call_after_refresh(self.read_files)
-        self.watch_files()
+        self.call_after_refresh(self.watch_files)  # after the first frame: importing watchfiles (anyio) takes ~0.1 s
         if not self.replay:
             self.set_interval(1.0, self.poll_status)
         self.poll_status()
@@ -762,16 +762,16 @@ class DashboardScreen(Screen[None]):
         seq = tl.selected_seq()
         if message.first:
             self.model.set_filter(message.run.flt, message.seqs)
-            tl.virtual_size = tl.virtual_size.with_height(self.model.rows)
             if tl.follow or seq is None:
-                tl.move_to(self.model.rows - 1, keep_follow=True)
-            else:
+                tl.rows_changed()  # following: the last row that passes
+            else:  # the selected row, else the next one that passes
+                tl.virtual_size = tl.virtual_size.with_height(self.model.rows)
                 row = self.model.row_of_event(i) if kind == "event" else self.model.row_of_seq(seq)
-                tl.move_to(row if row is not None else self.model.row_of_seq(seq), keep_follow=True)
+                tl.move_to(row if row is not None else self.model.row_of_seq(seq))
             self.notify(f"{self.model.rows} row{'s' if self.model.rows != 1 else ''} pass the filter", timeout=3)
         else:
             self.model.add_filtered(message.seqs)
-        tl.rows_changed()
+            tl.rows_changed()
         self._show_filter_bar()
         self.update_detail()
         self._keys_changed()
@@ -799,14 +799,14 @@ class DashboardScreen(Screen[None]):
         seq = tl.selected_seq()
         had = self.model.filter is not None
         self.model.clear_filter()
-        if had:
+        if had:  # the cursor keeps its row; follow only if that is the last one
             tl.virtual_size = tl.virtual_size.with_height(self.model.rows)
             if kind == "event":
                 row = self.model.row_of_event(i)
-                tl.move_to(row if row is not None else 0, keep_follow=True)
+                tl.move_to(row if row is not None else 0)
             elif seq is not None:
-                tl.move_to(self.model.row_of_seq(seq), keep_follow=True)
-            tl.rows_changed()
+                tl.move_to(self.model.row_of_seq(seq))
+            tl.refresh()
         self._show_filter_bar()
         self.refresh_bindings()
         self.notify("filter cleared: every row shows", timeout=2)

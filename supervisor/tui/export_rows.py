@@ -111,4 +111,4 @@ def export_rows(source: Path, items: Sequence[Item], dest: Path, cancelled: Call
         os.fsync(dfd)
     finally:
         os.close(dfd)
-    return Exported(dest, rows, skipped)
+    return Exported(dest.absolute(), rows, skipped)

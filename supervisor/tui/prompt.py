@@ -42,7 +42,7 @@ class Prompt(Input):
         """The prompt closed: focus goes back to where the user was."""
 
     def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+        super().__init__(id=id, select_on_focus=False)  # & edits the filter: typing adds to it
         self.mode = ""
         self.allow_empty = False
 
