@@ -1,8 +1,15 @@
-"""Entry point of ``agent-supervisor``: builds the parser from each area's ``register``."""
+"""Entry point of ``agent-supervisor``: builds the parser from each area's ``register``.
+
+Only the area of the command being run is imported (``tui`` does not load the
+supervisor, ``log`` does not load Textual): ``AREAS`` says which module registers
+which command. ``--help``, no command or an unknown one import every area, so
+the list of commands is always complete.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
@@ -13,7 +20,16 @@ check_command_line()  # before anything from supervisor/__init__.py, which may b
 
 from .. import __version__
 from ..errors import SupervisorError
-from . import export_cmds, inspect_cmds, ops_cmds, replay_cmds, supervise_cmds, tui_cmds
+
+AREAS: dict[str, tuple[str, ...]] = {
+    # module in supervisor.cli -> the commands its register() adds, in the order --help lists them
+    "supervise_cmds": ("supervise", "status", "rollback"),
+    "ops_cmds": ("runs", "stop", "restart", "logs", "completion"),
+    "tui_cmds": ("tui", "demo"),
+    "inspect_cmds": ("log", "state", "diff"),
+    "replay_cmds": ("replay", "fork"),
+    "export_cmds": ("export",),
+}
 
 EXIT_USAGE = 2
 EXIT_SIGPIPE = 141
@@ -27,20 +43,32 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_of(argv: Sequence[str]) -> str | None:
+    """The command named on the line (the first word that is not an option); the top level takes no values."""
+    for a in argv:
+        if a == "--":
+            return None
+        if not a.startswith("-"):
+            return a
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with ``command``, only the area that registers it (every area if none does)."""
     parser = _Parser(
         prog="agent-supervisor",
         description="Supervise long-running AI agents, and inspect, replay and roll back their runs.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for area in (supervise_cmds, ops_cmds, tui_cmds, inspect_cmds, replay_cmds, export_cmds):
-        area.register(sub)
+    areas = [name for name, commands in AREAS.items() if command in commands] or list(AREAS)
+    for name in areas:
+        importlib.import_module(f"{__package__}.{name}").register(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(command_of(sys.argv[1:] if argv is None else argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

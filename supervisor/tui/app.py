@@ -161,10 +161,14 @@ class SupervisorApp(App[int]):
             [(0, "-narrow"), (WIDE_COLUMNS, "-wide")] if layout == "auto" else [(0, "-wide" if layout == "side" else "-narrow")]
         )
         if self.is_running:
-            wide = layout == "side" or (layout == "auto" and self.size.width >= WIDE_COLUMNS)
+            wide = self._is_wide()
             for screen in self.screen_stack:
                 screen.set_class(wide, "-wide")
                 screen.set_class(not wide, "-narrow")
+
+    def _is_wide(self) -> bool:
+        layout = self.settings.layout
+        return layout == "side" or (layout == "auto" and self.size.width >= WIDE_COLUMNS)
 
     def action_cycle_layout(self) -> None:
         """auto (side by side from 160 columns) → side by side → stacked."""
@@ -187,10 +191,15 @@ class SupervisorApp(App[int]):
         from .dashboard import DashboardScreen
         from .runs_screen import RunsScreen
 
+        screen: Screen[Any]
         if self.path.is_dir() and is_runs_root(self.path) and not self.replay:
-            self.push_screen(RunsScreen(self.path))
+            screen = RunsScreen(self.path)
         else:
-            self.push_screen(DashboardScreen(self.path, replay=self.replay))
+            screen = DashboardScreen(self.path, replay=self.replay)
+        # the layout class the first resize would set, set now: styles are computed once, not twice
+        wide = self._is_wide()
+        screen.add_class("-wide" if wide else "-narrow")
+        self.push_screen(screen)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """Every key of the current screen is also a command in the palette (ctrl+p)."""

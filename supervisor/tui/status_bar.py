@@ -197,13 +197,14 @@ class StatusBar(Static):
             status=status, run_id=run_id, records=records, steps=steps, checkpoints=checkpoints, follow=follow,
             replay_now=replay_now, indexing=indexing, deleted=deleted, problems=problems, usage=usage,
         )
-        room = (self.size.width - 2) if self.size.width else 10_000
-        t = self._line(room, wide=True) or self._line(room, wide=False, drop=True)
+        room = self.size.width or 10_000  # the content width (the padding is outside it)
+        # long labels, leaving out the least important figures first; short labels only if that is not enough
+        t = self._line(room, wide=True, drop_below=5) or self._line(room, wide=False, drop_below=99)
         self.update(t or "")
 
-    def _line(self, room: int, *, wide: bool, drop: bool = False) -> Text | None:
-        """The line with long labels (``wide``) or short ones; ``None`` if it does not fit and ``drop`` is off,
-        else the least important parts left out until it fits."""
+    def _line(self, room: int, *, wide: bool, drop_below: int) -> Text | None:
+        """The line with long labels (``wide``) or short ones, the least important parts (priority under
+        ``drop_below``) left out until it fits; ``None`` if it still does not."""
         assert self._last is not None
         a = self._last
         status: RunStatus = a["status"]
@@ -275,10 +276,10 @@ class StatusBar(Static):
             return sum(len(t) for _, ps in keep for t, _ in ps) + len(sep) * (len(keep) - 1)
 
         keep = list(items)
-        if length(keep) > room and not drop:
-            return None
         while length(keep) > room and len(keep) > 1:
             lowest = min(p for p, _ in keep)
+            if lowest >= drop_below:
+                return None
             idx = max(i for i, (p, _) in enumerate(keep) if p == lowest)  # the rightmost of the least important
             del keep[idx]
         t = Text(no_wrap=True, overflow="ellipsis")

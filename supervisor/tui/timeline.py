@@ -269,6 +269,8 @@ class TimelineView(ScrollView, can_focus=True):
 
     def on_resize(self, event: events.Resize) -> None:
         self.virtual_size = Size(event.size.width, self.model.rows)
+        # at once: the first frame shows the cursor's rows (the end), not the top then the end a frame later
+        self._scroll_to_cursor()
         self.call_after_refresh(self._scroll_to_cursor)
 
     # ------------------------------------------------------------------ cursor
@@ -502,7 +504,7 @@ class TimelineView(ScrollView, can_focus=True):
         dur_s = _dur(rec.get("dur_ms"))
         segs = [Segment(head), Segment(f"{self._time_cell(rec.get('ts')):12} ", self._fg("timeline--muted"))]
         segs.append(Segment(f"{label:10} ", style))
-        segs.append(Segment(f"{name[:nw]:{nw}} ", style))
+        segs.append(Segment(f"{name if len(name) <= nw else name[: nw - 1] + '…':{nw}} ", style))
         segs.append(Segment(f"{dur_s:>7} "))
         usage = self._usage_cells(rec) if kind in (Kind.STEP, Kind.BEGIN) else ""
         if self.usage_seen and self._usage_column:
