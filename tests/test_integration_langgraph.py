@@ -406,6 +406,23 @@ def test_interrupt_in_a_tool_is_not_a_failed_step(tmp_path: Path) -> None:
     assert [(s["call"]["tool"], "error" in s) for s in steps] == [("send", False)]
 
 
+def test_wrapping_mistakes_and_plain_functions(tmp_path: Path) -> None:
+    from supervisor.integrations.langgraph import journaled_tools
+
+    def double(n: int) -> int:
+        """Double a number."""
+        return 2 * n
+
+    with Run.open(tmp_path / "run") as run:
+        model = sample.CountingFakeModel(responses=[sample.SCRIPT[2]])
+        with pytest.raises(TypeError, match=r"wraps a chat model \(a BaseChatModel\), not a \w*Binding"):
+            JournaledChatModel(model.bind(stop=["x"]), run)  # type: ignore[arg-type]
+        (wrapped,) = journaled_tools([double], run)
+        out = wrapped.invoke({"name": "double", "args": {"n": 21}, "id": "c", "type": "tool_call"})  # as ToolNode calls it
+        assert out.content == "42" and out.tool_call_id == "c" and run.executed[-1] == "tool:double#c"
+        assert wrapped.invoke({"n": 4}) == 8 and run.executed[-1] == "tool:double"  # called by hand: no call id
+
+
 def test_missing_framework_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "supervisor.integrations.langgraph")
     monkeypatch.setitem(sys.modules, "langgraph.checkpoint.base", None)  # as if LangGraph were not installed

@@ -36,7 +36,7 @@ import math
 import os
 import random
 import threading
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +52,7 @@ try:
     from langchain_core.outputs import ChatGeneration, ChatResult
     from langchain_core.runnables import RunnableBinding, RunnableConfig, ensure_config
     from langchain_core.tools import BaseTool
+    from langchain_core.tools import tool as create_tool
     from langgraph.checkpoint.base import (
         WRITES_IDX_MAP,
         BaseCheckpointSaver,
@@ -616,6 +617,11 @@ class JournaledChatModel(BaseChatModel):
     supervisor_run: Any
 
     def __init__(self, chat_model: BaseChatModel, run: Any, **kwargs: Any) -> None:
+        if not isinstance(chat_model, BaseChatModel):
+            raise TypeError(
+                f"JournaledChatModel wraps a chat model (a BaseChatModel), not a {type(chat_model).__name__}: wrap the "
+                "model, then bind: JournaledChatModel(model, run).bind_tools(tools)"
+            )
         super().__init__(chat_model=chat_model, supervisor_run=run, **kwargs)  # type: ignore[call-arg]
         _keyed(run)
 
@@ -635,9 +641,9 @@ class JournaledChatModel(BaseChatModel):
         bound = self.chat_model.bind_tools(tools, **kwargs)
         if not isinstance(bound, RunnableBinding) or bound.bound is not self.chat_model:
             raise TypeError(
-                f"{type(self.chat_model).__name__}.bind_tools returned {type(bound).__name__}, not a binding of the "
-                "model: bind the tools to the model first, then wrap it: JournaledChatModel(model.bind_tools(...), run) "
-                "is not supported either; call JournaledChatModel(model, run).bind_tools(tools)"
+                f"{type(self.chat_model).__name__}.bind_tools returned a {type(bound).__name__}, not the model bound "
+                "to keyword arguments: JournaledChatModel cannot bind its tools; journal the calls another way "
+                "(wrap a model whose bind_tools returns model.bind(...))"
             )
         return self.bind(**bound.kwargs)
 
@@ -797,6 +803,7 @@ class JournaledTool(BaseTool):
         return self.tool.invoke(kwargs if kwargs else (args[0] if args else {}))
 
 
-def journaled_tools(tools: Sequence[BaseTool], run: Any) -> list[JournaledTool]:
-    """Each tool wrapped as a :class:`JournaledTool` (give the list to ``ToolNode``)."""
-    return [JournaledTool(t, run) for t in tools]
+def journaled_tools(tools: Sequence[BaseTool | Callable[..., Any]], run: Any) -> list[JournaledTool]:
+    """Each tool wrapped as a :class:`JournaledTool` (give the list to ``ToolNode``); a plain function is made a tool
+    first, as ``ToolNode`` does."""
+    return [JournaledTool(t if isinstance(t, BaseTool) else create_tool(t), run) for t in tools]
