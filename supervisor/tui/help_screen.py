@@ -20,7 +20,7 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
             ("g / G / Home / End", "first / last row (G turns follow on)"),
             ("f", "follow new records on / off (off when you move up, as tail -f and lnav)"),
             (":", "go to a seq (negative counts from the end) or a checkpoint name"),
-            ("e / E", "next / previous error"),
+            ("e / E", "next / previous error: a failed step, or a crash, hang or give-up of the supervisor"),
             ("!", "first error"),
             ("] / [", "next / previous checkpoint"),
             ("a", "begin rows on / off: by default a step's begin folds into its step's row (one row per step; "
@@ -29,10 +29,24 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         ],
     ),
     (
-        "Search",
+        "Search and filter",
         [
             ("/", "search the raw JSON of every record (smart case)"),
             ("n / N", "next / previous match, with wrap-around"),
+            ("&", "filter: show only the rows that pass every term: a text (smart case; \"two words\" quoted), "
+                  "kind:step,checkpoint (event: supervisor rows, bad: damaged lines), step:search:* (a glob), errors; "
+                  "!term filters out. & again edits it"),
+            ("Esc", "clear the filter (q too, while a filter is on)"),
+        ],
+    ),
+    (
+        "Bookmarks, copy, export",
+        [
+            ("B", "bookmark the row, or remove its bookmark (several rows may be)"),
+            ("u / U", "next / previous bookmark, with wrap-around"),
+            ("y", "copy the row's record (its JSON line) to the clipboard (OSC 52; in tmux: set-clipboard on)"),
+            ("Y", "copy the value: on the State tab the state, else the step's output (or error)"),
+            ("w", "write rows to a JSONL file (asks for the path): the filtered rows, else the bookmarked, else the selected"),
         ],
     ),
     (
@@ -50,6 +64,7 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
             ("F", "fork the run at the selected record into a new run directory"),
             ("R", "restart the agent (live only)"),
             ("X", "stop the agent (live only)"),
+            ("S", "start 'supervise' again on a stopped or failed run, with the command run.json records"),
         ],
     ),
     (
