@@ -407,6 +407,8 @@ def test_interrupt_in_a_tool_is_not_a_failed_step(tmp_path: Path) -> None:
 
 
 def test_wrapping_mistakes_and_plain_functions(tmp_path: Path) -> None:
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
     from supervisor.integrations.langgraph import journaled_tools
 
     def double(n: int) -> int:
@@ -421,6 +423,20 @@ def test_wrapping_mistakes_and_plain_functions(tmp_path: Path) -> None:
         out = wrapped.invoke({"name": "double", "args": {"n": 21}, "id": "c", "type": "tool_call"})  # as ToolNode calls it
         assert out.content == "42" and out.tool_call_id == "c" and run.executed[-1] == "tool:double#c"
         assert wrapped.invoke({"n": 4}) == 8 and run.executed[-1] == "tool:double"  # called by hand: no call id
+
+        seen: list[Any] = []
+
+        class ToolingModel(sample.CountingFakeModel):
+            def bind_tools(self, tools: Any, **kw: Any) -> Any:  # as provider models do: the model bound to kwargs
+                return self.bind(tools=[convert_to_openai_tool(t) for t in tools], **kw)
+
+            def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> Any:
+                seen.append(kw)
+                return super()._generate(messages, stop=stop, run_manager=run_manager, **kw)
+
+        bound = JournaledChatModel(ToolingModel(responses=[sample.SCRIPT[2]]), run).bind_tools([double])
+        assert bound.invoke("hi").content == sample.SCRIPT[2].content and run.executed[-1].startswith("model:")
+        assert seen[0]["tools"][0]["function"]["name"] == "double"  # the wrapped model got its tools
 
 
 def test_missing_framework_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
