@@ -91,6 +91,10 @@ def _args_preview(inputs: Any, width: int = 120) -> str:
     return _pv(inputs, width)
 
 
+PREVIEW_CHARS = 320
+"""A row's preview of an output or arguments: long enough for a 320-column terminal."""
+
+
 def _pv(value: Any, width: int = 120) -> str:
     """``records.preview`` that cuts a long string before working on it (a 50 MB output renders fast)."""
     if isinstance(value, str) and len(value) > width * 2:
@@ -425,7 +429,8 @@ class TimelineView(ScrollView, can_focus=True):
             if len(self._previews) > 4096:
                 self._previews.clear()
             value = rec.get(key)
-            text = self._previews[k] = _args_preview(value) if key == "inputs" else _pv(value)
+            # as wide as the widest timeline (320 columns): the strip is cut to the widget's width anyway
+            text = self._previews[k] = _args_preview(value, PREVIEW_CHARS) if key == "inputs" else _pv(value, PREVIEW_CHARS)
         return text
 
     def _record_segments(self, seq: int) -> list[Segment]:

@@ -12,8 +12,9 @@ from supervisor.tui.app import SupervisorApp, make_app
 DATA = Path(__file__).parent / "data"
 
 
-def sample_app(name: str = "rolled_back_run", *, replay: bool = False) -> SupervisorApp:
-    """``make_app`` on a private copy of a recorded run (snapshot tests must not change the data)."""
+def sample_app(name: str = "rolled_back_run", *, replay: bool = False, theme: str = "") -> SupervisorApp:
+    """``make_app`` on a private copy of a recorded run (snapshot tests must not change the data), with
+    settings of its own (the defaults, or ``theme``), never the user's settings.json."""
     tmp = Path(tempfile.mkdtemp(prefix="snap-"))
     atexit.register(shutil.rmtree, tmp, True)
     src = DATA / name
@@ -23,4 +24,7 @@ def sample_app(name: str = "rolled_back_run", *, replay: bool = False) -> Superv
     else:
         target = tmp / src.name
         shutil.copy(src, target)
-    return make_app(target, replay=replay)
+    app = make_app(target, replay=replay, settings_path=tmp / "settings.json")
+    if theme:
+        app.theme = theme
+    return app

@@ -118,3 +118,28 @@ async def test_every_text_colour_meets_aa(theme: str, rolled_back_run: Path, tmp
         await pilot.press("right_square_bracket", "j")
         await _check(app, pilot, "replay (future rows)", problems)
     assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("theme", [DARK, LIGHT])
+async def test_model_and_tool_rows_meet_aa(theme: str, tmp_path: Path) -> None:
+    """Model and tool rows, the token and cost columns, the run's totals, a traceback shown as code."""
+    import shutil
+
+    from supervisor.tui.status_bar import StatusBar
+
+    from .conftest import DATA
+
+    run = tmp_path / "model_run"
+    shutil.copytree(DATA / "model_run", run)
+    problems: list[str] = []
+    app = make_app(run, settings_path=tmp_path / "settings.json")
+    app.theme = theme
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: settled(app), what="the dashboard to settle")
+        bar = app.screen.query_one(StatusBar)
+        await until(pilot, lambda: bar.usage is not None and bar.usage.cost is not None, what="the run's totals")
+        await _check(app, pilot, "model run", problems)
+        await pilot.press("colon", "9", "enter")
+        await until(pilot, lambda: settled(app), what="the failed tool call")
+        await _check(app, pilot, "traceback", problems)
+    assert not problems, "\n".join(problems)
