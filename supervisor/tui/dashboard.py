@@ -783,7 +783,8 @@ class DashboardScreen(Screen[None]):
             bar.remove_class("-active")
             bar.update("")
             return
-        rows = f"{self.model.rows} rows" if self.model.filter is run.flt else ""
+        n = self.model.rows
+        rows = f"{n} row{'s' if n != 1 else ''}" if self.model.filter is run.flt else ""
         parts = [f"filter: {run.flt.describe()}", rows, extra, "& edits, Esc clears"]
         bar.update(Text(" · ".join(p for p in parts if p)))
         bar.add_class("-active")

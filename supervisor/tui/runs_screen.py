@@ -22,11 +22,11 @@ class RunsScreen(Screen[None]):
     """One row per run; refreshed every two seconds while open."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "open", "Open", show=True),
-        Binding("j", "cursor(1)", "Down", show=False),
-        Binding("k", "cursor(-1)", "Up", show=False),
-        Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("q,escape", "app.quit", "Quit"),
+        Binding("enter", "open", "Open", show=True, tooltip="Open the selected run's dashboard"),
+        Binding("j", "cursor(1)", "Down", show=False, tooltip="Select the next run"),
+        Binding("k", "cursor(-1)", "Up", show=False, tooltip="Select the previous run"),
+        Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key, grouped"),
+        Binding("q,escape", "app.quit", "Quit", tooltip="Leave agent-supervisor"),
     ]
 
     DEFAULT_CSS = """
