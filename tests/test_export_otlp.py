@@ -27,7 +27,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from supervisor.core import rundir
-from supervisor.core.events import EVENTS, read_events
+from supervisor.core.events import read_events
 from supervisor.core.journal import JournalReader
 from supervisor.export.otlp import span_id, trace_id
 
@@ -478,10 +478,7 @@ def test_supervise_export_failure_is_reported_once_never_fatal(tmp_path: Path) -
     assert len(bad.headers) >= 2  # the export went on after the failure (the last batch, the root)
     assert err.count("could not export spans to") == 1 and "400" in err
     events = [e for e in read_events(run) if e.get("event") == "export-error"]
-    if "export-error" in EVENTS:
-        assert len(events) == 1 and "400" in events[0]["error"] and events[0]["endpoint"] == f"{bad.url}/v1/traces"
-    else:  # until core/events.py lists the event, the supervisor says it on stderr only (checked above)
-        assert events == []
+    assert len(events) == 1 and "400" in events[0]["error"] and events[0]["endpoint"] == f"{bad.url}/v1/traces"
     assert rundir.read_run_json(run)["status"] == "succeeded"
 
 

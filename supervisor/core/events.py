@@ -34,6 +34,7 @@ EVENTS = frozenset(
         "pause",
         "resume",
         "resource-error",
+        "export-error",
     }
 )
 

@@ -266,8 +266,7 @@ class Supervisor:
         assert self.otlp is not None
         for fields in self.otlp.take_reports():
             self.say(f"could not export spans to {fields.get('endpoint')}: {fields.get('error')}; the run goes on")
-            if "export-error" in EVENTS:
-                self.emit("export-error", **fields)
+            self.emit("export-error", **fields)
 
     def _run_json(self, **changes: Any) -> None:
         """Change ``run.json`` off the loop (the persister thread); on a full disk it is retried."""
