@@ -212,3 +212,25 @@ def test_a_pipe_reader_that_does_not_read_cannot_stall_the_supervisor(tmp_path: 
     log = (run_dir / "agent.log").read_text()
     assert log.count("[1:stdout] line ") == 40000  # the file has everything
     assert out.startswith(b"line 000000 ") and len(out) > 64 * 1024  # the held output reached the reader
+
+
+@pytest.mark.timeout(60)
+def test_a_run_begun_without_a_supervisor_goes_on_numbering_its_attempts(tmp_path: Path) -> None:
+    """The agent ran twice by hand (attempts 1 and 2 in the journal's start records); supervised next,
+    its attempt is 3, not 1 again: attempt numbers stay unique in the journal and in the exports."""
+    import subprocess
+
+    from .conftest import clean_env
+
+    run_dir = tmp_path / "run"
+    first = subprocess.run(research("--run-dir", str(run_dir), "--crash-in", "search:q2"),
+                           env=clean_env(), capture_output=True, text=True, timeout=30, check=False)
+    assert first.returncode == 1, first.stderr
+    second = subprocess.run(research("--run-dir", str(run_dir)), env=clean_env(), capture_output=True, text=True,
+                            timeout=30, check=False)
+    assert second.returncode == 0, second.stderr
+    with Supervised(run_dir, research("--run-dir", str(run_dir)), "-q") as sup:
+        assert sup.wait(45) == 0, sup.stderr()
+    assert [s["attempt"] for s in sup.events("spawn")] == [3]
+    starts = [r["attempt"] for r in map(orjson.loads, (run_dir / "journal.jsonl").read_bytes().splitlines()) if r["kind"] == "start"]
+    assert starts == [1, 2, 3]

@@ -383,8 +383,13 @@ class Supervisor:
                 self.run_dir, redact=self.redactor, max_bytes=self.opts.log_max_bytes, keep=self.opts.log_keep, tee=self.opts.tee
             )
             # one read of the journal at the start (the resume view: steps stay unparsed), then read_new
-            self.fold.extend(self.reader.load(lazy=True))
+            loaded = self.reader.load(lazy=True)
+            self.fold.extend(loaded)
             self.records = self.reader.end_seq
+            # a run begun without a supervisor numbered its attempts in the journal's start records: go on from them
+            started = [e.get("attempt") for e in loaded if isinstance(e, dict) and e.get("kind") == Kind.START]
+            self.attempt_no = max([self.attempt_no] + [a for a in started if isinstance(a, int)])
+            del loaded
             self.server = ControlServer(self.run_dir, self.sel, ControlCommands(self).handle,
                                         on_error=self.resource_error)
             # the agent's tree in a cgroup of its own where Linux lets us (else: group, session, subreaper)
