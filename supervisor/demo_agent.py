@@ -62,6 +62,10 @@ class Ledger:
         return n
 
 
+FAKE_MODEL, FAKE_PROVIDER = "gpt-4o-mini", "openai"
+"""The name the fake model's usage is recorded under (it is priced as that model; nothing is called)."""
+
+
 def fake_model(prompt: str) -> str:
     """A deterministic 'model': the same prompt always gives the same answer."""
     digest = hashlib.sha256(prompt.encode()).hexdigest()
@@ -109,7 +113,10 @@ def main(argv: list[str] | None = None) -> int:
         def model(step: str, prompt: str) -> str:
             misbehave(step)
             ledger.add("model", step, key=run.key)
-            return fake_model(prompt)
+            answer = fake_model(prompt)
+            # the fake model reports its usage as a small hosted model would, so the dashboard shows tokens and cost
+            run.usage(model=FAKE_MODEL, provider=FAKE_PROVIDER, input_tokens=40 * len(prompt.split()), output_tokens=350)
+            return answer
 
         def search(step: str, query: str) -> list[dict[str, str]]:
             misbehave(step)
@@ -121,19 +128,21 @@ def main(argv: list[str] | None = None) -> int:
             ledger.add("work", step, key=run.key)
             return i * i
 
-        plan_text = run.step("plan", model, "plan", f"plan research on {args.task}")
+        as_model = run.with_options(call={"kind": "model", "model": FAKE_MODEL, "provider": FAKE_PROVIDER})
+        plan_text = as_model.step("plan", model, "plan", f"plan research on {args.task}")
         run.state["plan"] = plan_text
         run.state["queries"] = ["q1", "q2"]
         run.checkpoint("plan-done")
         run.state["findings"] = []
         for q in run.state["queries"]:
-            hits = run.step(f"search:{q}", search, f"search:{q}", f"{args.task} {q}")
+            as_tool = run.with_options(call={"kind": "tool", "tool": "search"})
+            hits = as_tool.step(f"search:{q}", search, f"search:{q}", f"{args.task} {q}")
             run.state["findings"].append(hits[0]["title"])
         for i in range(args.steps):
             run.state["work_total"] = run.state.get("work_total", 0) + run.step(f"work:{i}", work, f"work:{i}", i)
         run.checkpoint("research-done")
         strategy = "fallback" if run.rollbacks else "default"
-        summary = run.step("summarize", model, "summarize", f"[{strategy}] summarize {run.state['findings']}")
+        summary = as_model.step("summarize", model, "summarize", f"[{strategy}] summarize {run.state['findings']}")
         run.state["summary"] = summary
         report = run.step("write_report", lambda s: f"# Report on {args.task}\n\n{s}\n", summary)
         if not run.replay_mode:  # a replay (agent-supervisor replay --verify/--live) writes nothing in the run dir
