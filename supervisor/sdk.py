@@ -68,6 +68,8 @@ _STEP: str = Kind.STEP.value
 _OUT_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
 _ON_CHANGED = ("warn", "error", "rerun")
 _EMPTY_HASH = inputs_hash({})
+_MISS: Any = object()  # _serve_next: not served on the fast path
+_loads = orjson.loads
 
 
 class _Opts:
@@ -960,6 +962,10 @@ class Run:
             if not self._fast:
                 s = self._session
                 t = self._table
+                if s is None and t is None and not self._overlap:
+                    out = self._serve_next(pos, name, fn, args, kwargs, opts)
+                    if out is not _MISS:
+                        return out
                 left = bool(t) if t is not None else self._next < len(self._steps)
                 rec = self._lookup(pos, k, name, s) if left else None
                 if s is not None:
@@ -1001,6 +1007,60 @@ class Run:
             raise
         self._inflight += 1
         return _Call(pos, name, inputs, f"{self._key_prefix}{pos}", None, k, opts.call)
+
+    def _serve_next(
+        self, pos: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts
+    ) -> Any:
+        """A sequential resume's served step, in one pass: the recorded step at ``pos`` if it is this call's, with
+        the same inputs as JSON, as :meth:`_lookup`, :meth:`_same_inputs` and :meth:`_served` would serve it.
+
+        Anything else (another name, changed inputs, a parsed or damaged line) is :data:`_MISS`, with nothing
+        changed: the general path then decides. A million served steps go through here.
+        """
+        i = self._next
+        steps = self._steps
+        if i >= len(steps):
+            return _MISS
+        e: Any = steps[i]
+        if type(e) is not LazyRecord or self._fold.damaged:
+            return _MISS
+        try:
+            rec: Record = _loads(e.src[e.start : e.end])
+        except orjson.JSONDecodeError:
+            return _MISS
+        rpos = rec.get("pos")
+        if (rpos if type(rpos) is int else e.pos) != pos or rec.get("step") != name:
+            return _MISS
+        cur: dict[str, Any] = {}
+        if args:
+            cur["args"] = list(args)
+        if kwargs:
+            cur["kwargs"] = kwargs
+        recorded = rec.get("inputs")
+        if recorded != cur and not (recorded is None and not cur):
+            return _MISS
+        seq = e.seq
+        if rec.get("seq") != seq or "ts" not in rec:
+            normalize(rec, seq)
+        rec["pos"] = e.pos
+        self._next = i + 1
+        if not i & _RELEASE_EVERY:
+            self._release_served(i)
+        names = self.replayed
+        names._count += 1
+        names._last.append(name)
+        if not self._live and seq > self._cursor.seq:
+            self._replay_state(seq, rec)
+        out = rec.get("output")
+        otype = rec.get("output_type")
+        hint = opts.returns
+        if hint is None:
+            ann = getattr(fn, "__annotations__", None)
+            if (ann and "return" in ann) or isinstance(fn, functools.partial):
+                hint = self._hint(fn)
+        if otype is not None or hint is not None:
+            out = _codec().decode(out, otype, hint)
+        return out
 
     def _give_back(self, pos: int, name: str) -> None:
         """A call that failed and is the latest gives its position and its count back: a sequential agent's

@@ -1,0 +1,151 @@
+"""Benchmark of resume (not a test: prints figures, asserts nothing): issue 15's SDK rows, each beside its floor.
+
+    .venv/bin/python tests/bench_resume.py [--big 1000000] [--rounds 3] [--skip-big]
+
+- crash -> first new step: a fresh agent process (interpreter start, imports, ``Run.open``, every
+  journaled step served, then one new step committed), timed from the parent's spawn to the new
+  step's line on stdout, with 1, 10,000 and 100,000 steps journaled (targets: 100,000 <= 0.5 s;
+  10,000 <= 1.5x the 1-step figure). Its floor: the same process with 1 step journaled.
+- resume of ``--big`` steps (default 1,000,000) to the first new step, against an orjson scan of the
+  same journal (read every file, ``orjson.loads`` every line; target <= 1.0x), with the agent's peak RSS.
+
+The journals are written as the SDK writes them (a ``begin`` and a ``step`` record per step, the
+``start`` record of the attempt first; sealed every 64 MiB). The median of ``--rounds`` is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+
+AGENT = """
+import sys
+from supervisor import Run
+n = int(sys.argv[2])
+with Run.open(sys.argv[1]) as run:
+    for i in range(n):
+        run.step(f"search:q{i}", lambda q: None, f"query number {i}")
+    run.step("new", lambda: "first new step")
+    hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+    print("first new step", len(run.replayed), hwm // 1024, flush=True)
+"""
+
+ORJSON_SCAN = """
+import glob, sys, time, orjson
+t0 = time.perf_counter()
+n = 0
+for path in sorted(glob.glob(sys.argv[1] + "/journal.0*.jsonl")) + [sys.argv[1] + "/journal.jsonl"]:
+    with open(path, "rb") as f:
+        for line in f:
+            orjson.loads(line)
+            n += 1
+print(time.perf_counter() - t0, n)
+"""
+
+
+def make_journal(run_dir: Path, steps: int) -> None:
+    """``steps`` steps as the SDK writes them, fast: a start record, then a begin and a step record each."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "run.json").write_bytes(orjson.dumps({"id": run_dir.name, "format": 1}))
+    seq, segment = 0, 0
+    f = open(run_dir / "journal.jsonl", "wb")
+    buf = [orjson.dumps({"kind": "start", "seq": 0, "id": "a1b2c3d40", "ts": "2026-11-29T18:30:12.000Z", "attempt": 1,
+                         "pid": 1, "resume": False, "replayable_steps": 0, "numbering": "name-k", "argv": ["agent.py"]})]
+    seq = 1
+    for i in range(steps):
+        name = f"search:q{i}"
+        ts = "2026-11-29T18:30:12.%03dZ" % (i % 1000)
+        inputs = {"args": [f"query number {i}"]}
+        buf.append(orjson.dumps({"kind": "begin", "step": name, "pos": i, "attempt": 1, "inputs": inputs,
+                                 "seq": seq, "id": f"a1b2c3d4{seq:x}", "ts": ts}))
+        seq += 1
+        buf.append(orjson.dumps({
+            "kind": "step", "step": name, "pos": i, "attempt": 1, "inputs": inputs, "inputs_hash": "0" * 16,
+            "output": None, "dur_ms": 0.004, "key": f"{run_dir.name}:{i}", "seq": seq, "id": f"a1b2c3d4{seq:x}", "ts": ts,
+        }))
+        seq += 1
+        if len(buf) >= 50_000:
+            f.write(b"\n".join(buf) + b"\n")
+            buf = []
+            if f.tell() >= 64 << 20:
+                f.close()
+                segment += 1
+                os.rename(run_dir / "journal.jsonl", run_dir / f"journal.{segment:06d}.jsonl")
+                f = open(run_dir / "journal.jsonl", "wb")
+    if buf:
+        f.write(b"\n".join(buf) + b"\n")
+    f.close()
+
+
+def first_new_step(base: Path, steps: int) -> tuple[float, int]:
+    """Seconds from spawn to the first new step of an agent resuming ``steps`` steps, and its peak RSS in MiB."""
+    run_dir = base / f"copy-{steps}"
+    shutil.copytree(base / f"run-{steps}", run_dir)  # a resume appends: each round starts from the same journal
+    try:
+        t0 = time.perf_counter()
+        p = subprocess.Popen([sys.executable, "-c", AGENT, str(run_dir), str(steps)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        assert p.stdout is not None
+        line = p.stdout.readline()
+        t = time.perf_counter() - t0
+        p.wait()
+        words = line.split()
+        assert words[:3] == ["first", "new", "step"] and int(words[3]) == steps, line
+        return t, int(words[4])
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--big", type=int, default=1_000_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--skip-big", action="store_true")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-resume-", dir=os.environ.get("BENCH_DIR")))
+    try:
+        sizes = [1, 10_000, 100_000]
+        for n in sizes:
+            make_journal(tmp / f"run-{n}", n)
+        times: dict[int, list[float]] = {n: [] for n in sizes}
+        rss: dict[int, int] = {}
+        for _ in range(args.rounds):  # interleaved: the machine is shared and noisy
+            for n in sizes:
+                t, mb = first_new_step(tmp, n)
+                times[n].append(t)
+                rss[n] = mb
+        one = median(times[1])
+        print(f"crash -> first new step (a fresh agent process; median of {args.rounds} interleaved rounds):")
+        print(f"  1 step journaled        {one:.3f} s  peak RSS {rss[1]} MiB  (the floor: interpreter, imports, Run.open)")
+        t10 = median(times[10_000])
+        print(f"  10,000 steps journaled  {t10:.3f} s  peak RSS {rss[10_000]} MiB  {t10 / one:.2f}x the 1-step figure (target <= 1.5x)")
+        t100 = median(times[100_000])
+        print(f"  100,000 steps journaled {t100:.3f} s  peak RSS {rss[100_000]} MiB  (target <= 0.5 s)")
+        if not args.skip_big:
+            big = args.big
+            make_journal(tmp / f"run-{big}", big)
+            size = sum(p.stat().st_size for p in (tmp / f"run-{big}").glob("journal*.jsonl"))
+            t, mb = first_new_step(tmp, big)
+            out = subprocess.run([sys.executable, "-c", ORJSON_SCAN, str(tmp / f"run-{big}")], capture_output=True, text=True, check=True)
+            scan = float(out.stdout.split()[0])
+            print(f"resume {big:,} steps ({2 * big + 1:,} records, {size / 1e6:.0f} MB) to the first new step:")
+            print(f"  agent process {t:.2f} s, peak RSS {mb} MiB; orjson scan of the same files {scan:.2f} s: {t / scan:.2f}x (target <= 1.0x)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
