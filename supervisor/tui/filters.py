@@ -175,29 +175,88 @@ def parse_filter(text: str) -> RowFilter:
     return RowFilter(text.strip(), tuple(terms))
 
 
+@dataclass(frozen=True, slots=True)
+class _Needle:
+    """A text every passing line holds: ``term`` (its index) is decided by it (``at_start``: found at the line's start)."""
+
+    text: bytes
+    fold: bool
+    term: int
+    at_start: bool = False
+
+
+def _needles(flt: RowFilter, data: bytes, lines: int) -> list[_Needle]:
+    """Texts every passing line of ``data`` must hold, one per positive term that has one."""
+    out: list[_Needle] = []
+    writer: bool | None = None
+    for k, t in enumerate(flt.terms):
+        if t.negate:
+            continue
+        if t.what == "text":
+            out.append(_Needle(t.needle, t.fold, k))
+        elif t.what == "errors":
+            out.append(_Needle(b'"error"', False, -1))  # a hint only: the record says whether it failed
+        elif t.what == "kind" and len(t.kinds) == 1 and next(iter(t.kinds)) not in ("event", "bad"):
+            if writer is None:  # every line says its kind first (another writer's lines may not)
+                writer = data.startswith(_WRITER) and data.count(b"\n" + _WRITER) == lines - 1
+            if writer:
+                out.append(_Needle(_WRITER + next(iter(t.kinds)).encode() + b'"', False, k, at_start=True))
+        elif t.what == "step":
+            literal = re.split(r"[*?\[]", t.value, maxsplit=1)[0]
+            if literal:
+                out.append(_Needle(orjson.dumps(literal)[1:-1], False, -1))
+    return out
+
+
 def filter_lines(flt: RowFilter, data: bytes, first_seq: int, out: list[int]) -> int:
-    """Append the seqs of the lines of ``data`` (whole lines, the first at ``first_seq``) that pass; the line count."""
-    lines = split_lines(data)
-    only_text = all(t.what == "text" and not t.negate for t in flt.terms)
-    if only_text:
-        # C speed: only the lines that hold the first term's text are looked at
-        t = flt.terms[0]
-        hay = data.lower() if t.fold else data
-        i = hay.find(t.needle)
-        seq, pos = first_seq, 0
-        while i >= 0:
-            start = hay.rfind(b"\n", 0, i) + 1
-            seq += hay.count(b"\n", pos, start)
-            end = hay.find(b"\n", i)
-            if flt.match_line(data[start:end]):
-                out.append(seq)
-            pos = end + 1
-            seq += 1
-            i = hay.find(t.needle, pos)
-        return len(lines)
+    """Append the seqs of the lines of ``data`` (whole lines, the first at ``first_seq``) that pass; the line count.
+
+    When a term names a text every passing line must hold (a text, ``"error"``, a writer
+    line's kind, a glob's literal start), only the lines that hold the rarest such text
+    (counted at C speed) are tested."""
+    lines = data.count(b"\n")
+    needles = _needles(flt, data, lines)
     match = flt.match_line
-    out.extend(first_seq + k for k, line in enumerate(lines) if match(line))
-    return len(lines)
+    if not needles:
+        out.extend(first_seq + k for k, line in enumerate(split_lines(data)) if match(line))
+        return lines
+    hays: dict[bool, bytes] = {False: data}
+    best, fewest = needles[0], -1
+    for nd in needles:
+        if nd.fold and True not in hays:
+            hays[True] = data.lower()
+        n = hays[nd.fold].count(nd.text)
+        if fewest < 0 or n < fewest:
+            best, fewest = nd, n
+    hay = hays[best.fold]
+    needle = best.text
+    # the other terms (the needle decides its own): a line that holds a text term's needle passes it
+    rest = RowFilter(flt.text, tuple(t for k, t in enumerate(flt.terms) if k != best.term)) if best.term >= 0 else flt
+    rest_match = rest.match_line if rest.terms else None
+
+    def passes(line: bytes) -> bool:
+        """A line that holds the needle."""
+        if best.at_start and not (line.startswith(needle) and line.endswith(b"}")):
+            return match(line)  # the kind's text inside a value, or a line cut short: the line itself decides
+        return rest_match is None or rest_match(line)
+
+    if fewest * 4 > lines:  # most lines hold it: a test per line beats a find per line
+        split = split_lines(data)
+        low = split_lines(hay) if best.fold else split
+        out.extend(first_seq + k for k, line in enumerate(low) if needle in line and passes(split[k]))
+        return lines
+    i = hay.find(needle)
+    seq, pos = first_seq, 0
+    while i >= 0:
+        start = hay.rfind(b"\n", 0, i) + 1
+        seq += hay.count(b"\n", pos, start)
+        end = hay.find(b"\n", i)
+        if passes(data[start:end]):
+            out.append(seq)
+        pos = end + 1
+        seq += 1
+        i = hay.find(needle, pos)
+    return lines
 
 
 @dataclass

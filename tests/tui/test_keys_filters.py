@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from supervisor.tui.filters import is_error_event, new_pass, parse_filter
+from supervisor.tui.filters import filter_lines, is_error_event, new_pass, parse_filter
 from supervisor.tui.scan import scan_journal
 from supervisor.tui.timeline_model import TimelineModel
 
@@ -142,3 +142,21 @@ def test_a_sparse_filter_reads_only_its_rows(tmp_path: Path) -> None:
     m.set_filter(f, new_pass(f, run).advance()[0])
     m.fetch(5, 19_991)
     assert sorted(m.cache) == [5, 9_000, 19_990]
+
+
+@pytest.mark.parametrize("text", [
+    "kind:step", "kind:checkpoint", "kind:step !errors", "errors", "step:search:*", "step:*q2", "durable",
+    "Durable", '"quoted"', "search !q1", "kind:begin search", "!kind:step", "kind:step,begin", "kind:bad",
+])
+@pytest.mark.parametrize("mix", ["writer", "mixed"])
+def test_needle_paths_agree_with_the_line_by_line_test(text: str, mix: str) -> None:
+    """The C-speed candidates (the rarest needle; sparse finds or a dense per-line test) give what testing every
+    line gives: a kind's text inside a value, a line cut short after its kind, blank lines, another writer's lines."""
+    nested = line(kind="checkpoint", name="c", output={"kind": "step", "note": "durable"})  # {"kind":"step" in a value
+    base = [STEP_OK, STEP_ERR, BEGIN, CHECKPOINT, nested, DAMAGED] * 3 + [STEP_OK] * 30  # dense and sparse needles
+    lines = base if mix == "writer" else base + [MINIMAL, b"", b'not json "error"']
+    data = b"\n".join(lines) + b"\n"
+    f = parse_filter(text)
+    got: list[int] = []
+    assert filter_lines(f, data, 100, got) == len(lines)
+    assert got == [100 + k for k, x in enumerate(lines) if f.match_line(x)]
