@@ -257,7 +257,7 @@ def main() -> int:
 
         def both(s: str) -> bool:
             now = time.perf_counter()
-            if "this help" in s:
+            if "next / previous row" in s:  # the help screen's first key line
                 seen.setdefault("help", now - t_key)
             if f"1 match for '{any_case}'" in s:
                 seen.setdefault("match", now - t_sent)

@@ -220,6 +220,7 @@ class DashboardScreen(Screen[None]):
     @on(Scanned)
     def _adopt_scan(self, message: Scanned) -> None:
         self.model.adopt(message.result)
+        self.query_one(StatusBar).scanned(message.result)  # the run's tokens and cost, in a worker
         self.files_changed()  # what was committed during the scan
         self.timeline.rows_changed()
         self.refresh_status()

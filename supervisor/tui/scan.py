@@ -33,7 +33,7 @@ from ..core.records import (
     is_foreign,
     parse_line,
 )
-from ..core.segments import JournalFile, Region, read_stream, segment_paths
+from ..core.segments import JournalFile, Region, StreamPos, read_stream, segment_paths
 
 __all__ = [
     "CHANGED_INPUTS",
@@ -174,6 +174,10 @@ class ScanResult:
     """A reader indexed in the worker too: the model swaps it in (indexing 290 MB takes a second)."""
     pairs: StepPairs = field(default_factory=StepPairs)
     """The begins paired with their steps so far (a live scan goes on with the model's)."""
+    usage: bool = False
+    """Some line holds ``"usage"`` (a model call's tokens): the status bar sums the run's totals then."""
+    end: StreamPos = field(default_factory=StreamPos)
+    """Where the scan stopped in the journal stream (a reader of what comes next starts there)."""
 
 
 def add_marker(rec: Record, seq: int, markers: list[Marker]) -> bool:
@@ -394,10 +398,12 @@ def scan_positions(regions: list[Region], count: int) -> dict[int, tuple[int, in
 def scan_journal(source: Path, cancelled: Callable[[], bool] | None = None, *, index: bool = True) -> ScanResult:
     """One pass over the raw bytes (count lines, find markers, record regions); then index a reader."""
     res = ScanResult()
-    for c in read_stream(source, chunk=CHUNK):
+    for c in read_stream(source, res.end, chunk=CHUNK):
         c.n_lines = scan_bytes(c.data, res.count, res)
         res.count += c.n_lines
         res.regions.append(c.region)
+        if not res.usage and b'"usage"' in c.data:  # one C-speed look per chunk, while the bytes are here
+            res.usage = True
         if cancelled is not None and cancelled():
             return res
     if index:

@@ -9,9 +9,10 @@ tokens and cost, the mode), never a second line.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.style import Style
 from rich.text import Text
@@ -20,6 +21,10 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from .status import RunStatus, fmt_bytes, fmt_duration
+
+if TYPE_CHECKING:
+    from ..core.segments import StreamPos
+    from .scan import ScanResult
 
 _STATE_CLASS = {
     "running": "status--ok",
@@ -99,48 +104,49 @@ class StatusBar(Static):
     def on_unmount(self) -> None:
         self._usage_wake.set()
 
-    def _start_usage(self) -> None:
-        """Once the journal is indexed (never before the first frame): totals in a worker thread."""
+    def scanned(self, result: ScanResult) -> None:
+        """The journal's scan is done: sum the run's totals in a worker (never before the first frame).
+
+        The scan looked for ``"usage"`` in every chunk it read: a run without it is not parsed
+        for totals at all; the worker then only watches what is appended after the scan's end.
+        """
         if not self._usage_started and self.source is not None:
             self._usage_started = True
-            self.count_usage(self.source)
+            self.count_usage(self.source, result.usage, result.end)
 
     @work(thread=True, exclusive=True, group="usage", exit_on_error=False)
-    def count_usage(self, source: Path) -> None:
+    def count_usage(self, source: Path, found: bool, cursor: StreamPos) -> None:
         """Tokens, cost and saved by resume of the whole run (``core.usage.UsageFold``), then of what is appended.
 
-        A journal without the bytes ``"usage"`` is not parsed at all (one C-speed look per chunk; a
-        million plain steps cost about 0.1 s); the prices (genai-prices, 0.4 s to import) are loaded here,
-        in this thread, only once a record with usage is found.
+        Until a line with ``"usage"`` is found (by the scan, or in the appended bytes: one C-speed look
+        per chunk), nothing is parsed; then one pass folds the whole journal and later rounds fold
+        only new records. The prices (genai-prices, 0.4 s to import) are loaded here, in this thread.
         """
         from ..core.journal import JournalReader
-        from ..core.segments import StreamPos, read_stream
+        from ..core.segments import read_stream
         from ..core.usage import UsageFold
 
         worker = get_current_worker()
-        cursor = StreamPos()
         reader: JournalReader | None = None
         fold: UsageFold | None = None
         shown: UsageTotals | None = None
         while not worker.is_cancelled:
             try:
-                if reader is None:
-                    found = False
-                    for c in read_stream(source, cursor):
+                if reader is None and not found:
+                    for c in read_stream(source, cursor, chunk=1 << 20):  # what was appended since
                         if b'"usage"' in c.data:
                             found = True
                             break
-                    if found:
-                        from ..export import pricing
+                entries: Iterable[Any] = ()
+                if reader is None and found:
+                    from ..export import pricing
 
-                        reader, fold = JournalReader(source), UsageFold(pricing.step_cost)
-                        entries = reader.iter_entries(lazy=True)
-                        pricing.available()  # the import, here: the rows are priced from now on
-                        self.app.call_from_thread(self._prices_loaded)
-                    else:
-                        entries = iter(())
-                else:
-                    entries = iter(reader.read_new())
+                    reader, fold = JournalReader(source), UsageFold(pricing.step_cost)
+                    entries = reader.iter_entries(lazy=True)  # the whole run, from the start
+                    pricing.available()  # the import, here: the rows are priced from now on
+                    self.app.call_from_thread(self._prices_loaded)
+                elif reader is not None:
+                    entries = reader.read_new()
                 if fold is not None:
                     for e in entries:
                         fold.add(e)
@@ -191,8 +197,6 @@ class StatusBar(Static):
         usage: UsageTotals | None = None,
     ) -> None:
         """Redraw from the given figures (cheap: one Text); ``usage`` defaults to this bar's own totals."""
-        if not indexing:
-            self._start_usage()
         self._last = dict(
             status=status, run_id=run_id, records=records, steps=steps, checkpoints=checkpoints, follow=follow,
             replay_now=replay_now, indexing=indexing, deleted=deleted, problems=problems, usage=usage,

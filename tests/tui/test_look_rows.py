@@ -132,3 +132,23 @@ def test_status_bar_figures() -> None:
     assert [fmt_tokens(n) for n in (950, 1234, 123_456, 4_100_000)] == ["950", "1.2k", "123k", "4.1M"]
     assert [fmt_cost(c) for c in (None, 0, 0.0064, 0.0425, 1234.5)] == ["", "$0", "$0.0064", "$0.04", "$1,234"]
     assert UsageTotals().tokens == 0
+
+
+async def test_totals_follow_a_live_run(rolled_back_run: Path) -> None:
+    """A run without usage shows no totals (nothing parsed for them); a model call appended later brings them."""
+    from supervisor.core.journal import JournalWriter
+
+    app = make_app(rolled_back_run)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await until(pilot, lambda: settled(app), what="the dashboard to settle")
+        bar = app.screen.query_one(StatusBar)
+        assert bar._usage_started and bar.usage is None and "tokens" not in str(bar.render())
+        bar.USAGE_POLL_S = 0.05
+        bar._usage_wake.set()  # the worker's next round comes at once
+        with JournalWriter(rolled_back_run, durable=False) as w:
+            w.append({"kind": "step", "step": "model:gpt-4o", "pos": 5, "output": "ok",
+                      "call": {"kind": "model", "model": "gpt-4o", "provider": "openai"},
+                      "usage": [{"model": "gpt-4o", "provider": "openai", "input_tokens": 1000, "output_tokens": 200}]})
+        await until(pilot, lambda: bar.usage is not None, what="the totals of the appended model call")
+        assert bar.usage is not None and (bar.usage.tokens, bar.usage.saved_tokens) == (1200, 0)
+        await until(pilot, lambda: "tokens 1.2k" in str(bar.render()), what="the status bar")
