@@ -895,30 +895,31 @@ class DashboardScreen(Screen[None]):
         self.notify(f"copied {what} ({len(text.encode())} bytes) to the clipboard", timeout=3)
 
     # ------------------------------------------------------------------ export
-    def _export_items(self) -> tuple[list[tuple[str, Any]], str]:
-        """The rows ``w`` writes, in row order, and what they are: the filtered, else the bookmarked, else the selected."""
+    def _export_rows(self) -> tuple[Any, list[tuple[int, dict[str, Any]]], int, str]:
+        """The rows ``w`` writes: the records' seqs, ``(i, event)`` pairs (the event before ``seqs[i]``), how many rows,
+        and what they are: the filtered, else the bookmarked, else the selected. (A copy of the filter's seqs:
+        the worker merges them, the UI thread never walks a million rows.)"""
         m = self.model
         if m.filter is not None:
-            rows: range | list[int] = range(m.rows)
-            what = "filtered row"
-        elif self.bookmarks.keys:
-            rows = self.bookmarks.rows(m)
-            what = "bookmarked row"
-        else:
-            rows = [self.timeline.cursor] if m.rows else []
-            what = "selected row"
-        items: list[tuple[str, Any]] = []
+            seqs = m.filtered_records()
+            events = [(bisect.bisect_left(seqs, m.events[k].before), m.events[k].data) for k in m.filtered_events()]
+            return seqs, events, len(seqs) + len(events), "filtered row"
+        rows = self.bookmarks.rows(m) if self.bookmarks.keys else ([self.timeline.cursor] if m.rows else [])
+        recs: list[int] = []
+        evs: list[tuple[int, dict[str, Any]]] = []
         for r in rows:
             kind, i = m.row_item(r)
-            items.append(("event", m.events[i].data) if kind == "event" else ("rec", i))
-        return items, what
+            if kind == "event":
+                evs.append((len(recs), m.events[i].data))
+            else:
+                recs.append(i)
+        return recs, evs, len(rows), "bookmarked row" if self.bookmarks.keys else "selected row"
 
     def action_export(self) -> None:
-        items, what = self._export_items()
-        if not items:
+        _seqs, _events, n, what = self._export_rows()
+        if not n:
             self.notify("nothing to write: the run has no rows", severity="warning")
             return
-        n = len(items)
         default = f"{self.run_id}-rows.jsonl"
         self.query_one(Prompt).open(
             "export", f"write the {n} {what}{'s' if n != 1 else ''} to a JSONL file (a path), Enter writes, Esc cancels",
@@ -932,23 +933,23 @@ class DashboardScreen(Screen[None]):
         if not dest.parent.is_dir():
             self.notify(f"no directory {dest.parent}: create it, or give another path", severity="error")
             return
-        items, _what = self._export_items()
+        seqs, events, n, _what = self._export_rows()
         if dest.exists():
             def done(ok: bool | None) -> None:
                 if ok:
-                    self.do_export(items, dest)
+                    self.do_export(seqs, events, dest)
 
-            self.app.push_screen(ConfirmScreen(f"Replace {dest}?", f"{dest} exists; it is replaced by the {len(items)} rows.", "Replace"), done)
+            self.app.push_screen(ConfirmScreen(f"Replace {dest}?", f"{dest} exists; it is replaced by the {n} rows.", "Replace"), done)
             return
-        self.do_export(items, dest)
+        self.do_export(seqs, events, dest)
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
-    def do_export(self, items: list[tuple[str, Any]], dest: Path) -> None:
-        from .export_rows import export_rows
+    def do_export(self, seqs: Any, events: list[tuple[int, dict[str, Any]]], dest: Path) -> None:
+        from .export_rows import export_rows, merge_rows
 
         worker = get_current_worker()
         try:
-            res = export_rows(self.path, items, dest, lambda: worker.is_cancelled)
+            res = export_rows(self.path, merge_rows(seqs, events), dest, lambda: worker.is_cancelled)
         except OSError as e:
             self.app.call_from_thread(self.notify, f"cannot write {dest}: {e.strerror or e}", severity="error", timeout=8)
             return

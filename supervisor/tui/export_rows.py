@@ -24,6 +24,19 @@ Item = tuple[str, Any]
 """``("rec", seq)`` or ``("event", event dict)``, in row order (records' seqs ascending)."""
 
 
+def merge_rows(seqs: Sequence[int], events: Sequence[tuple[int, dict[str, Any]]]) -> list[Item]:
+    """Rows in order from the records' ``seqs`` (ascending) and ``(i, event)`` pairs: the event comes before ``seqs[i]``
+    (``i == len(seqs)``: after the last), in the order given (built in the worker: a million rows take a moment)."""
+    out: list[Item] = []
+    k = 0
+    for i, ev in events:
+        out.extend(("rec", s) for s in seqs[k:i])
+        out.append(("event", ev))
+        k = max(k, i)
+    out.extend(("rec", s) for s in seqs[k:])
+    return out
+
+
 @dataclass
 class Exported:
     """What an export wrote."""

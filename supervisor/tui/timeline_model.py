@@ -540,6 +540,14 @@ class TimelineModel:
             self._fvis = array("q", (s for s in self.filter_seqs if not self.is_hidden(s)))
         self._place_event_rows()
 
+    def filtered_records(self) -> array[int]:
+        """A copy of the seqs of the records the filter shows (their rows, in order)."""
+        return array("q", self._fvis)
+
+    def filtered_events(self) -> list[int]:
+        """Indexes into ``events`` of the supervisor rows the filter shows, in order."""
+        return list(self._fevents)
+
     def passes(self, seq: int) -> bool:
         """Whether record ``seq`` has a row (it passes the filter, and is not a folded begin)."""
         if self.filter is None:

@@ -160,3 +160,25 @@ def test_needle_paths_agree_with_the_line_by_line_test(text: str, mix: str) -> N
     got: list[int] = []
     assert filter_lines(f, data, 100, got) == len(lines)
     assert got == [100 + k for k, x in enumerate(lines) if f.match_line(x)]
+
+
+def test_export_in_row_order_atomic_and_private(tmp_path: Path) -> None:
+    from supervisor.tui.export_rows import export_rows, merge_rows
+
+    lines = [STEP_OK, DAMAGED, b"", MINIMAL, b"2026-11-29 10:00:01 | INFO | " + CHECKPOINT, STEP_ERR]
+    run = _journal(tmp_path / "r", lines)
+    crash = {"event": "exit", "code": 1}
+    items = merge_rows([0, 1, 3, 4, 5], [(0, {"event": "spawn"}), (2, crash), (5, {"event": "give-up"})])
+    assert [k for k, _ in items] == ["event", "rec", "rec", "event", "rec", "rec", "rec", "event"]
+    out = tmp_path / "rows.jsonl"
+    out.write_text("old")
+    res = export_rows(run, items, out)
+    got = out.read_bytes().splitlines()
+    assert res.rows == 7 and res.skipped == 1  # the damaged line is no JSON: left out, and said
+    assert got[0] == b'{"event":"spawn"}' and got[1] == STEP_OK and orjson.loads(got[2]) == crash
+    assert got[3] == MINIMAL  # another writer's line as it is
+    assert orjson.loads(got[4])["name"] == "plan-done" and orjson.loads(got[4])["prefix"].startswith("2026-11-29")
+    assert got[5] == STEP_ERR and orjson.loads(got[6]) == {"event": "give-up"}
+    assert out.stat().st_mode & 0o777 == 0o600 and [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+    with pytest.raises(OSError):
+        export_rows(run, items, tmp_path / "missing" / "rows.jsonl")
