@@ -17,16 +17,17 @@ import asyncio
 import errno
 import fcntl
 import gc
+import operator
 import os
 import secrets
 import threading
 from array import array
 from asyncio.events import _get_running_loop as asyncio_running_loop
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from itertools import accumulate
+from itertools import accumulate, compress, repeat
 from pathlib import Path
 from time import perf_counter
 from typing import Any, NoReturn, Self, cast
@@ -893,13 +894,34 @@ class JournalReader:
         assert mapped is not None  # a region has bytes, so its file is mapped
         seq0, line0, path, at = c.region.first_seq, c.region.first_line, c.region.path, c.region.start
         spath = str(path)
-        lazy_idx = [k for k, raw in enumerate(lines) if raw.startswith(_STEP_PREFIX) and b'"error"' not in raw]
-        other_idx = [k for k, raw in enumerate(lines) if not raw.startswith(_LAZY_PREFIXES) or b'"error"' in raw]
         starts = list(accumulate(map((1).__add__, map(len, lines)), initial=at))  # line k is starts[k]:starts[k+1]-1
+        # Lines holding "error" (failed steps, rare): found by one scan of the region's bytes, not a scan per line.
+        data, errors = c.data, []
+        i = data.find(b'"error"')
+        while i >= 0:
+            k = bisect_right(starts, at + i) - 1
+            errors.append(k)
+            i = data.find(b'"error"', starts[k + 1] - at)
+        # a step line without "error" is lazy; every other line but a begin without "error" is parsed
+        lazy = list(map(bytes.startswith, lines, repeat(_STEP_PREFIX)))  # one C-level pass, no Python step per line
+        for k in errors:
+            lazy[k] = False
+        lazy_idx = list(compress(range(len(lines)), lazy))
+        other_idx = list(compress(range(len(lines)), map(operator.not_, map(bytes.startswith, lines, repeat(_LAZY_PREFIXES)))))
+        if errors:
+            other_idx = sorted(set(other_idx).union(errors))
         step = Kind.STEP.value  # looked up once, not per line (an enum member lookup costs ~100 ns)
-        steps: list[Entry] = [
-            cast(Record, LazyRecord(step, mapped, starts[k], starts[k + 1] - 1, seq0 + k, spath)) for k in lazy_idx
-        ]
+        steps: list[Entry] = list(
+            map(
+                cast(Callable[..., Record], LazyRecord),  # a LazyRecord stands in for a step record
+                repeat(step),
+                repeat(mapped),
+                compress(starts, lazy),
+                map((-1).__add__, compress(starts[1:], lazy)),
+                map(seq0.__add__, lazy_idx),
+                repeat(spath),
+            )
+        )
         if not other_idx:
             out.extend(steps)
             return
