@@ -201,3 +201,14 @@ def test_first_pass_pairing_across_chunks(tmp_path: Path) -> None:
     lines.insert(11, lines.pop(13))  # a begin no longer followed by its step
     (tmp_path / "journal.jsonl").write_bytes(b"".join(ln + b"\n" for ln in lines))
     assert not stream.plan(tmp_path, pairs=True, chunk=97).paired
+
+
+def test_lines_appended_after_the_first_pass_are_not_printed(tmp_path: Path) -> None:
+    """A live run appends between the two passes: the first pass did not see those lines (a rollback
+    among them could not have been folded), so the second stops where the first did."""
+    _long_journal(tmp_path, 50)
+    pl = stream.plan(tmp_path)
+    with open(tmp_path / "journal.jsonl", "ab") as f:
+        f.write(orjson.dumps({"kind": "rollback", "checkpoint": None, "reason": "late", "seq": pl.count, "ts": "t"}) + b"\n")
+    assert [i.seq for i in stream.Walk(tmp_path, pl).items()][-1] == pl.count - 1
+    assert sum(len(x) for x in stream.Walk(tmp_path, pl, all_=True).json_lines()) == pl.count

@@ -236,13 +236,12 @@ def _tail_items(args: argparse.Namespace, keep: _Filter) -> tuple[list[stream.It
             if not keep.active or keep(item):
                 shown.append(item)
         if len(shown) >= n or whole:
-            if not whole:  # the warnings about the lines read, once
-                for e in entries:
-                    if isinstance(e, BadLine):
-                        _warn(e)
-                for s in sorted(pl.missing):
-                    if s >= stream.entry_seq(entries[0]):
-                        _warn(BadLine("journal", 0, s, history_mod.MISSING_TARGET, ""))
+            if not whole:  # the warnings about the lines read, once, in seq order
+                first = stream.entry_seq(entries[0])
+                problems = [e for e in entries if isinstance(e, BadLine)]
+                problems += [BadLine("journal", 0, s, history_mod.MISSING_TARGET, "") for s in pl.missing if s >= first]
+                for bad in sorted(problems, key=lambda b: b.seq):
+                    _warn(bad)
             return list(shown), pairing
         k *= 4
 
@@ -306,7 +305,12 @@ def cmd_log(args: argparse.Namespace) -> int:
             if keep.active:
                 source = filter(keep, source)
         buf: list[bytes] = []
-        if args.json:
+        if args.json and args.tail is None and not keep.active:  # the plain stream: a chunk's lines at a time
+            for lines in stream.Walk(args.run_dir, pl, all_=all_).json_lines(_warn):
+                if lines:
+                    lines.append(b"")
+                    out.write(b"\n".join(lines))
+        elif args.json:
             for item in source:
                 raw = item.raw
                 if raw is not None:

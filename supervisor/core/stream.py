@@ -41,7 +41,7 @@ import orjson
 from .cursor import Shape
 from .history import MISSING_TARGET, Fold
 from .records import DAMAGED, BadLine, Kind, Record, normalize, parse_line
-from .segments import CHUNK, Region, read_stream
+from .segments import CHUNK, Chunk, Region, read_stream
 
 __all__ = ["Item", "Plan", "StreamPairing", "Walk", "entry_seq", "plan"]
 
@@ -120,6 +120,14 @@ class Plan:
     needed; with overlapping steps or a crash it is)."""
     open_at_end: tuple[int, int] | None = None
     """(``paired``) ``(seq, pos)`` of the begin that is the stream's last line, in flight."""
+    writer: dict[tuple[int, int, int], bool] = field(default_factory=dict)
+    """``(inode, start, end)`` of each chunk read -> whether all its lines are in the writer's form (the
+    second pass reads the same chunks and need not count again)."""
+
+    def writer_chunk(self, c: Chunk, n: int) -> bool:
+        r = c.region
+        known = self.writer.get((r.ino, r.start, r.end))
+        return _writer_chunk(c.data, n) if known is None else known
 
     def is_abandoned(self, seq: int) -> bool:
         r = self.abandoned
@@ -130,11 +138,15 @@ class Plan:
 _BEGIN_LINE = b'{"kind":"begin",'
 _NL_BEGIN = b"\n" + _BEGIN_LINE
 _CLOSED = re.compile(
-    rb'^\{"kind":"begin","step":("[^"\\\n]*(?:\\.[^"\\\n]*)*"),"pos":(\d+),[^\n]*\n\{"kind":"step","step":\1,"pos":\2,',
-    re.MULTILINE,
+    rb'\n\{"kind":"begin","step":("[^"\\\n]*(?:\\.[^"\\\n]*)*"),"pos":(\d+),[^\n]*\n\{"kind":"step","step":\1,"pos":\2,'
 )
-"""A writer begin line followed by its own step line (the backreferences: the same name and pos)."""
+"""A writer begin line followed by its own step line (the backreferences: the same name and pos). Led by a
+newline, not ``^``: a literal prefix lets the engine search for it at C speed (``^`` tries every byte)."""
 _LAST_BEGIN = re.compile(rb'\{"kind":"begin","step":"[^"\\\n]*(?:\\.[^"\\\n]*)*","pos":(\d+),')
+
+
+_FIRST = 1 << 16
+"""Bytes of a chunk's first lines given to the pattern when the chunk starts with a begin (a begin and its step fit)."""
 
 
 def _pairs(data: bytes, carry: bytes | None) -> tuple[bool, bytes | None]:
@@ -148,7 +160,7 @@ def _pairs(data: bytes, carry: bytes | None) -> tuple[bool, bytes | None]:
         return True, None
     if _TRANSIENT in data:
         return False, None  # a failed try to be retried does not close its begin: the look ahead decides
-    closed = len(_CLOSED.findall(data))
+    closed = len(_CLOSED.findall(data)) + (_CLOSED.match(b"\n" + data[:_FIRST]) is not None if data.startswith(_BEGIN_LINE) else 0)
     if closed == begins:
         return True, None
     last = data.rfind(b"\n", 0, len(data) - 1) + 1
@@ -197,7 +209,8 @@ def plan(source: Path, *, chunk: int = CHUNK, pairs: bool = False) -> Plan:
         first = reg.first_seq
         n = c.count()
         p.regions.append(reg)
-        if _writer_chunk(data, n):
+        w = p.writer[(reg.ino, reg.start, reg.end)] = _writer_chunk(data, n)
+        if w:
             starts: set[int] = set()
             for needle in _MARKS:
                 i = data.find(needle)
@@ -378,11 +391,16 @@ class Walk:
         canon = _CANON.fullmatch
         new = tuple.__new__  # an Item without the namedtuple's Python-level __new__
         step_b, step_s, begin_s = b"step", _STEP, _BEGIN
+        limit = self.plan.count  # lines appended since the first pass are left out: it did not see them
         for c in read_stream(self.source, chunk=self.chunk):
             data, reg = c.data, c.region
             first = reg.first_seq
+            if first >= limit:
+                break
             lines = c.lines()
-            fast = _writer_chunk(data, len(lines))
+            fast = self.plan.writer_chunk(c, len(lines))
+            if first + len(lines) > limit:
+                del lines[limit - first :]
             off_k, off = 0, reg.start  # a known line start (line off_k at byte off): offsets counted on from it
             seq = first - 1
             for raw in lines:
@@ -420,6 +438,80 @@ class Walk:
                 item = self._entry(ent, ab, warn)
                 if item is not None and (all_ or not ab):
                     yield item
+
+    def json_lines(self, warn: Any = None) -> Iterator[list[bytes]]:
+        """``log --json`` without filters: the output lines, a chunk's at a time, as :meth:`items` would give
+        them to be encoded (the same walk, inlined: a canonical line goes to the output as its bytes with
+        no :class:`Item` made; the few others are parsed, given their ``pos`` and encoded)."""
+        ranges = self.plan.abandoned
+        ri = 0
+        nxt = ranges[0][0] if ranges else 1 << 62
+        ab = False
+        all_ = self.all
+        canon = _CANON.fullmatch
+        step_b = b"step"
+        dumps, opt = orjson.dumps, orjson.OPT_NON_STR_KEYS
+        limit = self.plan.count  # lines appended since the first pass are left out: it did not see them
+        for c in read_stream(self.source, chunk=self.chunk):
+            data, reg = c.data, c.region
+            first = reg.first_seq
+            if first >= limit:
+                break
+            lines = c.lines()
+            fast = self.plan.writer_chunk(c, len(lines))
+            if first + len(lines) > limit:
+                del lines[limit - first :]
+            out: list[bytes] = []
+            add = out.append
+            off_k, off = 0, reg.start
+            seq = first - 1
+            top = self.top
+            for raw in lines:
+                seq += 1
+                if seq >= nxt:
+                    while ri < len(ranges) and ranges[ri][1] <= seq:
+                        ri += 1
+                    ab = ri < len(ranges) and ranges[ri][0] <= seq
+                    nxt = (ranges[ri][1] if ab else ranges[ri][0]) if ri < len(ranges) else 1 << 62
+                if fast:
+                    m = canon(raw)
+                    if m is not None:
+                        kind, _, p, s, _ = m.groups()
+                        if int(s) == seq:
+                            if kind != step_b:  # a begin: its pos sets nothing
+                                if not ab:
+                                    add(raw)
+                                elif all_:
+                                    add(raw[:-1] + b',"abandoned":true}')
+                                continue
+                            if _ERROR not in raw:
+                                pos = int(p)
+                                if pos >= top:
+                                    top = pos
+                                if not ab:
+                                    add(raw)
+                                elif all_:
+                                    add(raw[:-1] + b',"abandoned":true}')
+                                continue
+                    k = seq - first
+                    off += sum(map(len, lines[off_k:k])) + k - off_k
+                    off_k = k
+                    ent = _parse(raw, seq, reg.path, reg.first_line + k, off)
+                else:
+                    ent = _parse(raw, seq, reg.path, reg.first_line + seq - first, off)
+                    off += len(raw) + 1
+                if ent is None:
+                    continue
+                self.top = top
+                item = self._entry(ent, ab, warn)
+                top = self.top
+                if item is not None and (all_ or not ab):
+                    line = dict(item.rec)  # type: ignore[arg-type]
+                    if ab:
+                        line["abandoned"] = True
+                    add(dumps(line, option=opt))
+            self.top = top
+            yield out
 
     def entries(self, entries: list[Record | BadLine], warn: Any = None) -> Iterator[Item]:
         """Walk parsed entries (a window read from the end: ``JournalReader.tail``)."""
