@@ -67,7 +67,10 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
     """One run, live or replayed (the row keys and start again: ``dashboard_actions``)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
+        # the footer shows them in this order, and cuts the last ones on a narrow terminal: help first
+        Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key, grouped"),
         Binding("f", "toggle_follow", "Follow", tooltip="Follow new records as they are committed (tail -f); off when you move up"),
+        Binding("S", "start_again", "Start again", key_display="S", tooltip="Start 'supervise' again on this stopped or failed run, with its recorded command (asks first)"),
         Binding("slash", "search", "Search", key_display="/", tooltip="Search the raw JSON of every record (smart case); n / N move"),
         Binding("n", "search_next(1)", "Next match", show=False, tooltip="The next search match (wraps around)"),
         Binding("N", "search_next(-1)", "Prev match", show=False, tooltip="The previous search match (wraps around)"),
@@ -97,15 +100,13 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         Binding("F", "fork", "Fork", show=False, tooltip="Fork the run at the selected record into a new run directory (asks first)"),
         Binding("R", "restart", "Restart", show=False, tooltip="Restart the agent through its supervisor; it resumes (asks first)"),
         Binding("X", "stop", "Stop", show=False, tooltip="Stop the agent and its supervisor; the run can start again (asks first)"),
-        Binding("S", "start_again", "Start again", tooltip="Start 'supervise' again on this stopped or failed run, with its recorded command (asks first)"),
         Binding("i", "tab('record')", "Record", show=False, tooltip="The Record tab: the selected row as JSON"),
         Binding("s", "tab('state')", "State", show=False, tooltip="The State tab: the agent's state at the selected row"),
         Binding("l", "tab('agentlog')", "Agent log", show=False, tooltip="The Agent log tab: what the agent printed"),
         Binding("t", "app.toggle_time", "Time", show=False, tooltip="Absolute or relative times (since the run's first record)"),
         Binding("T", "app.toggle_theme", "Theme", show=False, tooltip="Dark or light theme (kept in settings.json)"),
         Binding("L", "app.cycle_layout", "Layout", show=False, tooltip="Panes side by side, stacked, or by width (kept in settings.json)"),
-        Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key, grouped"),
-        Binding("q,escape", "back", "Back", tooltip="Back to the runs list, or quit from the first screen"),
+        Binding("q,escape", "back", "Back", key_display="q", tooltip="Back to the runs list, or quit from the first screen"),
     ]
 
     DEFAULT_CSS = """
