@@ -1049,8 +1049,12 @@ class Run:
         names = self.replayed
         names._count += 1
         names._last.append(name)
-        if not self._live and seq > self._cursor.seq:
-            self._replay_state(seq, rec)
+        cursor = self._cursor
+        if not self._live and seq > cursor.seq:  # _replay_state, inlined (no damaged line: checked above)
+            self._shadow_json = None
+            if cursor.advance(seq, rec) and not state_mod.same(self._state, cursor.doc):
+                self._state.clear()
+                self._state.update(state_mod.json_copy(cursor.doc))
         out = rec.get("output")
         otype = rec.get("output_type")
         hint = opts.returns

@@ -6,6 +6,7 @@ Every figure is printed with the floor it is measured against in the same run:
 - durable step commit: ``Run.step`` against a raw loop of O_APPEND write + fdatasync
   of the same bytes, and against the common hand-written loop (open, json.dumps,
   write, fsync, close per record);
+- CPU per ``Run.step`` on /dev/shm (``--only cpu``), with an empty state and a 16 KB one;
 - opening a 1,000,000-record journal and reading its last 50 records (target <= 0.2 s),
   against a raw scan that counts the lines of the same files;
 - resuming 1,000,000 journaled steps to the first new step (target <= 1.0 s), against
@@ -70,6 +71,37 @@ def bench_commit(tmp: Path, steps: int, rounds: int = 7) -> None:
     print(f"  Run.step            {sdk * 1e6:8.1f} us/step")
     print(f"  raw write+fdatasync {raw * 1e6:8.1f} us/step   ratio {sdk / raw:.2f}x (target <= 1.15x)")
     print(f"  open/dumps/fsync    {naive * 1e6:8.1f} us/step   ratio {sdk / naive:.2f}x")
+
+
+def bench_cpu(steps: int = 3000, rounds: int = 7) -> None:
+    """CPU per ``Run.step`` on /dev/shm (its fdatasync is nearly free there: what is left is the SDK's own cost),
+    by ``time.process_time``; with an empty state and with a 16 KB state the steps leave unchanged."""
+    base = Path(tempfile.mkdtemp(prefix="bench-cpu-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+
+    def work(x: int) -> dict[str, int]:
+        return {"value": x}
+
+    try:
+        figures = []
+        for label, state in (("empty state", {}), ("16 KB state, unchanged", {"notes": [
+            {"title": f"some text {i}", "score": i * 0.5, "tags": ["a", "b"]} for i in range(300)]})):
+            run = Run.open(base / label.replace(" ", "-"))
+            run.state.update(state)
+            for i in range(300):
+                run.step("warm", work, i)
+            per = []
+            for _ in range(rounds):
+                t0 = time.process_time()
+                for i in range(steps // rounds):
+                    run.step("work", work, i)
+                per.append((time.process_time() - t0) / (steps // rounds))
+            run.close()
+            figures.append((label, sorted(per)[len(per) // 2]))
+        print(f"CPU per Run.step on {base.parent} (time.process_time, {steps} steps, median of {rounds} rounds):")
+        for label, t in figures:
+            print(f"  {label:24s} {t * 1e6:6.1f} us/step")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def make_journal(run_dir: Path, steps: int, *, with_begin: bool) -> None:
@@ -179,12 +211,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--only", choices=["commit", "tail", "resume"])
+    ap.add_argument("--only", choices=["commit", "cpu", "tail", "resume"])
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-journal-", dir=os.environ.get("BENCH_DIR")))
     try:
         if args.only in (None, "commit"):
             bench_commit(tmp, args.steps)
+        if args.only in (None, "cpu"):
+            bench_cpu()
         if args.only in (None, "tail"):
             bench_tail(tmp, args.records)
         if args.only in (None, "resume"):
