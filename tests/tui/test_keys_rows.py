@@ -282,3 +282,24 @@ async def test_footer_shows_only_the_keys_that_work(tmp_path: Path) -> None:
         await until(pilot, lambda: caught_up(app), what="scan")
         keys = shown_keys(dash(app))
         assert "f" not in keys and "S" not in keys and "slash" in keys
+
+
+async def test_search_and_jumps_stay_within_the_filter(tmp_path: Path) -> None:
+    app = make_app(troubled_run(tmp_path))
+    async with app.run_test(size=SIZE) as pilot:
+        await until(pilot, lambda: caught_up(app), what="scan")
+        d = dash(app)
+        await pilot.press("ampersand", *"kind:start", "enter")
+        await until(pilot, lambda: d.model.filter is not None, what="filter")
+        assert rows(d) == ["#0", "#4", "#6"]
+        await pilot.press("g", "slash", *"attempt", "enter")  # every record holds it: the matches the filter shows
+        await until(pilot, lambda: d.search_hits, what="search")
+        assert what(d) == "#0"
+        await pilot.press("n")
+        assert what(d) == "#4"
+        await pilot.press("n", "n")
+        assert what(d) == "#0"  # wrapped
+        await pilot.press("e")  # no error passes kind:start
+        await until(pilot, lambda: any("no next error the filter shows" in n for n in notes(app)), what="no error")
+        await pilot.press("colon", *"5", "enter")  # hidden by the filter: the next row it shows
+        assert what(d) == "#6" and any("#5 is hidden by the filter" in n for n in notes(app))
