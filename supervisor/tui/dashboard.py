@@ -282,6 +282,8 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         """Ask the supervisor for its status (in a worker); the attempt from the model if the files have none."""
         attempt = max(self.model.start_seqs) if self.model.start_seqs else None
         self._ask_status(attempt)
+        if self._start_proc is not None and self._start_proc.poll() is not None:
+            self._start_proc = None  # the supervisor S started has exited: reaped, no zombie
 
     @work(thread=True, exclusive=True, group="status", exit_on_error=False)
     def _ask_status(self, attempt: int | None) -> None:

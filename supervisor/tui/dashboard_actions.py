@@ -347,9 +347,14 @@ class StartAgain(_DashboardState):
     """``S``: start 'supervise' again with the recorded command."""
 
     # ------------------------------------------------------------------ start again
+    def _bare(self) -> bool:
+        """A bare journal file: no run directory, no recorded command."""
+        return not self.run_dir.is_dir() or (self.path.is_file() and self.path.name != rundir.JOURNAL)
+
     def _startable(self) -> bool:
-        """Whether ``S`` may start the run again: a run directory no supervisor or agent runs, not succeeded."""
-        if self.replay or not self.run_dir.is_dir() or (self.path.is_file() and self.path.name != rundir.JOURNAL):
+        """Whether the footer offers ``S``: a run directory whose status is known, that no supervisor or agent runs
+        and that did not succeed."""
+        if self.replay or self._bare():
             return False
         return not self.status.live and self.status.state not in ("running", "succeeded", "unknown")
 
@@ -380,7 +385,7 @@ class StartAgain(_DashboardState):
         if self.status.state == "succeeded":
             self.notify("the run succeeded: nothing to start again (F forks it from a record)", severity="warning")
             return
-        if not self._startable():
+        if self._bare():
             self.notify("only a run directory can be started again (this is a bare journal)", severity="warning")
             return
         cmd = self._recorded_command()

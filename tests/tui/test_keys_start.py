@@ -57,11 +57,11 @@ async def test_start_again_on_a_failed_run_resumes_it(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr  # failed
     assert _steps(run) == ["one"]
     app = make_app(run)
-    d: DashboardScreen | None = None
+    proc: subprocess.Popen[bytes] | None = None
     try:
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: caught_up(app), what="scan")
-            d = app.screen  # type: ignore[assignment]
+            d = app.screen
             assert isinstance(d, DashboardScreen)
             await until(pilot, lambda: d.status.state == "failed", what="failed status")
             await pilot.press("R")  # no supervisor: R says so and points at S
@@ -74,15 +74,18 @@ async def test_start_again_on_a_failed_run_resumes_it(tmp_path: Path) -> None:
             await pilot.press("S", "y")
             await until(pilot, lambda: any("started again" in n or "did not start" in n for n in notes(app)), what="started")
             assert any("started again: supervisor pid" in n for n in notes(app)), notes(app)
+            proc = d._start_proc  # None if it already ran to its end and was reaped
+            assert (run / "supervisor.jsonl").read_bytes().count(b'"supervisor-start"') == 2
             # the agent resumes: "one" is served from the journal, "two" runs; the run succeeds
             await until(pilot, lambda: d.status.state == "succeeded" and not d.status.live, timeout=60, what="succeeded")
             assert _steps(run) == ["one", "two"]
             await until(pilot, lambda: any(isinstance(e, dict) and e.get("step") == "two"
                                            for e in (d.model.entry(s) for s in range(d.model.count))), what="row of two")
-            assert d._start_proc.wait(30) == 0
+            if proc is not None:
+                assert proc.wait(30) == 0
+            await until(pilot, lambda: d._start_proc is None, what="the exited supervisor reaped")
             assert "S" not in {k for k, ab in d.active_bindings.items() if ab.binding.show and ab.enabled}
     finally:
-        proc = d._start_proc if d is not None else None
         if proc is not None and proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
