@@ -63,6 +63,12 @@ _WAKE_SLICE_S = 0.25
 """The reading worker checks for cancellation at least this often (the app waits for it at exit)."""
 
 
+def _why(key: str, message: str) -> Binding:
+    """A key's second binding, hidden: where ``check_action`` turns its first off (and the footer leaves it out), the
+    key says why in one line instead of nothing (an ``app.`` action: the palette lists no such entry)."""
+    return Binding(key, f"app.notify({message!r}, '', 'warning')", show=False)
+
+
 class DashboardScreen(RowKeys, StartAgain, Screen[None]):
     """One run, live or replayed (the row keys and start again: ``dashboard_actions``)."""
 
@@ -70,7 +76,9 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         # the footer shows them in this order, and cuts the last ones on a narrow terminal: help first
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key, grouped"),
         Binding("f", "toggle_follow", "Follow", tooltip="Follow new records as they are committed (tail -f); off when you move up"),
+        _why("f", "replay mode: follow is off (the run is finished)"),
         Binding("S", "start_again", "Start again", key_display="S", tooltip="Start 'supervise' again on this stopped or failed run, with its recorded command (asks first)"),
+        _why("S", "S starts a stopped or failed run again; not a running or succeeded run, nor a bare journal"),
         Binding("slash", "search", "Search", key_display="/", tooltip="Search the raw JSON of every record (smart case); n / N move"),
         Binding("n", "search_next(1)", "Next match", show=False, tooltip="The next search match (wraps around)"),
         Binding("N", "search_next(-1)", "Prev match", show=False, tooltip="The previous search match (wraps around)"),
@@ -95,8 +103,10 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         Binding("w", "export", "Export", show=False,
                 tooltip="Write the filtered rows, else the bookmarked rows, else the selected row to a JSONL file"),
         Binding("d", "diff", "Diff", tooltip="Diff the state: this row against the marked row, else the previous checkpoint"),
+        _why("d", "nothing to diff: the run has no records"),
         Binding("m", "mark", "Mark", show=False, tooltip="Mark this record as the other side of a diff"),
         Binding("r", "rollback", "Rollback", tooltip="Roll back to the selected checkpoint (asks first)"),
+        _why("r", "no checkpoint to roll back to in this run"),
         Binding("F", "fork", "Fork", show=False, tooltip="Fork the run at the selected record into a new run directory (asks first)"),
         Binding("R", "restart", "Restart", show=False, tooltip="Restart the agent through its supervisor; it resumes (asks first)"),
         Binding("X", "stop", "Stop", show=False, tooltip="Stop the agent and its supervisor; the run can start again (asks first)"),

@@ -280,8 +280,13 @@ async def test_footer_shows_only_the_keys_that_work(tmp_path: Path) -> None:
     app = make_app(run, replay=True)
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: caught_up(app), what="scan")
-        keys = shown_keys(dash(app))
+        d = dash(app)
+        keys = shown_keys(d)
         assert "f" not in keys and "S" not in keys and "slash" in keys
+        await pilot.press("f", "S", "r")  # not offered here: each says why in one line
+        for says in ("follow is off", "S starts a stopped or failed run again", "no checkpoint to roll back to"):
+            await until(pilot, lambda: any(says in n for n in notes(app)), what=says)
+        assert not d.timeline.follow and not isinstance(app.screen, ConfirmScreen)
 
 
 async def test_search_and_jumps_stay_within_the_filter(tmp_path: Path) -> None:
