@@ -68,6 +68,14 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         ],
     ),
     (
+        "Look (kept in settings.json)",
+        [
+            ("t", "absolute or relative times (since the run's first record)"),
+            ("T", "dark or light theme"),
+            ("L", "layout: panes side by side, stacked, or by the terminal's width"),
+        ],
+    ),
+    (
         "Screens",
         [
             ("Enter", "open the selected run (runs list)"),
