@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from rich.terminal_theme import TerminalTheme
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
+from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.theme import Theme
 from textual.worker import Worker, WorkerState
@@ -120,6 +121,11 @@ class SupervisorApp(App[int]):
     CSS_PATH = "app.tcss"
     TITLE = "agent-supervisor"
     BINDINGS: ClassVar[list[BindingType]] = [Binding("ctrl+q", "quit", "Quit", show=False, priority=True)]
+    # this app's defaults as the reactives' own: set in __init__, each would make Textual parse every
+    # stylesheet again after the start (a watcher's refresh_css), before the first frame
+    theme: Reactive[str] = Reactive(DARK)
+    ansi_theme_dark: Reactive[TerminalTheme] = Reactive(ANSI_DARK, init=False)
+    ansi_theme_light: Reactive[TerminalTheme] = Reactive(ANSI_LIGHT, init=False)
 
     def __init__(self, path: Path, *, replay: bool = False, on_exit: Any = None, settings_path: Path | None = None) -> None:
         super().__init__()
@@ -130,9 +136,10 @@ class SupervisorApp(App[int]):
         self.settings: Settings = settings_mod.load(settings_path)
         for theme in THEMES:
             self.register_theme(theme)
-        self.ansi_theme_dark = ANSI_DARK
-        self.ansi_theme_light = ANSI_LIGHT
-        self.theme = self.settings.theme if self.settings.theme in self.available_themes else DARK
+        # App.__init__ took the variables before this app's themes were registered: take them again (nothing is parsed yet)
+        self.stylesheet.set_variables(self.get_css_variables())
+        if self.settings.theme != DARK and self.settings.theme in self.available_themes:
+            self.theme = self.settings.theme  # another theme than the default: the CSS is refreshed once for it
         self._apply_layout()
         self._save_warned = False
 
