@@ -2,7 +2,8 @@
 
 A filter is a few terms, all of which a row must satisfy:
 
-- ``word`` or ``"two words"``: the raw JSON line holds the text (smart case, as the search);
+- ``word`` or ``"two words"``: the raw JSON line holds the text (smart case, as the search;
+  ``text:kind:x`` for a text that looks like a term);
 - ``kind:step,checkpoint``: the record's kind (``event``: a supervisor row, ``bad``: a damaged line);
 - ``step:search:*``: the step name matches the glob (case-sensitive, as ``replay --live``);
 - ``errors``: failed steps, and crashes, hangs and give-ups of the supervisor;
@@ -29,7 +30,7 @@ from ..core.segments import StreamPos, read_stream, split_lines
 
 KINDS = tuple(k.value for k in Kind) + ("event", "bad")
 """What ``kind:`` accepts: the journal's kinds, ``event`` (supervisor rows) and ``bad`` (damaged lines)."""
-_KIND_ALIASES = {"supervisor": "event", "checkpt": "checkpoint", "damaged": "bad", "error": "bad"}
+_KIND_ALIASES = {"supervisor": "event", "checkpt": "checkpoint", "damaged": "bad"}
 _WRITER = b'{"kind":"'
 
 SYNTAX = "text, kind:K, step:GLOB, errors; !term filters out"
@@ -153,6 +154,8 @@ def parse_filter(text: str) -> RowFilter:
             kinds = set()
             for k in body[5:].split(","):
                 k = _KIND_ALIASES.get(k.strip().lower(), k.strip().lower())
+                if k in ("error", "errors"):
+                    raise ValueError("errors is a term of its own: type errors, not kind:errors")
                 if k not in KINDS:
                     raise ValueError(f"unknown kind {k!r} in the filter: one of {', '.join(KINDS)}")
                 kinds.add(k)
