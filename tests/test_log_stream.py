@@ -212,3 +212,11 @@ def test_lines_appended_after_the_first_pass_are_not_printed(tmp_path: Path) -> 
         f.write(orjson.dumps({"kind": "rollback", "checkpoint": None, "reason": "late", "seq": pl.count, "ts": "t"}) + b"\n")
     assert [i.seq for i in stream.Walk(tmp_path, pl).items()][-1] == pl.count - 1
     assert sum(len(x) for x in stream.Walk(tmp_path, pl, all_=True).json_lines()) == pl.count
+
+
+@pytest.mark.parametrize("case", ["damaged", "handwritten", "rotated", "async", "nested"])
+def test_tail_of_the_fixtures_is_the_end_of_the_whole_output(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``damaged`` has lines inserted by hand (seq fields that are not positions) and a rollback at the end."""
+    for extra in ([], ["--json"], ["--all"]):
+        full = _lines(["log", case, *extra], monkeypatch)
+        assert _lines(["log", case, "--tail", "4", *extra], monkeypatch) == full[-4:], extra

@@ -227,6 +227,10 @@ def _tail_items(args: argparse.Namespace, keep: _Filter) -> tuple[list[stream.It
         whole = last - k + 1 <= 0
         rolled = any(isinstance(e, dict) and e.get("kind") == Kind.ROLLBACK for e in entries)
         pl = stream.plan(args.run_dir) if rolled else stream.Plan()
+        if rolled and last != pl.count - 1:
+            # the seq fields are not the lines' positions (a hand-edited journal: the reader's tail trusts
+            # them), and the cuts are by position: the whole stream, keeping the last N
+            return _tail_of_stream(args, keep, pl)
         walk = stream.Walk(args.run_dir, pl, all_=args.all)
         keep.reached = args.since is None
         pairing = stream.StreamPairing()
@@ -244,6 +248,18 @@ def _tail_items(args: argparse.Namespace, keep: _Filter) -> tuple[list[stream.It
                     _warn(bad)
             return list(shown), pairing
         k *= 4
+
+
+def _tail_of_stream(args: argparse.Namespace, keep: _Filter, pl: stream.Plan) -> tuple[list[stream.Item], stream.StreamPairing]:
+    """``--tail`` by the two passes over the whole journal (the last N kept as they go by)."""
+    pairing = stream.StreamPairing()
+    shown: deque[stream.Item] = deque(maxlen=args.tail)
+    keep.reached = args.since is None
+    for item in stream.Walk(args.run_dir, pl, all_=args.all).items(_warn):
+        pairing.add(item)
+        if not keep.active or keep(item):
+            shown.append(item)
+    return list(shown), pairing
 
 
 _BATCH = 4096
