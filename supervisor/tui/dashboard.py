@@ -23,7 +23,7 @@ import bisect
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
 from textual import on, work
@@ -45,15 +45,16 @@ from .bookmarks import BookmarkedTimeline, Bookmarks
 from .confirm import ConfirmScreen
 from .dashboard_actions import RowKeys, StartAgain
 from .detail import JsonPane
-from .filters import (
-    FilterPass,
-)
 from .prompt import Prompt
 from .scan import Region, ScanResult, scan_journal, search_journal, search_regions
 from .status import RunStatus, control_request, run_status
 from .status_bar import StatusBar
 from .timeline import TimelineView, describe_event
 from .timeline_model import Changes, TimelineModel
+
+if TYPE_CHECKING:
+    # imported when a filter is first applied, not on the first screen's path
+    from .filters import FilterPass
 
 STATE_DELAY = 0.05
 """Seconds the cursor rests before the state pane is recomputed."""

@@ -27,7 +27,6 @@ from ..core import rundir
 from ..errors import SupervisorError
 from .bookmarks import Bookmarks, row_key
 from .confirm import ConfirmScreen
-from .filters import SYNTAX, FilterPass, new_pass, parse_filter
 from .prompt import Prompt
 from .status import RunStatus
 from .timeline import TimelineView
@@ -35,6 +34,9 @@ from .timeline_model import TimelineModel, dumps_pretty
 
 if TYPE_CHECKING:
     from textual.screen import Screen
+
+    # the filter module loads when a filter is first applied
+    from .filters import FilterPass
 
     _Base = Screen[None]
 else:
@@ -88,12 +90,16 @@ class RowKeys(_DashboardState):
 
     # ------------------------------------------------------------------ filter
     def action_filter(self) -> None:
+        from .filters import SYNTAX
+
         current = self.filter_pass.flt.text if self.filter_pass is not None else ""
         self.query_one(Prompt).open("filter", f"filter rows: {SYNTAX}; Enter applies (empty: clears), Esc cancels",
                                     current, allow_empty=True)
 
     def apply_filter(self, text: str) -> None:
         """Parse ``text`` and start the filter's first pass (a worker); the rows change when it ends."""
+        from .filters import new_pass, parse_filter
+
         try:
             flt = parse_filter(text)
         except ValueError as e:

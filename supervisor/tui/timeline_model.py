@@ -34,7 +34,7 @@ import threading
 from array import array
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -45,7 +45,6 @@ from ..core.history import ERROR, STEPS, Fold, Pairing, fold_shape
 from ..core.journal import Entry, JournalReader
 from ..core.records import DAMAGED, BadLine, Kind
 from ..core.segments import segment_paths
-from .filters import RowFilter, is_error_event
 from .scan import (
     CHANGED_INPUTS,
     Marker,
@@ -57,6 +56,10 @@ from .scan import (
     scan_bytes,
     scan_positions,
 )
+
+if TYPE_CHECKING:
+    # a filter is made when one is applied: not imported on the first screen's path
+    from .filters import RowFilter
 
 CACHE_MAX = 20_000
 STILL_INDEXING = "the journal is still being indexed; the state appears in a moment"
@@ -557,6 +560,8 @@ class TimelineModel:
 
     def error_event_rows(self) -> list[int]:
         """Rows of the supervisor rows that are errors (crashes, hangs, give-ups), in order."""
+        from .filters import is_error_event
+
         if self.filter is not None:
             return [self._fevent_rows[j] for j, k in enumerate(self._fevents) if is_error_event(self.events[k].data)]
         return [self._event_rows[k] for k, e in enumerate(self.events) if is_error_event(e.data)]
