@@ -274,7 +274,32 @@ class _Text:
         self.interrupted = pairing.interrupted
         self.open = {int(b["seq"]) for b in pairing.open.values()}
 
-    def line(self, item: stream.Item) -> str:
+    def line(self, item: stream.Item) -> bytes:
+        """The line, as bytes: a canonical line's name and ``ts`` are its bytes (no escapes in them: else
+        decoded), so a begin's line is made without a decode or an encode."""
+        seq, kind, pos, raw, _, _, name, ts = item
+        if b"\\" in name or not ts.isascii():  # type: ignore[operator,union-attr]
+            return self._text(item).encode()
+        head = b"%6d %-23s %s %s" % (seq, ts[:23], _KIND_COL[kind], name)  # type: ignore[index]
+        if self.overlapped:
+            head += b" #%d" % pos
+        if kind == _BEGIN_S:
+            if seq in self.interrupted:
+                return head + b"  (interrupted: no step record in its attempt)"
+            if seq in self.open:
+                return head + b"  (in flight: no step record yet)"
+            return head
+        rec = orjson.loads(raw)  # type: ignore[arg-type]
+        out = rec.get("output")
+        if type(out) is str and len(out) <= 70 and "\n" not in out:
+            tail = "  -> " + out
+        else:
+            tail = f"  -> {preview(out, 70)}"
+        if "usage" in rec or "call" in rec:
+            tail += call_summary(rec)
+        return head + tail.encode()
+
+    def _text(self, item: stream.Item) -> str:
         seq, kind, pos, raw = item[0], item[1], item[2], item[3]
         ts = item[7].decode()  # type: ignore[union-attr]
         name = item[6]
@@ -292,6 +317,10 @@ class _Text:
         if "usage" in rec or "call" in rec:
             body += call_summary(rec)
         return f"{seq:>6} {ts[:23]:23} {kind:10} {body}"
+
+
+_BEGIN_S = Kind.BEGIN.value
+_KIND_COL = {Kind.BEGIN.value: b"begin     ", Kind.STEP.value: b"step      "}
 
 
 def cmd_log(args: argparse.Namespace) -> int:
@@ -342,9 +371,15 @@ def cmd_log(args: argparse.Namespace) -> int:
                     buf.clear()
         else:
             text = _Text(pairing)
+            fmt = text.line
             for item in source:
-                mark = "~ " if item.abandoned else "  " if all_ else ""
-                buf.append((mark + (text.line(item) if item.raw is not None else format_record(item.rec, pairing))).encode())  # type: ignore[arg-type]
+                if item[3] is not None:  # canonical: bytes made from its bytes
+                    b = fmt(item)
+                else:
+                    b = format_record(item.rec, pairing).encode()  # type: ignore[arg-type]
+                if all_:
+                    b = (b"~ " if item.abandoned else b"  ") + b
+                buf.append(b)
                 if len(buf) >= _BATCH:
                     buf.append(b"")
                     out.write(b"\n".join(buf))
