@@ -797,8 +797,9 @@ class Run:
         rec = self._finished(c, out, t0, c)
         with self._lock:
             self._with_state_patch(rec)
-            if self._inflight == 1:
-                # alone in flight: no one to share the fdatasync with; synced holding the writer's lock
+            if self._inflight == 1 and not self._overlap:
+                # alone in flight in a single-threaded agent: no one to share the fdatasync with; synced holding
+                # the writer's lock (an agent with threads syncs outside the lock even then: see below)
                 try:
                     self._append(rec, alone=True)
                 except BaseException:
@@ -818,15 +819,11 @@ class Run:
                 ex._count += 1
                 ex._last.append(c.name)
                 return out
-            if "state_patch" in rec:
-                # a patch is made against the records before it: its line is written in the same order (under
-                # the lock); its sync is waited for outside the lock, shared with the other threads
-                end = self._write_or_leave(c, rec)
-            else:
-                end = -1
-        if end < 0:
-            self._append_or_leave(c, rec, held=False)  # outside the lock: threads that finish together share one fdatasync
-        else:
+            # The line is written under the lock (a patch is made against the records before it: the file keeps
+            # their order); its sync is waited for outside it, so the threads that finish meanwhile (and the ones
+            # that begin a step) share it.
+            end = self._write_or_leave(c, rec)
+        if end >= 0:
             self._wait_synced_or_leave(c, rec, end)
         with self._lock:
             self._done(c, rec)
@@ -1340,17 +1337,6 @@ class Run:
         if ctx.usage:
             rec["usage"] = ctx.usage
         return rec
-
-    def _append_or_leave(self, c: _Call, rec: Record, *, held: bool, alone: bool = False) -> None:
-        try:
-            self._append(rec, alone=alone)
-        except BaseException:
-            if held:
-                self._leave(c)
-            else:
-                with self._lock:
-                    self._leave(c)
-            raise
 
     def _write_or_leave(self, c: _Call, rec: Record) -> int:
         """Write ``rec`` without its sync (under the lock): its end in the stream, for :meth:`_wait_synced_or_leave`
