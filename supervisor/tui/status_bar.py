@@ -260,7 +260,7 @@ class StatusBar(Static):
                 saved: list[tuple[str, Style | None]] = [("saved by resume " if wide else "saved ", label), (fmt_tokens(usage.saved_tokens), ok)]
                 if usage.saved_cost:
                     saved.append((f" {fmt_cost(usage.saved_cost)}", ok))
-                add(7, *saved)
+                add(8, *saved)
         if a["problems"]:
             add(9, (f"bad lines {a['problems']}", self._st("status--error")))
         if a["indexing"]:
