@@ -98,8 +98,10 @@ def test_unreadable_journal_is_a_clear_error(tmp_path: Path) -> None:
     assert "journal.jsonl: Is a directory" in p.stderr and "Traceback" not in p.stderr
 
 
-def test_log_into_a_closed_pipe_is_a_quiet_exit(tmp_path: Path) -> None:
-    """``log RUN | head -1``: no "Broken pipe; check the path", no traceback; the status of a tool killed by SIGPIPE."""
+@pytest.mark.parametrize("extra", [[], ["--json"]], ids=["text", "json"])
+def test_log_into_a_closed_pipe_is_a_quiet_exit(tmp_path: Path, extra: list[str]) -> None:
+    """``log RUN | head -1``: no "Broken pipe; check the path", no traceback; the status of a tool killed by SIGPIPE.
+    (The streaming log writes a chunk's lines at once: a write cut short by the closed pipe must still fail.)"""
     import subprocess
     import sys
 
@@ -110,7 +112,7 @@ def test_log_into_a_closed_pipe_is_a_quiet_exit(tmp_path: Path) -> None:
     with JournalWriter(tmp_path, durable=False) as w:
         for i in range(20_000):  # far more than a pipe buffer holds
             w.append({"kind": "step", "step": f"s{i}", "output": "x" * 40})
-    proc = subprocess.Popen([sys.executable, "-m", "supervisor", "log", str(tmp_path)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "supervisor", "log", str(tmp_path), *extra], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=clean_env(), cwd=ROOT)
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import fnmatch
 import re
 import sys
@@ -265,31 +266,56 @@ def _tail_of_stream(args: argparse.Namespace, keep: _Filter, pl: stream.Plan) ->
 _BATCH = 4096
 
 
+def _write(out: Any, data: bytes) -> None:
+    """Write all of ``data``. A buffered write that fails after part of it went out returns the part's
+    length instead of raising (a reader that closed the pipe, ``log | head``): the rest is written
+    again, so the error is raised (``BrokenPipeError``: the quiet exit of ``main``)."""
+    view = memoryview(data)
+    while view:
+        n = out.write(view)
+        if not n:
+            raise OSError(errno.EIO, "the output takes no more bytes")
+        view = view[n:]
+
+
 class _Text:
     """:func:`format_record` for a canonical ``begin`` or ``step`` line (see :mod:`supervisor.core.stream`),
     from what the walk read in its bytes: a begin is not parsed at all, a step only for its output."""
 
-    def __init__(self, pairing: stream.StreamPairing) -> None:
+    def __init__(self, pairing: stream.StreamPairing, all_: bool) -> None:
+        self.pairing = pairing
+        self.all = all_
         self.overlapped = pairing.overlapped
         self.interrupted = pairing.interrupted
         self.open = {int(b["seq"]) for b in pairing.open.values()}
 
     def line(self, item: stream.Item) -> bytes:
+        """The line of a canonical :class:`stream.Item`."""
+        seq, kind, pos, raw, _, ab, name, ts = item
+        return self.canon(seq, kind == Kind.STEP, pos, raw, ab, name, ts)  # type: ignore[arg-type]
+
+    def canon(self, seq: int, step: bool, pos: int, raw: bytes, ab: bool, name: bytes, ts: bytes) -> bytes:
         """The line, as bytes: a canonical line's name and ``ts`` are its bytes (no escapes in them: else
         decoded), so a begin's line is made without a decode or an encode."""
-        seq, kind, pos, raw, _, _, name, ts = item
-        if b"\\" in name or not ts.isascii():  # type: ignore[operator,union-attr]
-            return self._text(item).encode()
-        head = b"%6d %-23s %s %s" % (seq, ts[:23], _KIND_COL[kind], name)  # type: ignore[index]
+        if b"\\" in name or not ts.isascii():
+            text = self._text(stream.Item(seq, Kind.STEP.value if step else _BEGIN_S, pos, raw, None, ab, name, ts)).encode()
+        else:
+            text = self._bytes(seq, step, pos, raw, name, ts)
+        if self.all:
+            return (b"~ " if ab else b"  ") + text
+        return text
+
+    def _bytes(self, seq: int, step: bool, pos: int, raw: bytes, name: bytes, ts: bytes) -> bytes:
+        head = b"%6d %-23s %s %s" % (seq, ts[:23], b"step      " if step else b"begin     ", name)
         if self.overlapped:
             head += b" #%d" % pos
-        if kind == _BEGIN_S:
+        if not step:
             if seq in self.interrupted:
                 return head + b"  (interrupted: no step record in its attempt)"
             if seq in self.open:
                 return head + b"  (in flight: no step record yet)"
             return head
-        rec = orjson.loads(raw)  # type: ignore[arg-type]
+        rec = orjson.loads(raw)
         out = rec.get("output")
         if type(out) is str and len(out) <= 70 and "\n" not in out:
             tail = "  -> " + out
@@ -298,6 +324,13 @@ class _Text:
         if "usage" in rec or "call" in rec:
             tail += call_summary(rec)
         return head + tail.encode()
+
+    def other(self, item: stream.Item) -> bytes:
+        """The line of a record that is not canonical (parsed)."""
+        text = format_record(item.rec, self.pairing).encode()  # type: ignore[arg-type]
+        if self.all:
+            return (b"~ " if item.abandoned else b"  ") + text
+        return text
 
     def _text(self, item: stream.Item) -> str:
         seq, kind, pos, raw = item[0], item[1], item[2], item[3]
@@ -320,7 +353,6 @@ class _Text:
 
 
 _BEGIN_S = Kind.BEGIN.value
-_KIND_COL = {Kind.BEGIN.value: b"begin     ", Kind.STEP.value: b"step      "}
 
 
 def cmd_log(args: argparse.Namespace) -> int:
@@ -354,7 +386,7 @@ def cmd_log(args: argparse.Namespace) -> int:
             for lines in stream.Walk(args.run_dir, pl, all_=all_).json_lines(_warn):
                 if lines:
                     lines.append(b"")
-                    out.write(b"\n".join(lines))
+                    _write(out, b"\n".join(lines))
         elif args.json:
             for item in source:
                 raw = item.raw
@@ -367,26 +399,25 @@ def cmd_log(args: argparse.Namespace) -> int:
                     buf.append(orjson.dumps(line, option=orjson.OPT_NON_STR_KEYS))
                 if len(buf) >= _BATCH:
                     buf.append(b"")
-                    out.write(b"\n".join(buf))
+                    _write(out, b"\n".join(buf))
                     buf.clear()
         else:
-            text = _Text(pairing)
-            fmt = text.line
-            for item in source:
-                if item[3] is not None:  # canonical: bytes made from its bytes
-                    b = fmt(item)
-                else:
-                    b = format_record(item.rec, pairing).encode()  # type: ignore[arg-type]
-                if all_:
-                    b = (b"~ " if item.abandoned else b"  ") + b
-                buf.append(b)
-                if len(buf) >= _BATCH:
-                    buf.append(b"")
-                    out.write(b"\n".join(buf))
-                    buf.clear()
+            text = _Text(pairing, all_)
+            if args.tail is None and not keep.active:  # the plain stream: a chunk's lines at a time
+                for lines in stream.Walk(args.run_dir, pl, all_=all_).rendered(text.canon, text.other, _warn):
+                    if lines:
+                        lines.append(b"")
+                        _write(out, b"\n".join(lines))
+            else:
+                for item in source:
+                    buf.append(text.line(item) if item[3] is not None else text.other(item))
+                    if len(buf) >= _BATCH:
+                        buf.append(b"")
+                        _write(out, b"\n".join(buf))
+                        buf.clear()
         if buf:
             buf.append(b"")
-            out.write(b"\n".join(buf))
+            _write(out, b"\n".join(buf))
     except PermissionError:
         raise _permission(args.run_dir) from None
     out.flush()

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -510,6 +510,71 @@ class Walk:
                     if ab:
                         line["abandoned"] = True
                     add(dumps(line, option=opt))
+            self.top = top
+            yield out
+
+    def rendered(
+        self, canon: Callable[[int, bool, int, bytes, bool, bytes, bytes], bytes], other: Callable[[Item], bytes], warn: Any = None
+    ) -> Iterator[list[bytes]]:
+        """Text ``log`` without filters: each record's output line, a chunk's at a time. A canonical line goes to
+        ``canon(seq, is_step, pos, raw, abandoned, name, ts)`` with no :class:`Item` made (the walk of
+        :meth:`items`, inlined), any other record to ``other``."""
+        ranges = self.plan.abandoned
+        ri = 0
+        nxt = ranges[0][0] if ranges else 1 << 62
+        ab = False
+        all_ = self.all
+        match = _CANON.fullmatch
+        step_b = b"step"
+        limit = self.plan.count
+        for c in read_stream(self.source, chunk=self.chunk):
+            data, reg = c.data, c.region
+            first = reg.first_seq
+            if first >= limit:
+                break
+            lines = c.lines()
+            fast = self.plan.writer_chunk(c, len(lines))
+            if first + len(lines) > limit:
+                del lines[limit - first :]
+            out: list[bytes] = []
+            add = out.append
+            off_k, off = 0, reg.start
+            seq = first - 1
+            top = self.top
+            for raw in lines:
+                seq += 1
+                if seq >= nxt:
+                    while ri < len(ranges) and ranges[ri][1] <= seq:
+                        ri += 1
+                    ab = ri < len(ranges) and ranges[ri][0] <= seq
+                    nxt = (ranges[ri][1] if ab else ranges[ri][0]) if ri < len(ranges) else 1 << 62
+                if fast:
+                    m = match(raw)
+                    if m is not None:
+                        kind, name, p, s, ts = m.groups()
+                        if int(s) == seq:
+                            step = kind == step_b
+                            if not step or _ERROR not in raw:
+                                pos = int(p)
+                                if step and pos >= top:
+                                    top = pos
+                                if all_ or not ab:
+                                    add(canon(seq, step, pos, raw, ab, name, ts))
+                                continue
+                    k = seq - first
+                    off += sum(map(len, lines[off_k:k])) + k - off_k
+                    off_k = k
+                    ent = _parse(raw, seq, reg.path, reg.first_line + k, off)
+                else:
+                    ent = _parse(raw, seq, reg.path, reg.first_line + seq - first, off)
+                    off += len(raw) + 1
+                if ent is None:
+                    continue
+                self.top = top
+                item = self._entry(ent, ab, warn)
+                top = self.top
+                if item is not None and (all_ or not ab):
+                    add(other(item))
             self.top = top
             yield out
 
