@@ -12,6 +12,7 @@ import pytest
 from supervisor.tui.app import make_app
 from supervisor.tui.confirm import ConfirmScreen
 from supervisor.tui.dashboard import DashboardScreen
+from supervisor.tui.prompt import Prompt
 
 from .conftest import caught_up, copy_run, until
 
@@ -232,7 +233,9 @@ async def test_bookmarks_copy_and_export(tmp_path: Path, monkeypatch: pytest.Mon
         lines = out.read_bytes().splitlines()
         assert lines[0] == raw[1] and orjson.loads(lines[1])["event"] == "hang" and lines[2] == raw[7]
         # with a filter, w writes the filtered rows; an existing file is replaced only when confirmed
-        await pilot.press("ampersand", *"kind:step !errors", "enter")
+        await pilot.press("ampersand")
+        d.query_one(Prompt).value = "kind:step !errors"
+        await pilot.press("enter")
         await until(pilot, lambda: d.model.filter is not None, what="filter")
         await pilot.press("w", "enter")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="replace asks")
@@ -241,7 +244,9 @@ async def test_bookmarks_copy_and_export(tmp_path: Path, monkeypatch: pytest.Mon
         await pilot.press("w", "enter", "y")
         await until(pilot, lambda: any("wrote 4 rows" in n for n in notes(app)), what="filtered export")
         assert out.read_bytes().splitlines() == [raw[1], raw[3], raw[5], raw[7]]
-        await pilot.press("w", "ctrl+u", *str(tmp_path / "nowhere" / "x.jsonl"), "enter")
+        await pilot.press("w")
+        d.query_one(Prompt).value = str(tmp_path / "nowhere" / "x.jsonl")  # as typed (a key a character is slow)
+        await pilot.press("enter")
         await until(pilot, lambda: any("no directory" in n for n in notes(app)), what="bad path said")
 
 
