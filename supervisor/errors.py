@@ -111,3 +111,14 @@ class InternalError(Exception):
 
 class InvalidTransition(InternalError):
     """A state change the supervisor's state machine does not allow (a supervisor bug), with both states."""
+
+
+class StepPassThrough(BaseException):
+    """A framework's control flow raised inside a step (LangGraph's ``interrupt()``, a ``Command`` to the parent
+    graph), carried through the step by an adapter: as a ``BaseException`` the SDK journals no failed try for it
+    (it would count towards a rollback); the step ends without a record and runs again on resume. The adapter
+    raises ``inner`` again once the step has returned."""
+
+    def __init__(self, inner: BaseException) -> None:
+        super().__init__(inner)
+        self.inner = inner

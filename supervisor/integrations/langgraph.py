@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 
 from ..core import rundir
-from ..errors import InternalError, JournalError, JournalLockedError
+from ..errors import InternalError, JournalError, JournalLockedError, StepPassThrough
 
 try:
     from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -714,16 +714,6 @@ class JournaledChatModel(BaseChatModel):
         return live[0] if live else result_from_json(out)
 
 
-class _BubbleUp(BaseException):
-    """LangGraph's control flow (``interrupt()``, a ``Command`` to the parent graph) raised inside a tool, carried
-    through the step as a ``BaseException``: the SDK journals no failure for it (an interrupt is not a failed try
-    that would count towards a rollback); the step has no record and runs again when the graph resumes."""
-
-    def __init__(self, inner: GraphBubbleUp) -> None:
-        super().__init__(inner)
-        self.inner = inner
-
-
 def _tool_output_to_json(out: Any) -> Any:
     if isinstance(out, BaseMessage):
         return {"message": message_to_dict(out)}
@@ -773,12 +763,12 @@ class JournaledTool(BaseTool):
             try:
                 live[:] = [self.tool.invoke(input, config, **kwargs)]
             except GraphBubbleUp as e:
-                raise _BubbleUp(e) from None
+                raise StepPassThrough(e) from None
             return _tool_output_to_json(live[0])
 
         try:
             out = self.supervisor_run.with_options(call=call).step(name, run_tool, args)
-        except _BubbleUp as e:
+        except StepPassThrough as e:
             raise e.inner from None
         return live[0] if live else _tool_output_from_json(out)
 
@@ -790,12 +780,12 @@ class JournaledTool(BaseTool):
             try:
                 live[:] = [await self.tool.ainvoke(input, config, **kwargs)]
             except GraphBubbleUp as e:
-                raise _BubbleUp(e) from None
+                raise StepPassThrough(e) from None
             return _tool_output_to_json(live[0])
 
         try:
             out = await self.supervisor_run.with_options(call=call).astep(name, run_tool, args)
-        except _BubbleUp as e:
+        except StepPassThrough as e:
             raise e.inner from None
         return live[0] if live else _tool_output_from_json(out)
 
