@@ -15,6 +15,13 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_AGENT = ROOT / "sample_runs" / "research_agent.py"
 
 
+@pytest.fixture(autouse=True)
+def _own_config_dir(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Each test gets an empty config directory: the dashboard's saved settings (theme, layout, time format)
+    of whoever runs the suite must not change what a test sees, and no test may write the user's."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+
+
 def attempts(timeout: float, what: str) -> Iterator[int]:
     """Count the tries of a wait loop; fail the test once ``timeout`` seconds have passed (both wait helpers)."""
     deadline = time.monotonic() + timeout
