@@ -39,6 +39,16 @@ EVENTS = frozenset(
 )
 
 
+
+def is_error_event(ev: dict[str, Any]) -> bool:
+    """A supervisor event that is an error: a crash (a non-zero exit or a signal), a hang, a memory limit, a give-up.
+    The dashboard's red rows, its error jumps (``e``) and its ``errors`` filter all ask this."""
+    name = ev.get("event")
+    if name in ("hang", "memory-limit", "give-up"):
+        return True
+    return name == "exit" and (ev.get("code") not in (0, None) or bool(ev.get("signal")))
+
+
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_KEEP = 10
 _SEALED = re.compile(r"supervisor\.(\d{6,})\.jsonl")

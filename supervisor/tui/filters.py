@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from ..core.events import is_error_event
 from ..core.records import Kind, parse_line
 from ..core.segments import StreamPos, read_stream, split_lines
 
@@ -34,14 +35,6 @@ _KIND_ALIASES = {"supervisor": "event", "checkpt": "checkpoint", "damaged": "bad
 _WRITER = b'{"kind":"'
 
 SYNTAX = "text, kind:K, step:GLOB, errors; !term filters out"
-
-
-def is_error_event(ev: dict[str, Any]) -> bool:
-    """A supervisor row that is an error: a crash (a non-zero exit or a signal), a hang, a memory limit, a give-up."""
-    name = ev.get("event")
-    if name in ("hang", "memory-limit", "give-up"):
-        return True
-    return name == "exit" and (ev.get("code") not in (0, None) or bool(ev.get("signal")))
 
 
 @dataclass(frozen=True, slots=True)

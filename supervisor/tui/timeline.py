@@ -25,6 +25,7 @@ from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from ..core.events import is_error_event
 from ..core.records import BadLine, Kind, Record, preview, step_name
 from ..core.usage import call_of, step_model, step_tokens
 from .status_bar import fmt_cost, fmt_tokens
@@ -148,22 +149,16 @@ def _elapsed(ts: Any, now: datetime | None = None) -> str:
     return f"{int(sec // 3600)}h{int(sec % 3600 // 60):02d}m"
 
 
-def is_crash(ev: dict[str, Any]) -> bool:
-    return ev.get("event") in ("exit", "hang", "memory-limit", "give-up") and (
-        ev.get("event") != "exit" or ev.get("code") not in (0, None) or bool(ev.get("signal"))
-    )
-
-
 class TimelineView(ScrollView, can_focus=True):
     """Rows of the run; the cursor row is the selected record (in replay mode: "now")."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("j,down", "cursor(1)", "Down", show=False),
-        Binding("k,up", "cursor(-1)", "Up", show=False),
-        Binding("pagedown,space", "page(1)", "Page down", show=False),
-        Binding("pageup,b", "page(-1)", "Page up", show=False),
-        Binding("g,home", "top", "Top", show=False),
-        Binding("G,end", "bottom", "Bottom", show=False),
+        Binding("j,down", "cursor(1)", "Down", show=False, tooltip="Select the next row"),
+        Binding("k,up", "cursor(-1)", "Up", show=False, tooltip="Select the previous row"),
+        Binding("pagedown,space", "page(1)", "Page down", show=False, tooltip="Move a screen down the timeline"),
+        Binding("pageup,b", "page(-1)", "Page up", show=False, tooltip="Move a screen up the timeline"),
+        Binding("g,home", "top", "Top", show=False, tooltip="Go to the first record"),
+        Binding("G,end", "bottom", "Bottom", show=False, tooltip="Go to the last record (live: and follow new ones)"),
         Binding("a", "toggle_begins", "Begins", tooltip="Show begin rows (each folded into its step's row by default)"),
     ]
 
@@ -394,7 +389,7 @@ class TimelineView(ScrollView, can_focus=True):
         self._width = width
         if kind == "event":
             ev = self.model.events[i].data
-            style = self._fg("timeline--crash" if is_crash(ev) else "timeline--event")
+            style = self._fg("timeline--crash" if is_error_event(ev) else "timeline--event")
             segs = [Segment(f"{'':>{self._seq_w + 1}} {self._time_cell(ev.get('ts')):12} " + describe_event(ev), style)]
         else:
             segs = self._record_segments(i)

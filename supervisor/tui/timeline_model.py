@@ -40,7 +40,7 @@ import orjson
 
 from ..core import rundir
 from ..core.cursor import Shape, StateCursor
-from ..core.events import read_events
+from ..core.events import is_error_event, read_events
 from ..core.history import ERROR, STEPS, Fold, Pairing, fold_shape
 from ..core.journal import Entry, JournalReader
 from ..core.records import DAMAGED, BadLine, Kind
@@ -560,7 +560,6 @@ class TimelineModel:
 
     def error_event_rows(self) -> list[int]:
         """Rows of the supervisor rows that are errors (crashes, hangs, give-ups), in order."""
-        from .filters import is_error_event
 
         if self.filter is not None:
             return [self._fevent_rows[j] for j, k in enumerate(self._fevents) if is_error_event(self.events[k].data)]

@@ -7,7 +7,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from supervisor.tui.filters import filter_lines, is_error_event, new_pass, parse_filter
+from supervisor.core.events import is_error_event
+from supervisor.tui.filters import filter_lines, new_pass, parse_filter
 from supervisor.tui.scan import scan_journal
 from supervisor.tui.timeline_model import TimelineModel
 
