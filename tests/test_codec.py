@@ -772,3 +772,51 @@ def test_an_agent_gets_its_model_back_and_a_changed_return_type_stops_it_with_ex
     err = changed.stderr.strip().splitlines()
     assert len(err) == 1 and "cannot return the recorded output of" in err[0] and "as V2" in err[0], err
     assert "output_type 'pydantic:__main__:V1'" in err[0] and "Traceback" not in changed.stderr
+
+
+# -- aliases and tagged unions (what the framework adapters pass through steps)
+
+
+class Aliased(pydantic.BaseModel):
+    async_: bool | None = pydantic.Field(default=None, alias="async")
+    name: str
+
+
+def test_a_pydantic_model_with_aliases_round_trips_and_old_journals_still_read() -> None:
+    m = Aliased.model_validate({"async": True, "name": "n"})
+    value, otype = encode(m, step="s")
+    assert value == {"async": True, "name": "n"}  # written by alias: what the model reads by default
+    assert decode(value, otype, None) == m and decode(value, None, Aliased) == m
+    # a journal written before aliases were kept has field names: read as well
+    assert decode({"async_": True, "name": "n"}, otype, None) == m
+
+
+@dataclasses.dataclass
+class CallPart:
+    name: str
+    args: dict[str, Any] = dataclasses.field(default_factory=dict)
+    part_kind: Literal["call"] = "call"
+
+
+@dataclasses.dataclass
+class SearchCallPart(CallPart):  # fits any CallPart's fields: only its tag tells it apart
+    part_kind: Literal["search-call"] = "search-call"  # type: ignore[assignment]
+
+
+@dataclasses.dataclass
+class TextPart:
+    content: str = ""
+    part_kind: Literal["text"] = "text"
+
+
+@dataclasses.dataclass
+class Response:
+    parts: list[Annotated[Union[SearchCallPart, TextPart, CallPart], "tagged by part_kind"]]
+
+
+def test_a_tagged_union_of_dataclasses_decodes_by_its_tag_field() -> None:
+    r = Response([CallPart("x", {"a": 1}), TextPart("hi"), SearchCallPart("q")])
+    value, otype = encode(r, step="s")
+    for back in (decode(value, otype, None), decode(value, None, Response)):
+        assert [type(p) for p in back.parts] == [CallPart, TextPart, SearchCallPart]
+        assert back == r

@@ -331,7 +331,8 @@ def _encoder_for(t: type) -> _Enc:
 
         def enc_model(v: Any) -> tuple[Any, _T | None]:
             try:
-                return v.model_dump(mode="json"), leaf
+                # by alias: what the model reads back by default (a field `async_` with the alias `async`)
+                return v.model_dump(mode="json", by_alias=True), leaf
             except Exception as e:  # pydantic's serialization errors have no common base we may import
                 raise _unencodable(v, detail=f" whose model_dump(mode='json') failed ({_one_line(e)})") from None
 
@@ -734,6 +735,12 @@ def _union(args: tuple[Any, ...]) -> _Decoder:
         return _ident
     tags = [_hint_tag(a) for a in members]
     plain = [_plain_check(a) for a, d in zip(members, decs, strict=True) if d is _ident]
+    literals = [_literal_fields(a) for a in members]  # a tagged union's tags: part_kind: Literal["tool-call"]
+
+    def excluded(i: int, v: Any) -> bool:
+        """The object's tag field names another member (``{"part_kind": "text"}`` is no ToolCallPart)."""
+        lit = literals[i]
+        return bool(lit) and isinstance(v, dict) and any(k in v and v[k] not in ok for k, ok in lit.items())
 
     def dec(v: Any, node: _Node | None) -> Any:
         if v is None:
@@ -752,8 +759,8 @@ def _union(args: tuple[Any, ...]) -> _Decoder:
             if check(v):
                 return v
         errors = []
-        for d in decs:
-            if d in tried or d is _ident:
+        for i, d in enumerate(decs):
+            if d in tried or d is _ident or excluded(i, v):
                 continue
             try:
                 return d(v, node)
@@ -762,6 +769,28 @@ def _union(args: tuple[Any, ...]) -> _Decoder:
         raise CodecError("it fits none of the union's types" + (f" ({errors[0]})" if errors else ""))
 
     return dec
+
+
+def _literal_fields(hint: Any) -> dict[str, tuple[Any, ...]]:
+    """The fields of a dataclass or pydantic model typed as a ``Literal`` (the tags of a tagged union)."""
+    if not isinstance(hint, type):
+        return {}
+    if dataclasses.is_dataclass(hint):
+        hints = _field_hints(hint)
+    elif hasattr(hint, "model_fields"):
+        try:
+            hints = {k: f.annotation for k, f in hint.model_fields.items()}
+        except Exception:  # noqa: BLE001 - a model whose fields cannot be listed has no tags to use
+            return {}
+    else:
+        return {}
+    out = {}
+    for name, h in hints.items():
+        while typing.get_origin(h) is typing.Annotated:
+            h = typing.get_args(h)[0]
+        if typing.get_origin(h) is typing.Literal:
+            out[name] = typing.get_args(h)
+    return out
 
 
 def _plain_check(hint: Any) -> Callable[[Any], bool]:
@@ -917,8 +946,13 @@ def _pydantic(cls: Any, pyd: Any) -> _Decoder:
         if v is None:
             return None
         # JSON-mode validation is the inverse of model_dump(mode="json") (strict models, base64 bytes...)
+        data = orjson.dumps(v, option=_WRITE_OPTS)
         try:
-            return cls.model_validate_json(orjson.dumps(v, option=_WRITE_OPTS))
+            try:
+                # by alias (as written since aliases were kept) or by field name (journals written before)
+                return cls.model_validate_json(data, by_alias=True, by_name=True)
+            except TypeError:  # pydantic before 2.11: by alias only, unless the model populates by name
+                return cls.model_validate_json(data)
         except pyd.ValidationError as e:
             first = e.errors()[0]
             loc = ".".join(str(x) for x in first.get("loc", ()))
