@@ -708,6 +708,14 @@ class Run:
             ctx.usage = []
         ctx.usage.append(u)
 
+    def match_by_name(self) -> None:
+        """Match this run's calls to the journal by ``(name, k)`` from now on, as overlapping steps are, never by
+        position: for an agent whose resumed calls are not the journal's sequence (a graph that does not call the
+        nodes that finished again). A call the journal has no step for then runs; a name at another position is not
+        a divergence. The framework adapters that need it call it."""
+        with self._lock:
+            self._overlap = True
+
     @property
     def lock(self) -> threading.Lock:
         """The lock the SDK takes to number steps and record ``run.state``: hold it (briefly, never around a

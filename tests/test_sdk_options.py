@@ -309,3 +309,30 @@ def test_positions_of_another_attempt_never_shadow_a_committed_call(tmp_path: Pa
             t.start()
             t.join()  # one at a time, from other threads than the one that opened the run: overlapping numbering
     assert got == {"a": "A", "b": "B", "c": "C"} and ran == [], (got, ran)
+
+
+def test_match_by_name_serves_a_resumed_run_that_skips_calls(tmp_path) -> None:
+    """A graph-like agent: its resume does not call the first step again. By position that is a divergence
+    (another name at position 0); after run.match_by_name() each call finds its own step by (name, k)."""
+    import pytest as _pytest
+
+    from supervisor import Run
+    from supervisor.errors import DivergenceError
+
+    calls: list[str] = []
+
+    def f(x: str) -> str:
+        calls.append(x)
+        return x.upper()
+
+    with Run.open(tmp_path / "r") as run:
+        run.step("a", f, "a")
+        run.step("b", f, "b")
+    with _pytest.raises(DivergenceError), Run.open(tmp_path / "r") as run:
+        run.step("b", f, "b")  # by position: 'b' where the journal has 'a'
+    calls.clear()
+    with Run.open(tmp_path / "r") as run:
+        run.match_by_name()
+        assert run.step("b", f, "b") == "B"  # served, though at position 0
+        assert run.step("c", f, "c") == "C"  # runs
+    assert calls == ["c"]

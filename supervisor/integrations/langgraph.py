@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 
 from ..core import rundir
-from ..errors import InternalError, JournalError, JournalLockedError, StepPassThrough
+from ..errors import JournalError, JournalLockedError, StepPassThrough
 
 try:
     from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
@@ -543,12 +543,8 @@ def _keyed(run: Any) -> None:
     """Match this run's steps by ``(name, k)``: after a resume, LangGraph does not make the calls of the nodes
     that finished again, so the calls are not the journal's sequence (the SDK's rule for overlapping steps).
 
-    The SDK has no public switch for it yet: its flag for "steps of this process overlapped" is set, as a call from
-    a second thread would set it.
     """
-    if not hasattr(run, "_overlap"):
-        raise InternalError("supervisor.Run has no _overlap flag any more: the LangGraph adapter needs matching by (name, k)")
-    run._overlap = True
+    run.match_by_name()
 
 
 def _jsonable(v: Any) -> Any:
