@@ -491,11 +491,11 @@ def test_a_later_supervisor_root_span_counts_the_whole_run(tmp_path: Path, recei
     assert p.returncode == 0, err
     live_root = next(s for s in receiver.spans() if not s.parent_span_id)
     names = sorted(s.name for s in receiver.spans())
-    # no step ran: all were served from the journal. (The supervisor numbers its attempt 1: the
-    # attempts the agent made by hand left no events; its span is the second attempt numbered 1.)
-    assert names == ["attempt 1", "run run"]
-    attempt = next(s for s in receiver.spans() if s.name == "attempt 1")
-    assert attempt.span_id.hex() == span_id("run", "attempt:1.2")
+    # no step ran: all were served from the journal. The supervisor goes on from the attempts the agent
+    # made by hand (1 and 2, in the journal's start records): its attempt is 3
+    assert names == ["attempt 3", "run run"]
+    attempt = next(s for s in receiver.spans() if s.name == "attempt 3")
+    assert attempt.span_id.hex() == span_id("run", "attempt:3")
     doc = export_json(run, tmp_path / "t.json")
     assert {s["spanId"] for s in spans_of(doc)} >= {s.span_id.hex() for s in receiver.spans()}  # the same ids
     assert sum(1 for s in spans_of(doc) if s["name"].startswith("attempt ")) == 3

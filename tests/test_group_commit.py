@@ -290,6 +290,7 @@ def test_a_cancelled_aappend_is_committed_all_the_same(tmp_path: Path, monkeypat
     release = threading.Event()
     log.gate = lambda n: None if n > 1 else (release.wait(20) or None)
     w = JournalWriter(run)
+    w._last_sync = 1.0  # a slow disk: the flusher thread syncs (inline, the held sync would block this loop)
 
     async def main() -> None:
         task = asyncio.create_task(w.aappend(rec("cancelled", 0)))
