@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib.util
-import os
 import statistics
 import sys
 import tempfile
@@ -29,6 +28,9 @@ from agents import Runner
 
 from supervisor import Run
 from supervisor.integrations.openai_agents import durable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: tests/ holds benchutil
+from benchutil import raw_sync_floor  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CALLS_PER_RUN = 6  # 3 model calls + 3 tool calls
@@ -66,20 +68,6 @@ async def _journaled(sample: Any, n: int, run_dir: Path, expect_served: bool) ->
     return dt
 
 
-def _raw_sync(path: Path, n: int = 200) -> float:
-    """Seconds per append of a 300-byte line plus ``fdatasync``, in the journal's directory: the floor of a durable step."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        line = b"x" * 299 + b"\n"
-        t0 = time.perf_counter()
-        for _ in range(n):
-            os.write(fd, line)
-            os.fdatasync(fd)
-        return (time.perf_counter() - t0) / n
-    finally:
-        os.close(fd)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=100, help="agent runs per round and mode")
@@ -101,7 +89,7 @@ def main() -> None:
             bare.append(asyncio.run(_bare(sample, n)))
             live.append(asyncio.run(_journaled(sample, n, Path(tmp) / f"r{r}", expect_served=False)))
             served.append(asyncio.run(_journaled(sample, n, Path(tmp) / f"r{r}", expect_served=True)))
-            syncs.append(_raw_sync(Path(tmp) / f"raw{r}"))
+            syncs.append(raw_sync_floor(Path(tmp) / f"raw{r}", 200))
             if shm_root is not None:
                 shm.append(asyncio.run(_journaled(sample, n, Path(tmp_shm) / f"r{r}", expect_served=False)))
     calls = n * CALLS_PER_RUN

@@ -35,6 +35,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from supervisor import Run  # noqa: E402
 from supervisor.integrations.pydantic_ai import DurableAgent  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: tests/ holds benchutil
+from benchutil import raw_sync_floor  # noqa: E402
+
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_runs" / "pydantic_ai_agent.py"
 CALLS_PER_RUN = 6
 
@@ -50,22 +53,6 @@ def load_sample() -> Any:
 
 def median(xs: list[float]) -> float:
     return sorted(xs)[len(xs) // 2]
-
-
-def fsync_floor(d: Path, n: int = 300) -> float:
-    """Seconds per raw O_APPEND write + fdatasync of a 300-byte line in ``d``."""
-    path = d / "floor.jsonl"
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    line = b"x" * 299 + b"\n"
-    try:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            os.write(fd, line)
-            os.fdatasync(fd)
-        return (time.perf_counter() - t0) / n
-    finally:
-        os.close(fd)
-        path.unlink()
 
 
 class Clock:
@@ -156,7 +143,7 @@ async def main() -> None:
             j.append(took)
             s.append(await served(mod, args.runs, base / f"r{i}", out))
             st.append(await stubbed(mod, args.runs))
-        floor = fsync_floor(base)
+        floor = raw_sync_floor(base / "floor.jsonl")
     finally:
         shutil.rmtree(base, ignore_errors=True)
     calls = args.runs * CALLS_PER_RUN

@@ -36,12 +36,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from supervisor import Run  # noqa: E402
 from supervisor.core.journal import JournalWriter  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: tests/ holds benchutil
+from benchutil import raw_sync_floor  # noqa: E402
 
 THREADS = 16
 
@@ -69,18 +71,6 @@ class Figures:
 
     def __getitem__(self, name: str) -> float:
         return median(self.times[name])
-
-
-def floor_loop(path: Path, line: bytes, n: int) -> float:
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-    try:
-        t0 = time.perf_counter()
-        for _ in range(n):
-            os.write(fd, line)
-            os.fdatasync(fd)
-        return (time.perf_counter() - t0) / n
-    finally:
-        os.close(fd)
 
 
 def seq_appends(w: JournalWriter, n: int) -> float:
@@ -176,7 +166,7 @@ def main() -> None:
         run.step("warm", lambda: None)
         f = Figures()
         for _ in range(args.rounds):  # interleaved: each round takes every figure once
-            f.take("floor", lambda: floor_loop(tmp / "raw.jsonl", line, n))
+            f.take("floor", lambda: raw_sync_floor(tmp / "raw.jsonl", n, line))
             f.take("seq", lambda: seq_appends(w, n))
             f.take("threads", lambda: thread_appends(w, n))
             f.take("async1", lambda: async_appends(w, n // 4, 1))
