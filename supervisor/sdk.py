@@ -517,6 +517,8 @@ class Run:
         self._session: ReplaySession | None = None
         if self.replay_mode:
             self._session = ReplaySession.from_env(self.replay_mode, self.run_dir, self.run_id, self._steps, self.redactor)
+        elif self._steps:
+            self.__dict__["step"] = self._resume_step  # see _resume_step
         self._append(
             {
                 "kind": Kind.START,
@@ -729,6 +731,27 @@ class Run:
         Safe from several threads at once; the step's position is taken when it is called.
         """
         return self._step(name, fn, args, kwargs, _NO_OPTS)  # type: ignore[no-any-return]
+
+    def _resume_step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`step` while a sequential resume serves the recorded steps in order: put on the instance in
+        place of ``step`` by ``__init__`` (so a live step pays nothing for it), taken off once resume is over.
+
+        A served step in one call and one frame: :meth:`_enter`'s numbering and its :meth:`_serve_next`, without
+        :meth:`_step`'s and :meth:`_enter`'s frames (a million served steps go through here). Anything else
+        (another thread, a step in flight, a miss) takes the general path, which decides as always.
+        """
+        with self._lock:
+            if self._live or self._table is not None or self._overlap:
+                self.__dict__.pop("step", None)  # resume is over, or no longer sequential: the plain method again
+            elif not self._inflight and get_ident() == self._owner:
+                pos = self._pos
+                out = self._serve_next(pos, name, fn, args, kwargs, _NO_OPTS)
+                if out is not _MISS:
+                    self._pos = pos + 1
+                    counts = self._counts
+                    counts[name] = counts.get(name, 0) + 1
+                    return out
+        return self._step(name, fn, args, kwargs, _NO_OPTS)
 
     async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """``await run.astep(name, fn, *args)``: :meth:`step` for asyncio. ``fn`` is a coroutine function or a
@@ -1062,7 +1085,12 @@ class Run:
         cursor = self._cursor
         if not self._live and seq > cursor.seq:  # _replay_state, inlined (no damaged line: checked above)
             self._shadow_json = None
-            if cursor.advance(seq, rec) and not state_mod.same(self._state, cursor.doc):
+            recs, at = cursor.records, cursor._i
+            if recs is not None and at >= 0 and not cursor._cuts and at < len(recs) and recs[at] is e and "state_patch" not in rec:
+                # StateCursor.advance over this one record, which has no patch: nothing changes but where it is
+                cursor._i = at + 1
+                cursor.seq = seq
+            elif cursor.advance(seq, rec) and not state_mod.same(self._state, cursor.doc):
                 self._state.clear()
                 self._state.update(state_mod.json_copy(cursor.doc))
         out = rec.get("output")

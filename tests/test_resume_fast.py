@@ -1,0 +1,70 @@
+"""Resume's sequential fast path (``Run._resume_step``, put in place of ``run.step`` while a resume serves)
+serves exactly what the general path serves: the same outputs, the same state after each step, the same
+misses (changed inputs, another name), and it steps aside once the run is live."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from supervisor import Run
+
+
+def _agent(run: Run, general: bool, n: int = 12, *, rename_at: int = -1) -> list[Any]:
+    """Steps with arguments, keyword arguments, outputs and state changes between some of them."""
+    step = run.with_options().step if general else run.step  # with_options: the general path (_step, _enter)
+    seen: list[Any] = []
+    for i in range(n):
+        name = f"other:{i}" if i == rename_at else f"s:{i}"
+        out = step(name, lambda i, scale=1: {"i": i * scale, "l": [i, str(i)]}, i, scale=2)
+        if i % 3 == 0:
+            run.state["count"] = run.state.get("count", 0) + out["i"]
+            run.state.setdefault("seen", []).append(i)
+        seen.append((out, dict(run.state), len(run.replayed), len(run.executed)))
+    return seen
+
+
+def _recorded(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    with Run.open(src) as run:
+        _agent(run, general=True, n=8)  # a crash after 8 of 12 steps: the resume serves 8, runs 4
+    return src
+
+
+def test_fast_path_serves_what_the_general_path_serves(tmp_path: Path) -> None:
+    src = _recorded(tmp_path)
+    results = []
+    for general in (False, True):
+        d = tmp_path / f"resume-{general}"
+        shutil.copytree(src, d)
+        with Run.open(d) as run:
+            assert ("step" in run.__dict__) is True  # installed for a resume that serves
+            results.append(_agent(run, general))
+            assert "step" not in run.__dict__ or general  # the fast path took itself off once live
+            assert (len(run.replayed), len(run.executed)) == (8, 4)
+    assert results[0] == results[1]
+    assert results[0][-1][1] == {"count": 0 + 6 + 12 + 18, "seen": [0, 3, 6, 9]}
+
+
+def test_fast_path_misses_to_the_general_path(tmp_path: Path) -> None:
+    """Another name at a recorded position is the divergence the general path reports, with nothing served
+    for it; a fresh run (nothing to serve) never installs the fast path."""
+    src = _recorded(tmp_path)
+    d = tmp_path / "diverge"
+    shutil.copytree(src, d)
+    run = Run(d)
+    try:
+        _agent(run, general=False, rename_at=5)
+        raise AssertionError("a renamed step at a recorded position must diverge")
+    except Exception as e:
+        assert type(e).__name__ == "DivergenceError" and "other:5" in str(e), e
+        assert len(run.replayed) == 5
+    finally:
+        run.close()
+    fresh = Run(tmp_path / "fresh")
+    try:
+        assert "step" not in fresh.__dict__
+        assert fresh.step("a", lambda: 1) == 1
+    finally:
+        fresh.close()
