@@ -9,6 +9,16 @@
 - resume of ``--big`` steps (default 1,000,000) to the first new step, against an orjson scan of the
   same journal (read every file, ``orjson.loads`` every line; target <= 1.0x), with the agent's peak RSS.
 
+- ``--index``: the sidecar-index question, measured both ways on the ``--big`` journal, each in a fresh
+  process: the resume view's open as it is (``JournalReader.load(lazy=True)``: the scan), and the same
+  entries from a prototype index (per file: inode, size, mtime, a hash of its last line, and the offsets
+  and seqs of its step lines as arrays; the other lines parsed from their offsets), validated and mapped.
+  The prototype lives only here: it bounds what an index could take off the resume. Measured (2 shared
+  cores, 1,000,000 steps): scan 3.0-4.0 s, prototype index 0.5-0.75 s, of a 9-11 s resume: an index takes
+  about a quarter off, never helps the first resume after a crash (the crashed agent wrote none) nor a
+  journal of one segment (100,000 steps), and the rest (a Python call and one ``orjson.loads`` of the
+  step line per served step, ~5 us) stays. Decided: no index (run.step serves from the scan).
+
 The journals are written as the SDK writes them (a ``begin`` and a ``step`` record per step, the
 ``start`` record of the attempt first; sealed every 64 MiB). The median of ``--rounds`` is printed.
 """
@@ -50,6 +60,69 @@ for path in sorted(glob.glob(sys.argv[1] + "/journal.0*.jsonl")) + [sys.argv[1] 
             orjson.loads(line)
             n += 1
 print(time.perf_counter() - t0, n)
+"""
+
+
+INDEX_BUILD = """
+import hashlib, os, sys, orjson
+from array import array
+from pathlib import Path
+from supervisor.core.journal import JournalReader
+from supervisor.core.records import LazyRecord
+run = Path(sys.argv[1])
+ents = JournalReader(run).load(lazy=True)
+files = {}
+for e in ents:
+    if type(e) is LazyRecord:
+        f = files.setdefault(e.path, ([], [], [], [], []))
+        f[0].append(e.start); f[1].append(e.end); f[2].append(e.seq)
+    else:  # parsed: the start record here; its offset found by its seq field in the files below
+        files.setdefault(str(run / "journal.000001.jsonl"), ([], [], [], [], []))[3].append(e["seq"])
+head, blobs = [], []
+for path, (st, en, sq, other, _) in sorted(files.items()):
+    s = os.stat(path)
+    with open(path, "rb") as fh:
+        fh.seek(max(s.st_size - 4096, 0)); tail = fh.read()
+    last = tail[tail.rfind(b"\\n", 0, len(tail) - 1) + 1 :]
+    head.append({"path": path, "ino": s.st_ino, "size": s.st_size, "mtime_ns": s.st_mtime_ns,
+                 "last": hashlib.blake2b(last, digest_size=16).hexdigest(), "n": len(st), "other": other})
+    blobs += [array("q", st).tobytes(), array("q", en).tobytes(), array("q", sq).tobytes()]
+with open(run / "journal.index", "wb") as out:
+    h = orjson.dumps(head)
+    out.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+"""
+
+INDEX_LOAD = """
+import gc, hashlib, mmap, os, sys, time, orjson
+t0 = time.perf_counter()
+gc.disable()  # as JournalReader.load does
+from array import array
+from pathlib import Path
+from supervisor.core.records import LazyRecord
+run = Path(sys.argv[1])
+data = open(run / "journal.index", "rb").read()
+n = int.from_bytes(data[:8], "little"); head = orjson.loads(data[8 : 8 + n]); at = 8 + n
+out = []
+for f in head:
+    s = os.stat(f["path"])
+    assert (s.st_ino, s.st_size, s.st_mtime_ns) == (f["ino"], f["size"], f["mtime_ns"]), "stale"
+    fd = os.open(f["path"], os.O_RDONLY)
+    m = mmap.mmap(fd, 0, access=mmap.ACCESS_READ); os.close(fd)
+    last = m[m.rfind(b"\\n", 0, len(m) - 1) + 1 :]
+    assert hashlib.blake2b(last, digest_size=16).hexdigest() == f["last"], "stale"
+    k = f["n"] * 8
+    st, en, sq = (array("q", data[at + i * k : at + (i + 1) * k]) for i in range(3)); at += 3 * k
+    out.extend(map(LazyRecord, [\"step\"] * f["n"], [m] * f["n"], st, en, sq, [f["path"]] * f["n"]))
+print(time.perf_counter() - t0, len(out))
+"""
+
+SCAN_LOAD = """
+import sys, time
+t0 = time.perf_counter()
+from pathlib import Path
+from supervisor.core.journal import JournalReader
+out = JournalReader(Path(sys.argv[1])).load(lazy=True)
+print(time.perf_counter() - t0, len(out))
 """
 
 
@@ -114,6 +187,7 @@ def main() -> None:
     ap.add_argument("--big", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--skip-big", action="store_true")
+    ap.add_argument("--index", action="store_true", help="also measure the resume view's open with a prototype sidecar index")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-resume-", dir=os.environ.get("BENCH_DIR")))
     try:
@@ -143,6 +217,23 @@ def main() -> None:
             scan = float(out.stdout.split()[0])
             print(f"resume {big:,} steps ({2 * big + 1:,} records, {size / 1e6:.0f} MB) to the first new step:")
             print(f"  agent process {t:.2f} s, peak RSS {mb} MiB; orjson scan of the same files {scan:.2f} s: {t / scan:.2f}x (target <= 1.0x)")
+            if args.index:
+                run = str(tmp / f"run-{big}")
+                py = lambda code: float(  # noqa: E731
+                    subprocess.run([sys.executable, "-c", code, run], capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()[0]
+                )
+                t0 = time.perf_counter()
+                subprocess.run([sys.executable, "-c", INDEX_BUILD, run], check=True, cwd=ROOT)
+                build = time.perf_counter() - t0
+                isize = (tmp / f"run-{big}" / "journal.index").stat().st_size
+                scans, maps = [], []
+                for _ in range(args.rounds):
+                    scans.append(py(SCAN_LOAD))
+                    maps.append(py(INDEX_LOAD))
+                s_, m_ = median(scans), median(maps)
+                print(f"  the resume view's open (imports and load; the part a sidecar index could replace): scan {s_:.2f} s, "
+                      f"prototype index {m_:.2f} s ({isize / 1e6:.0f} MB, built in {build:.1f} s): {s_ - m_:.2f} s of the "
+                      f"{t:.2f} s resume ({(s_ - m_) / t:.0%})")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -950,16 +950,7 @@ class JournalReader:
         enabled = gc.isenabled()
         gc.disable()  # a million small dicts: the cyclic GC would rescan them again and again
         try:
-            # iter_entries' reads, each region's entries added to one list (no generator step per entry)
-            out: list[Entry] = []
-            cursor = StreamPos()
-            for c in read_stream(self.source, cursor, chunk=self.chunk, mapped=lazy):
-                if lazy:
-                    self._lazy_entries(c, out, c.lines())
-                else:
-                    self._parse_lines(c, out)
-            self._cursor = cursor
-            return out
+            return list(self.iter_entries(lazy=lazy))
         finally:
             if enabled:
                 gc.enable()
