@@ -517,7 +517,7 @@ class Run:
         self._session: ReplaySession | None = None
         if self.replay_mode:
             self._session = ReplaySession.from_env(self.replay_mode, self.run_dir, self.run_id, self._steps, self.redactor)
-        elif self._steps:
+        elif self._steps and type(self).step is Run.step:  # a subclass's own step is left as it is
             self.__dict__["step"] = self._resume_step  # see _resume_step
         self._append(
             {

@@ -68,3 +68,17 @@ def test_fast_path_misses_to_the_general_path(tmp_path: Path) -> None:
         assert fresh.step("a", lambda: 1) == 1
     finally:
         fresh.close()
+
+
+def test_a_subclass_step_is_not_bypassed(tmp_path: Path) -> None:
+    src = _recorded(tmp_path)
+    calls: list[str] = []
+
+    class Logged(Run):
+        def step(self, name: str, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+            calls.append(name)
+            return super().step(name, fn, *args, **kwargs)
+
+    with Logged.open(src) as run:
+        _agent(run, general=False)
+    assert calls == [f"s:{i}" for i in range(12)]
