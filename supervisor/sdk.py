@@ -1573,6 +1573,7 @@ class Run:
             now: bytes | None = orjson.dumps(st)
         except TypeError:
             now = None
+        changed = False  # known to differ as JSON: make_patch need not compare them again
         if now is not None:
             known = self._shadow_json
             if known is None or known[0] is not shadow:
@@ -1583,7 +1584,8 @@ class Run:
             if known[1] == now:
                 self._shadow_json = known
                 return
-        patch = state_mod.make_patch(shadow, st, fix_keys=True)
+            changed = known[1] != b""  # both dumped, the bytes differ
+        patch = state_mod.make_patch(shadow, st, fix_keys=True, changed=changed)
         if patch:
             rec["state_patch"] = patch
             shadow = self._cursor.doc = state_mod.apply_patch(shadow, patch)

@@ -6,7 +6,8 @@ Every figure is printed with the floor it is measured against in the same run:
 - durable step commit: ``Run.step`` against a raw loop of O_APPEND write + fdatasync
   of the same bytes, and against the common hand-written loop (open, json.dumps,
   write, fsync, close per record);
-- CPU per ``Run.step`` on /dev/shm (``--only cpu``), with an empty state and a 16 KB one;
+- CPU per ``Run.step`` on /dev/shm (``--only cpu``), with an empty state and a 16 KB one (unchanged, and one
+  value changed each step);
 - opening a 1,000,000-record journal and reading its last 50 records (target <= 0.2 s),
   against a raw scan that counts the lines of the same files;
 - resuming 1,000,000 journaled steps to the first new step (target <= 1.0 s), against
@@ -16,6 +17,7 @@ Every figure is printed with the floor it is measured against in the same run:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import shutil
@@ -23,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -75,18 +78,27 @@ def bench_commit(tmp: Path, steps: int, rounds: int = 7) -> None:
 
 def bench_cpu(steps: int = 3000, rounds: int = 7) -> None:
     """CPU per ``Run.step`` on /dev/shm (its fdatasync is nearly free there: what is left is the SDK's own cost),
-    by ``time.process_time``; with an empty state and with a 16 KB state the steps leave unchanged."""
+    by ``time.process_time``; with an empty state, with a 16 KB state the steps leave unchanged, and with one
+    whose steps each change one value (a patch of one ``replace``)."""
     base = Path(tempfile.mkdtemp(prefix="bench-cpu-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
-
-    def work(x: int) -> dict[str, int]:
-        return {"value": x}
-
     try:
         figures = []
         big = {"notes": [{"title": f"some text {i}", "score": i * 0.5, "tags": ["a", "b"]} for i in range(300)]}
-        for label, state in (("empty state", {}), ("16 KB state, unchanged", big), ("empty state, no redaction", {})):
+        rows = ("empty state", {}), ("16 KB state, unchanged", big), ("16 KB state, 1 value changed", big), ("empty state, no redaction", {})
+        for label, state in rows:
             run = Run.open(base / label.replace(" ", "-").replace(",", ""))
-            run.state.update(state)
+            run.state.update(orjson.loads(orjson.dumps(state)))
+            if "value changed" in label:  # each step changes one score among the 300 notes (a patch of one replace)
+
+                def work(x: int, run: Run = run, n: Iterator[int] = itertools.count()) -> dict[str, int]:
+                    i = next(n)
+                    run.state["notes"][(i * 7) % 300]["score"] = i
+                    return {"value": x}
+            else:
+
+                def work(x: int) -> dict[str, int]:
+                    return {"value": x}
+
             if "no redaction" in label:  # what the secrets' redaction of the two lines costs (not a way to run)
                 run._writer._redact = None  # type: ignore[union-attr]
             for i in range(300):
@@ -101,7 +113,7 @@ def bench_cpu(steps: int = 3000, rounds: int = 7) -> None:
             figures.append((label, sorted(per)[len(per) // 2]))
         print(f"CPU per Run.step on {base.parent} (time.process_time, {steps} steps, median of {rounds} rounds):")
         for label, t in figures:
-            print(f"  {label:24s} {t * 1e6:6.1f} us/step")
+            print(f"  {label:28s} {t * 1e6:6.1f} us/step")
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

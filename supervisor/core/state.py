@@ -67,10 +67,19 @@ def from_pointer(ptr: str) -> list[str]:
 # ---------------------------------------------------------------------- JSON equality
 
 
+def _dumps(value: Any) -> bytes:
+    """``orjson.dumps`` with JSON's rule for non-string keys; the plain dump first (about 3x faster, the same
+    bytes when every key is a string); ``TypeError`` if JSON cannot hold the value."""
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return orjson.dumps(value, option=_NSK)
+
+
 def json_bytes_equal(a: Any, b: Any) -> bool:
     """Whether ``a`` and ``b`` dump to the same JSON bytes (a value JSON cannot hold is never equal)."""
     try:
-        return orjson.dumps(a, option=_NSK) == orjson.dumps(b, option=_NSK)
+        return _dumps(a) == _dumps(b)
     except TypeError:
         return False
 
@@ -141,14 +150,31 @@ def fix_keys_deep(value: Any) -> None:
 # ---------------------------------------------------------------------- the walk
 
 
+def _halving(eq: Callable[[int, int], bool], item_eq: Callable[[int], bool], n: int) -> int:
+    """The largest ``p <= n`` with ``eq(0, p)``, where ``eq(i, j)`` compares items ``i..j`` (of a prefix or a
+    suffix) at C speed: halved down to a few items, then item by item (``item_eq``), instead of a Python
+    loop over every common item."""
+    lo, hi = 0, n
+    while hi - lo > 8:
+        mid = (lo + hi) // 2
+        if eq(lo, mid):
+            lo = mid
+        else:
+            hi = mid
+    while lo < hi and item_eq(lo):
+        lo += 1
+    return lo
+
+
 def _prefix(a: list[Any], b: Any, n: int) -> int:
     """The length of the common prefix of ``a`` and ``b`` (at most ``n``), by JSON equality."""
     if n and a[0] == b[0] and a[n - 1] == b[n - 1] and a[:n] == (b[:n] if type(b) is list else list(b[:n])):
         p = n  # (the ends first: a whole-slice compare costs two copies)
+    elif n and a[0] == b[0]:
+        bl = b if type(b) is list else list(b)
+        p = _halving(lambda i, j: a[i:j] == bl[i:j], lambda i: bool(a[i] == bl[i]), n)
     else:
         p = 0
-        while p < n and a[p] == b[p]:
-            p += 1
     if p and not json_bytes_equal(a[:p], b[:p]):  # a loose match hid a type change: item by item
         p = 0
         while p < n and same(a[p], b[p]):
@@ -163,10 +189,11 @@ def _suffix(a: list[Any], b: Any, n: int) -> int:
         return 0
     if a[la - n] == b[lb - n] and a[-1] == b[-1] and a[la - n :] == (b[lb - n :] if type(b) is list else list(b[lb - n :])):
         s = n
+    elif a[-1] == b[-1]:
+        bl = b if type(b) is list else list(b)
+        s = _halving(lambda i, j: a[la - j : la - i] == bl[lb - j : lb - i], lambda i: bool(a[la - 1 - i] == bl[lb - 1 - i]), n)
     else:
         s = 0
-        while s < n and a[la - 1 - s] == b[lb - 1 - s]:
-            s += 1
     if s and not json_bytes_equal(a[la - s :], b[lb - s :]):
         s = 0
         while s < n and same(a[la - 1 - s], b[lb - 1 - s]):
@@ -196,14 +223,15 @@ class _Walk:
         self.order = order
         """Keep the order of dict keys too (a patch must; a diff for people need not)."""
 
-    def walk(self, a: Any, b: Any, path: Path_) -> None:
+    def walk(self, a: Any, b: Any, path: Path_, differ: bool = False) -> None:
+        """``differ``: the caller has just found ``a`` and ``b`` differ as JSON (not compared again)."""
         if a is b:
             return
         if type(a) is dict and isinstance(b, dict):
             self.walk_dict(a, b, path)
         elif type(a) is list and isinstance(b, (list, tuple)):
-            self.walk_list(a, b, path)
-        elif not same(a, b):
+            self.walk_list(a, b, path, differ)
+        elif differ or not same(a, b):
             self.changed(path, a, b)
 
     def changed(self, path: Path_, a: Any, b: Any) -> None:
@@ -235,13 +263,13 @@ class _Walk:
             if vb is _MISSING or k in moved:
                 emit(Change("removed", path + (k,), old=va))
             elif va is not vb and not same(va, vb):
-                self.walk(va, vb, path + (k,))
+                self.walk(va, vb, path + (k,), True)
         for k in added:
             self.added(path + (k,), b[k])
 
-    def walk_list(self, a: list[Any], b: Any, path: Path_) -> None:
+    def walk_list(self, a: list[Any], b: Any, path: Path_, differ: bool = False) -> None:
         la, lb = len(a), len(b)
-        if la == lb and same(a, b):
+        if la == lb and not differ and same(a, b):
             return
         n = min(la, lb)
         p = _prefix(a, b, n)
@@ -249,7 +277,7 @@ class _Walk:
         m, k = la - s - p, lb - s - p  # the differing middles: a[p:p+m] became b[p:p+k]
         for i in range(p, p + min(m, k)):
             if not same(a[i], b[i]):
-                self.walk(a[i], b[i], path + (i,))
+                self.walk(a[i], b[i], path + (i,), True)
         if m > k:  # removed, from the end backwards so each index is still the old one
             for i in range(p + m - 1, p + k - 1, -1):
                 self.emit(Change("removed", path + (i,), old=a[i]))
@@ -265,15 +293,17 @@ def diff(a: Any, b: Any) -> list[Change]:
     return out
 
 
-def make_patch(old: Any, new: Any, *, fix_keys: bool = False) -> list[dict[str, Any]]:
+def make_patch(old: Any, new: Any, *, fix_keys: bool = False, changed: bool = False) -> list[dict[str, Any]]:
     """The JSON Patch that turns ``old`` (a JSON document) into ``new``: empty if they dump to the same bytes.
 
     Key order counts (an agent may iterate its dicts): a key moved in ``new`` is
     removed and added again at the end, as are the keys after it. Appends to lists use ``/-``; removals from a list come from the end backwards.
     ``fix_keys``: also convert ``new``'s non-string dict keys to JSON's strings
     in place (the SDK's state, so that it is the state a resume gives).
+    ``changed``: the caller knows ``old`` and ``new`` differ as JSON (the SDK compared their dumps): they are
+    not compared again before the walk (a deep ``==`` and, when it says equal, two dumps).
     """
-    if same(old, new):  # most steps leave the state as it was: == at C speed, then the JSON bytes
+    if not changed and same(old, new):  # most steps leave the state as it was: == at C speed, then the JSON bytes
         return []
     ops: list[dict[str, Any]] = []
 
@@ -287,13 +317,13 @@ def make_patch(old: Any, new: Any, *, fix_keys: bool = False) -> list[dict[str, 
         else:
             ops.append({"op": "add", "path": c.pointer, "value": c.new})
 
-    _Walk(emit, fix_keys, True).walk(old, new, ())
+    _Walk(emit, fix_keys, True).walk(old, new, (), changed)
     return ops
 
 
 def json_copy(value: Any) -> Any:
     """A deep copy through JSON, so that the copy is exactly what the journal holds."""
-    return orjson.loads(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS))
+    return orjson.loads(_dumps(value))
 def apply_patch(doc: Any, patch: list[dict[str, Any]]) -> Any:
     """Apply a JSON Patch (add, remove, replace) to ``doc`` in place where possible; return the result.
 
