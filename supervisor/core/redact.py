@@ -10,10 +10,18 @@ What is redacted (replaced by ``[REDACTED]``):
   header values.
 
 Speed: ``Redactor`` runs on every journal line the SDK writes and on every chunk
-of agent output, and almost none holds a secret. A prefilter (one regex of
-literal anchors, each starting with a fairly rare byte, so the regex engine skips
-most positions on a first-byte test) rejects such data; only the lines around a
-hit go through the full substitution.
+of agent output, and almost none holds a secret. A prefilter rejects such data: it
+looks for anchor words (``Shape.anchors``, the PEM mark, the first bytes of each
+literal value), one of which every secret contains; only the lines around a hit go
+through the full substitution. Python's regex engine steps every byte of a line
+(several ns a byte), so the prefilter has a gate in front with the same answer
+whenever it says no: the line's *skeleton* (one ``bytes.translate`` at C speed
+deletes the bytes no anchor needs, digits and hex letters among them, so the
+skeleton of a journal line does not change with its seq, id, time or hashes) is
+looked up in a small memo of skeletons known to hold no anchor's skeleton. A word
+present in the data leaves its skeleton in the data's skeleton, so a skeleton
+without any is a line without any anchor; the regex runs only behind a gate that
+says maybe.
 
 The values ``add_secret`` learns in the agent's process reach the supervisor
 (which writes ``agent.log`` and ``supervisor.jsonl``) through a pipe
@@ -45,6 +53,8 @@ _SECRET_NAME = re.compile(r"(_KEY|_TOKEN|_SECRET)$|PASSWORD|PASSWD|SECRET", re.I
 class Shape:
     """A token shape: its ``patterns`` and the prefilter ``anchors`` they contain.
 
+    An anchor is a word every match of a pattern holds: bytes, where ``[..]`` is one byte among those listed.
+
     Each pattern starts with a literal byte (the regex engine then tests one
     byte per position instead of trying every alternative: the full regex runs
     about as fast as the prefilter). A group named ``s`` is the secret part; the
@@ -63,22 +73,22 @@ def _ci(word: bytes) -> bytes:
 _HEADER_SEP = rb"\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
 _KEYS = (b"key", b"Key", b"KEY")
 SHAPES: tuple[Shape, ...] = (
-    Shape("openai", (rb"sk-[A-Za-z0-9_\-]{16,}",), (rb"k-",)),
-    Shape("github", (rb"gh[pousr]_[A-Za-z0-9]{20,}",), (rb"_(?<=gh[pousr]_)",)),
-    Shape("github_pat", (rb"github_pat_[A-Za-z0-9_]{20,}",), (rb"_(?<=hub_pat_)",)),
-    Shape("aws", (rb"AKIA[0-9A-Z]{16}",), (rb"AKIA",)),
-    Shape("slack", (rb"xox[abpr]-[A-Za-z0-9\-]{10,}",), (rb"xox",)),
-    Shape("google", (rb"AIza[0-9A-Za-z_\-]{30,}",), (rb"AIza",)),
-    Shape("huggingface", (rb"hf_[A-Za-z0-9]{30,}",), (rb"_(?<=hf_)",)),
+    Shape("openai", (rb"sk-[A-Za-z0-9_\-]{16,}",), (b"k-",)),
+    Shape("github", (rb"gh[pousr]_[A-Za-z0-9]{20,}",), (b"gh[pousr]_",)),
+    Shape("github_pat", (rb"github_pat_[A-Za-z0-9_]{20,}",), (b"hub_pat_",)),
+    Shape("aws", (rb"AKIA[0-9A-Z]{16}",), (b"AKIA",)),
+    Shape("slack", (rb"xox[abpr]-[A-Za-z0-9\-]{10,}",), (b"xox",)),
+    Shape("google", (rb"AIza[0-9A-Za-z_\-]{30,}",), (b"AIza",)),
+    Shape("huggingface", (rb"hf_[A-Za-z0-9]{30,}",), (b"hf_",)),
     Shape("stripe", (rb"sk_(?:live|test)_[A-Za-z0-9]{10,}", rb"rk_(?:live|test)_[A-Za-z0-9]{10,}"),
-          (rb"_(?:(?<=k_live_)|(?<=k_test_))",)),
-    Shape("gitlab", (rb"glpat-[A-Za-z0-9_\-]{20,}",), (rb"glpat-",)),
-    Shape("groq", (rb"gsk_[A-Za-z0-9]{20,}",), (rb"_(?<=gsk_)",)),
-    Shape("npm", (rb"npm_[A-Za-z0-9]{30,}",), (rb"_(?<=npm_)",)),
-    Shape("pypi", (rb"pypi-[A-Za-z0-9_\-]{50,}",), (rb"ypi-",)),
-    Shape("jwt", (rb"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",), (rb"J(?<=eyJ)",)),
+          (b"k_live_", b"k_test_")),
+    Shape("gitlab", (rb"glpat-[A-Za-z0-9_\-]{20,}",), (b"glpat-",)),
+    Shape("groq", (rb"gsk_[A-Za-z0-9]{20,}",), (b"gsk_",)),
+    Shape("npm", (rb"npm_[A-Za-z0-9]{30,}",), (b"npm_",)),
+    Shape("pypi", (rb"pypi-[A-Za-z0-9_\-]{50,}",), (b"ypi-",)),
+    Shape("jwt", (rb"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",), (b"eyJ",)),
     # scheme://user:PASSWORD@host: only the password (the user and host say where it went)
-    Shape("url_password", (rb"://[^\s/:@\"'\\?#]{0,256}:(?P<s>[^\s/@\"'\\?#]{1,256})(?=@)",), (rb"@",)),
+    Shape("url_password", (rb"://[^\s/:@\"'\\?#]{0,256}:(?P<s>[^\s/@\"'\\?#]{1,256})(?=@)",), (b"@",)),
     Shape(
         "authorization",
         tuple(
@@ -86,7 +96,7 @@ SHAPES: tuple[Shape, ...] = (
             + rb"(?:(?i:bearer|basic|token|digest)[ \t]+)?(?P<s>[A-Za-z0-9._~+/\-=:]{6,})"
             for z in (b"zation", b"ZATION")
         ),
-        (rb"zation", rb"ZATION"),
+        (b"zation", b"ZATION"),
     ),
     Shape(  # x-api-key, x-goog-api-key, api_key, apikey, API_KEY=
         "api_key",
@@ -95,9 +105,9 @@ SHAPES: tuple[Shape, ...] = (
             + rb"(?P<s>[^\s\"'\\,;]{6,})"
             for k in _KEYS
         ),
-        tuple(k + rb"(?:(?<=" + _ci(b"api") + k + rb")|(?<=" + _ci(b"api") + rb"[-_]" + k + rb"))" for k in _KEYS),
+        tuple(b"[Aa][Pp][Ii]" + sep + k for k in _KEYS for sep in (b"", b"[-_]")),
     ),
-    Shape("bearer", (rb"Bearer (?P<s>[A-Za-z0-9._~+/\-]{8,}=*)",), (rb"Bearer ",)),
+    Shape("bearer", (rb"Bearer (?P<s>[A-Za-z0-9._~+/\-]{8,}=*)",), (b"Bearer ",)),
 )
 """The token shapes (after the literal values, the longest first, at one position)."""
 
@@ -142,6 +152,90 @@ def _first_byte_groups(fragments: Iterable[bytes], *, keep_order: bool = False) 
         else:
             parts.append(head + b"(?:" + b"|".join(tails if keep_order else sorted(tails)) + b")")
     return b"|".join(parts)
+
+
+Word = tuple[bytes, ...]
+"""An anchor word: at each position, the bytes that may be there (one, or the choice of a ``[..]``)."""
+
+
+def _word(anchor: bytes) -> Word:
+    """``b"gh[pousr]_"`` -> ``(b"g", b"h", b"pousr", b"_")``."""
+    out: list[bytes] = []
+    i = 0
+    while i < len(anchor):
+        if anchor[i : i + 1] == b"[":
+            j = anchor.index(b"]", i)
+            out.append(anchor[i + 1 : j])
+            i = j + 1
+        else:
+            out.append(anchor[i : i + 1])
+            i += 1
+    return tuple(out)
+
+
+_COMMON = b'"0123456789:,.{} etaoinsrhldcumfpgwybv[]/kETAOINSRHLDCUMFPGWYBV-_xjqzKXJQZ'
+"""Bytes from the most common in journal lines and text to the rarest (a byte not here is rarer still)."""
+_HEX = frozenset(b"0123456789abcdef")
+"""Bytes a skeleton never keeps unless an anchor needs them: the digits and hex of seq, ids, times and hashes."""
+MEMO_SIZE = 512
+"""Skeletons remembered (then forgotten all at once); a skeleton longer than ``MEMO_KEY_MAX`` is not kept."""
+MEMO_KEY_MAX = 4096
+
+
+def _rarity(c: int) -> int:
+    i = _COMMON.find(bytes([c]))
+    return len(_COMMON) if i < 0 else i
+
+
+def _choice(c: bytes) -> bytes:
+    return re.escape(c) if len(c) == 1 else b"[" + b"".join(re.escape(bytes([b])) for b in sorted(set(c))) + b"]"
+
+
+def _pinned(words: Iterable[Word]) -> re.Pattern[bytes]:
+    """A regex that finds any of ``words``, each from its rarest single byte (a lookbehind checks the bytes
+    before it), so the engine tests one byte per position and tries a word only where its rarest byte is."""
+    frags: list[bytes] = []
+    todo = list(words)
+    while todo:
+        w = todo.pop()
+        singles = [i for i, c in enumerate(w) if len(c) == 1]
+        if not singles:  # every position a choice: one word per byte of the narrowest
+            k = min(range(len(w)), key=lambda i: len(w[i]))
+            todo.extend(w[:k] + (bytes([b]),) + w[k + 1 :] for b in w[k])
+            continue
+        j = max(singles, key=lambda i: (_rarity(w[i][0]), -i))
+        look = b"(?<=" + b"".join(map(_choice, w[: j + 1])) + b")" if j else b""
+        frags.append(re.escape(w[j]) + look + b"".join(map(_choice, w[j + 1 :])))
+    return re.compile(_first_byte_groups(frags))
+
+
+def _skeleton_gate(words: list[Word]) -> tuple[bytes, re.Pattern[bytes]]:
+    """The bytes a skeleton deletes, and the regex of the words' skeletons (see the module's docstring).
+
+    A word present in some data is present in its skeleton with the same bytes deleted: contiguous still,
+    as only the word's own bytes lay between. A position whose choice lost some bytes (``[Aa]``, ``a`` being
+    hex) may be gone from the skeleton: both forms are looked for. Every word keeps at least one position whole
+    (its bytes are kept if not), so no skeleton of a word is empty.
+    """
+    keep = {b for w in words for c in w for b in c} - _HEX
+    grown = True
+    while grown:
+        grown = False
+        for w in words:
+            if not any(keep.issuperset(c) for c in w):
+                keep.update(b for c in w for b in c)
+                grown = True
+    skeletons: list[Word] = []
+    for w in words:
+        forms: list[Word] = [()]
+        for c in w:
+            kept = bytes(b for b in c if b in keep)
+            if len(kept) == len(c):
+                forms = [f + (kept,) for f in forms]
+            elif kept:
+                forms = [f + (kept,) for f in forms] + forms
+        skeletons.extend(forms)
+    return bytes(b for b in range(256) if b not in keep), _pinned(skeletons)
 
 
 @dataclass
@@ -196,14 +290,31 @@ class Redactor:
             # a multi-line value printed to a stream is redacted line by line: each long-enough line is a secret too
             literals.update(p for p in raw.replace(b"\r", b"\n").split(b"\n") if len(p) >= MIN_SECRET_LEN)
         ordered = sorted(literals, key=len, reverse=True)  # the longest first: a value containing another
+        self._literals = ordered
         self.max_literal = len(ordered[0]) if ordered else 0
         alts = [re.escape(v) for v in ordered]
         for i, shape in enumerate(SHAPES):
             for j, p in enumerate(shape.patterns):
                 alts.append(p.replace(b"(?P<s>", b"(?P<s%d_%d>" % (i, j)))
         self._re = re.compile(_first_byte_groups(alts, keep_order=True))
-        anchors = [a for s in SHAPES for a in s.anchors] + [_PEM_MARK] + [re.escape(v[:4]) for v in ordered]
-        self._prefilter = re.compile(_first_byte_groups(anchors))
+        words = [_word(a) for s in SHAPES for a in s.anchors] + [tuple(bytes([b]) for b in a) for a in [_PEM_MARK] + [v[:4] for v in ordered]]
+        self._prefilter = _pinned(words)
+        self._skeleton_delete, self._gate = _skeleton_gate(words)
+        self._memo: dict[bytes, bool] = {}  # skeleton -> whether an anchor's skeleton is in it
+
+    def _hit(self, data: bytes) -> bool:
+        """Whether an anchor is in ``data`` (``self._prefilter.search(data)``), the regex run only if the
+        skeleton's gate says maybe."""
+        skeleton = data.translate(None, self._skeleton_delete)
+        memo = self._memo
+        maybe = memo.get(skeleton)
+        if maybe is None:
+            maybe = self._gate.search(skeleton) is not None
+            if len(skeleton) <= MEMO_KEY_MAX:
+                if len(memo) >= MEMO_SIZE:
+                    memo.clear()
+                memo[skeleton] = maybe
+        return maybe and self._prefilter.search(data) is not None
 
     @staticmethod
     def _repl(m: re.Match[bytes]) -> bytes:
@@ -217,13 +328,13 @@ class Redactor:
         return self._re.sub(self._repl, data)
 
     def __call__(self, data: bytes) -> bytes:
-        if self._prefilter.search(data) is None:
+        if not self._hit(data):
             return data
         return self._redact(data, StreamState())
 
     def redact_stream(self, data: bytes, state: StreamState) -> bytes:
         """Redact whole lines of a stream (``data`` ends at a line end or a forced cut); ``state`` spans calls."""
-        if not state.in_pem and self._prefilter.search(data) is None:
+        if not state.in_pem and not self._hit(data):
             return data
         return self._redact(data, state)
 
@@ -283,7 +394,7 @@ class Redactor:
 
     def spans(self, data: bytes) -> Iterator[tuple[int, int]]:
         """Where secrets are in ``data`` (one line or a piece of one), in order: a stream must not cut inside one."""
-        if self._prefilter.search(data) is None:
+        if not self._hit(data):
             return
         pem = [(m.start(), m.end()) for m in _PEM.finditer(data)] if _PEM_MARK in data else []
         for m in self._re.finditer(data):
