@@ -599,6 +599,7 @@ class Run:
         if self._closed:
             return
         self._closed = True
+        self.__dict__.pop("step", None)  # _resume_step: the bound method would hold the run in a cycle
         if not self._live and not self._left and self._fold.history.effective:
             self._replay_state(self._fold.history.effective[-1]["seq"])
             self._live = True
@@ -1489,6 +1490,7 @@ class Run:
         self._shadow_json = None
         self._fold.stop_keeping()
         self._steps = []
+        self.__dict__.pop("step", None)  # the resume's run.step (_resume_step) has nothing left to serve
         self._next = 0
 
     def _release_served(self, pos: int) -> None:

@@ -82,3 +82,21 @@ def test_a_subclass_step_is_not_bypassed(tmp_path: Path) -> None:
     with Logged.open(src) as run:
         _agent(run, general=False)
     assert calls == [f"s:{i}" for i in range(12)]
+
+
+def test_the_fast_path_is_gone_once_live_or_closed(tmp_path: Path) -> None:
+    """No bound method is left on the run (it would keep the run and its maps alive in a cycle)."""
+    src = _recorded(tmp_path)
+    run = Run(src)
+    try:
+        assert "step" in run.__dict__
+        run.step("s:0", lambda i, scale=1: {"i": i * scale, "l": [i, str(i)]}, 0, scale=2)
+        assert "step" in run.__dict__  # still serving
+    finally:
+        run.close()
+    assert "step" not in run.__dict__
+    with Run.open(src) as run:
+        for i in range(8):
+            run.step(f"s:{i}", lambda i, scale=1: {"i": i * scale, "l": [i, str(i)]}, i, scale=2)
+        run.step("new", lambda: 1)  # live: the resume view is let go, and the fast path with it
+        assert "step" not in run.__dict__
