@@ -177,6 +177,8 @@ _COMMON = b'"0123456789:,.{} etaoinsrhldcumfpgwybv[]/kETAOINSRHLDCUMFPGWYBV-_xjq
 """Bytes from the most common in journal lines and text to the rarest (a byte not here is rarer still)."""
 _HEX = frozenset(b"0123456789abcdef")
 """Bytes a skeleton never keeps unless an anchor needs them: the digits and hex of seq, ids, times and hashes."""
+_SAME = bytes(range(256))
+"""``translate``'s table that changes nothing (it deletes faster with a table than with none)."""
 MEMO_SIZE = 512
 """Skeletons remembered (then forgotten all at once); a skeleton longer than ``MEMO_KEY_MAX`` is not kept."""
 MEMO_KEY_MAX = 4096
@@ -299,22 +301,24 @@ class Redactor:
         self._re = re.compile(_first_byte_groups(alts, keep_order=True))
         words = [_word(a) for s in SHAPES for a in s.anchors] + [tuple(bytes([b]) for b in a) for a in [_PEM_MARK] + [v[:4] for v in ordered]]
         self._prefilter = _pinned(words)
-        self._skeleton_delete, self._gate = _skeleton_gate(words)
+        delete, gate = _skeleton_gate(words)
         self._memo: dict[bytes, bool] = {}  # skeleton -> whether an anchor's skeleton is in it
+        # one attribute, replaced whole: a thread redacting while add() compiles sees one generation
+        self._gate = (delete, gate, self._memo, self._prefilter)
 
-    def _hit(self, data: bytes) -> bool:
-        """Whether an anchor is in ``data`` (``self._prefilter.search(data)``), the regex run only if the
+    def _hit(self, data: bytes) -> re.Match[bytes] | None:
+        """The first anchor in ``data`` (``self._prefilter.search(data)``), the regex run only if the
         skeleton's gate says maybe."""
-        skeleton = data.translate(None, self._skeleton_delete)
-        memo = self._memo
+        delete, gate, memo, prefilter = self._gate
+        skeleton = data.translate(_SAME, delete)
         maybe = memo.get(skeleton)
         if maybe is None:
-            maybe = self._gate.search(skeleton) is not None
+            maybe = gate.search(skeleton) is not None
             if len(skeleton) <= MEMO_KEY_MAX:
                 if len(memo) >= MEMO_SIZE:
                     memo.clear()
                 memo[skeleton] = maybe
-        return maybe and self._prefilter.search(data) is not None
+        return prefilter.search(data) if maybe else None
 
     @staticmethod
     def _repl(m: re.Match[bytes]) -> bytes:
@@ -328,17 +332,21 @@ class Redactor:
         return self._re.sub(self._repl, data)
 
     def __call__(self, data: bytes) -> bytes:
-        if not self._hit(data):
+        first = self._hit(data)
+        if first is None:
             return data
-        return self._redact(data, StreamState())
+        return self._redact(data, StreamState(), first)
 
     def redact_stream(self, data: bytes, state: StreamState) -> bytes:
         """Redact whole lines of a stream (``data`` ends at a line end or a forced cut); ``state`` spans calls."""
-        if not state.in_pem and not self._hit(data):
-            return data
-        return self._redact(data, state)
+        first = None
+        if not state.in_pem:
+            first = self._hit(data)
+            if first is None:
+                return data
+        return self._redact(data, state, first)
 
-    def _redact(self, data: bytes, st: StreamState) -> bytes:
+    def _redact(self, data: bytes, st: StreamState, first: re.Match[bytes] | None = None) -> bytes:
         """The slow path: each line holding an anchor goes through the full substitution; PEM keys across lines."""
         out: list[bytes] = []
         pos, n = 0, len(data)
@@ -354,7 +362,10 @@ class Redactor:
                 out.append(self._pem_body_line(data[pos:le], st))
                 pos = le
                 continue
-            m = search(data, pos)
+            m: re.Match[bytes] | None = first  # the prefilter's search from 0, already done
+            if m is None:
+                m = search(data, pos)
+            first = None
             if m is None:
                 out.append(data[pos:])
                 break
@@ -394,7 +405,7 @@ class Redactor:
 
     def spans(self, data: bytes) -> Iterator[tuple[int, int]]:
         """Where secrets are in ``data`` (one line or a piece of one), in order: a stream must not cut inside one."""
-        if not self._hit(data):
+        if self._hit(data) is None:
             return
         pem = [(m.start(), m.end()) for m in _PEM.finditer(data)] if _PEM_MARK in data else []
         for m in self._re.finditer(data):
