@@ -173,7 +173,7 @@ def _word(anchor: bytes) -> Word:
     return tuple(out)
 
 
-_COMMON = b'"0123456789:,.{} etaoinsrhldcumfpgwybv[]/kETAOINSRHLDCUMFPGWYBV-_xjqzKXJQZ'
+_COMMON = b'"0123456789:,.{} etaoinsrhldcumf-pgwybv[]/kETAOINSRHLDCUMFPGWYBV_xjqzKXJQZ'
 """Bytes from the most common in journal lines and text to the rarest (a byte not here is rarer still)."""
 _HEX = frozenset(b"0123456789abcdef")
 """Bytes a skeleton never keeps unless an anchor needs them: the digits and hex of seq, ids, times and hashes."""
