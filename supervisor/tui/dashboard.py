@@ -172,6 +172,7 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         self.state_shown: tuple[Any, str] | None = None
         self._keys_state: tuple[bool, bool] = (False, False)
         """The State tab's value and heading (``None``: not computed, or unavailable)."""
+        self._hidden_mounted = False
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -182,10 +183,11 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
             with TabbedContent(id="panes", initial="state" if self.replay else "record"):
                 with TabPane("Record", id="record"):
                     yield JsonPane(id="record-pane")
+                # a hidden tab's pane is mounted right after the first frame (``_mount_hidden_panes``)
                 with TabPane("State", id="state"):
-                    yield JsonPane(id="state-pane")
-                with TabPane("Agent log", id="agentlog"):
-                    yield AgentLogPane(id="agent-log")
+                    if self.replay:  # the tab shown first in replay mode
+                        yield JsonPane(id="state-pane")
+                yield TabPane("Agent log", id="agentlog")
         yield Prompt(id="prompt")
         yield Footer()
 
@@ -193,7 +195,22 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
     def timeline(self) -> TimelineView:
         return self.query_one(TimelineView)
 
+    def _mount_hidden_panes(self) -> None:
+        """The panes of the tabs the first frame does not show, mounted after it (each costs a few ms of
+        styling and layout before the first frame otherwise); their content comes from workers later."""
+        if self._hidden_mounted:
+            return
+        self._hidden_mounted = True
+        if not self.replay:
+            self.query_one("#state", TabPane).mount(JsonPane(id="state-pane"))
+        self.query_one("#agentlog", TabPane).mount(AgentLogPane(id="agent-log"))
+
+    def _pane(self, selector: str) -> Any:
+        self._mount_hidden_panes()  # a worker's result before the first frame's callbacks ran
+        return self.query_one(selector)
+
     def on_mount(self) -> None:
+        self.call_after_refresh(self._mount_hidden_panes)  # first: the workers' results go to them
         self.model.open()
         self.title = f"agent-supervisor {'replay' if self.replay else 'tui'}: {self.run_id}"
         self.timeline.rows_changed()
@@ -285,7 +302,7 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
                     # the selected step's state may have changed (the cursor moves forward cheaply)
                     self.schedule_state()
         if message.log_text:
-            self.query_one(AgentLogPane).append(message.log_text)
+            self._pane("#agent-log").append(message.log_text)
         self.refresh_status()
         self._keys_changed()
 
@@ -377,7 +394,7 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
 
     @on(StateComputed)
     def _show_state(self, message: StateComputed) -> None:
-        pane = self.query_one("#state-pane", JsonPane)
+        pane: JsonPane = self._pane("#state-pane")
         if message.error:
             self.state_shown = None
             pane.show_text(message.error, "yellow")
