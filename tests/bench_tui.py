@@ -1,6 +1,7 @@
 """Benchmark of the TUI on a large journal, driving the real app in tmux and polling the screen.
 
-    .venv/bin/python tests/bench_tui.py [--records 1000000] [--keep DIR]
+    .venv/bin/python tests/bench_tui.py [--records 1000000] [--keep DIR] [--repeat 5] [--first-only]
+    .venv/bin/python tests/bench_tui.py --live-load 180 --rate 3500   # the dashboard's RSS under a live load
 
 Figures (each against a floor measured in the same run, on the same machine):
 - first correct screen of ``agent-supervisor tui RUN`` (the last record and the
@@ -144,17 +145,91 @@ Minimal().run()
 """
 
 
+LIVE_WRITER = """
+import sys, time
+from supervisor import Run
+
+run_dir, seconds, rate = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+
+def work(i):
+    return {"i": i, "text": f"result {i}"}
+
+with Run.open(run_dir) as run:
+    t0 = time.perf_counter()
+    i = 0
+    while time.perf_counter() - t0 < seconds:
+        due = int((time.perf_counter() - t0) * rate) + 1
+        while i < due:
+            run.step(f"work:{i % 50}", work, i)
+            i += 1
+        time.sleep(0.002)
+    print(f"{i} steps in {time.perf_counter() - t0:.1f} s = {i / (time.perf_counter() - t0):.0f} steps/s", file=sys.stderr)
+"""
+
+
+def live_load(base: Path, env: dict[str, str], seconds: float, rate: float, every: float) -> int:
+    """The dashboard on a run the real SDK writes at ``rate`` steps/s for ``seconds``: its RSS every ``every`` s."""
+    run = base / "liverun"
+    shutil.rmtree(run, ignore_errors=True)
+    writer = subprocess.Popen([PY, "-c", LIVE_WRITER, str(run), str(seconds + 5), str(rate)], env={**os.environ, **env})
+    deadline = time.perf_counter() + 10
+    while not (run / "journal.jsonl").exists():
+        if time.perf_counter() > deadline or writer.poll() is not None:
+            raise SystemExit("the writer did not start")
+        time.sleep(0.01)
+    p = Pane(f"bench-tui-load-{os.getpid()}", [PY, "-m", "supervisor", "tui", str(run)], env)
+    proc = psutil.Process(p.pid)
+    curve: list[tuple[float, float, str]] = []
+    try:
+        p.wait(lambda s: "records " in s, 30, "the first screen")
+        t0 = time.perf_counter()
+        nxt = 0.0
+        while True:
+            now = time.perf_counter() - t0
+            if now >= nxt:
+                rss = proc.memory_info().rss / 2**20
+                screen = p.screen()
+                rec = next((w for line in screen.splitlines() for w in [line.split("records ", 1)[1].split()[0]] if "records " in line), "?")
+                curve.append((now, rss, rec))
+                print(f"  t={now:5.0f} s  RSS {rss:6.1f} MiB  records on screen {rec}", flush=True)
+                nxt += every
+                if nxt > seconds:
+                    break
+            time.sleep(0.2)
+    finally:
+        p.kill()
+        writer.wait(timeout=60)
+    first = [r for t, r, _ in curve if t <= 30]
+    last = [r for t, r, _ in curve if t >= seconds - 30]
+    print(f"\nlive load {rate:.0f} steps/s for {seconds:.0f} s: RSS {curve[0][1]:.1f} MiB at the start, "
+          f"{max(first):.1f} MiB at most in the first 30 s, {max(last):.1f} MiB at most in the last 30 s, "
+          f"peak {max(r for _, r, _ in curve):.1f} MiB")
+    shutil.rmtree(run, ignore_errors=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--keep", type=Path, help="reuse/keep the generated journal in this directory")
     ap.add_argument("--repeat", type=int, default=3, help="first-screen measurements, floor and dashboard in pairs (the best is reported)")
     ap.add_argument("--first-only", action="store_true", help="only the first screens against the floor (no live session)")
+    ap.add_argument("--live-load", type=float, metavar="SECONDS",
+                    help="instead: the dashboard on a run the SDK writes at --rate steps/s for SECONDS; RSS sampled every --every s")
+    ap.add_argument("--rate", type=float, default=3500, help="steps/s of --live-load (default 3500)")
+    ap.add_argument("--every", type=float, default=10, help="seconds between RSS samples of --live-load (default 10)")
     args = ap.parse_args()
     if not shutil.which("tmux"):
         print("tmux is required", file=sys.stderr)
         return 2
     base = args.keep or Path(tempfile.mkdtemp(prefix="bench-tui-"))
+    if args.live_load:
+        env = {"TERM": "xterm-256color", "PYTHONPATH": str(ROOT), "COLUMNS": str(COLS), "LINES": str(ROWS)}
+        try:
+            return live_load(base, env, args.live_load, args.rate, args.every)
+        finally:
+            if not args.keep:
+                shutil.rmtree(base, ignore_errors=True)
     run = base / "bigrun"
     marker = base / "generated.json"
     extra = [p for p in run.glob("journal.*") if p.name not in ("journal.jsonl", "journal.lock")] if run.exists() else []

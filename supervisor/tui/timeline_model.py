@@ -32,7 +32,7 @@ import bisect
 import queue
 import threading
 from array import array
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +61,11 @@ if TYPE_CHECKING:
     # a filter is made when one is applied: not imported on the first screen's path
     from .filters import RowFilter
 
-CACHE_MAX = 20_000
+CACHE_MAX = 4_000
+"""Parsed records kept (the screen's and a few screens around it; a live load parses the last 200 at each read):
+the oldest half is let go past it. 20,000 made a live dashboard's memory swing by some 30 MB."""
+REGION_MAX = 4 * 1024 * 1024
+"""Live reads' regions are merged up to this many bytes (the search reads a region at a time)."""
 STILL_INDEXING = "the journal is still being indexed; the state appears in a moment"
 
 
@@ -172,7 +176,6 @@ class TimelineModel:
         """Lines seen so far that are not JSON objects (the status bar counts them)."""
         self.hidden: array[int] = array("q")
         """Sorted seqs of the begins whose step record exists: no row of their own unless ``show_begins``."""
-        self._hadj: array[int] = array("q")  # hidden[i] - i: the visible rows before each hidden seq
         self.show_begins = False
         """Every record its own row (the toggle): begins are shown beside their steps."""
         self.changed_inputs: dict[int, str] = {}
@@ -379,7 +382,7 @@ class TimelineModel:
             old = self.count
             if ch.count > old:
                 self.count = ch.count
-                self.regions.extend(ch.regions)
+                self._add_regions(ch.regions)
                 self.step_records += ch.steps
                 self._take_new(old, ch.new, ch.markers)
                 if ch.hidden:
@@ -394,6 +397,20 @@ class TimelineModel:
             return self.count - old, ch.events is not None
         finally:
             self._live.put(live)
+
+    def _add_regions(self, regions: list[Region]) -> None:
+        """Keep the regions of live reads, a region that goes on from the last one merged into it (up to
+        ``REGION_MAX`` bytes): a read every few ms under a live load would otherwise add a region each."""
+        rs = self.regions
+        for r in regions:
+            last = rs[-1] if rs else None
+            if (
+                last is not None and last.ino == r.ino and last.path == r.path and last.end == r.start
+                and r.end - last.start <= REGION_MAX
+            ):
+                rs[-1] = replace(last, end=r.end)
+            else:
+                rs.append(r)
 
     def poll(self) -> tuple[int, bool]:
         """Read and apply what was committed since the last call (both halves on this thread)."""
@@ -581,7 +598,6 @@ class TimelineModel:
 
     def _set_hidden(self, seqs: list[int]) -> None:
         self.hidden = array("q", seqs)
-        self._hadj = array("q", (s - i for i, s in enumerate(seqs)))
         if self.filter is not None:
             self._rebuild_filtered()
         else:
@@ -598,9 +614,6 @@ class TimelineModel:
             h.insert(i, s)
             lowest = min(lowest, i)
         if lowest < len(h):
-            adj = self._hadj
-            del adj[lowest:]
-            adj.extend(h[i] - i for i in range(lowest, len(h)))
             if self.filter is not None and not self.show_begins:
                 fvis = self._fvis
                 for s in seqs:
@@ -630,7 +643,10 @@ class TimelineModel:
 
     def seq_at(self, index: int) -> int:
         """The seq of the record at visible index ``index`` (the inverse of :meth:`visible_index`)."""
-        return index if self.show_begins else index + bisect.bisect_right(self._hadj, index)
+        if self.show_begins:
+            return index
+        h = self.hidden  # hidden[i] - i: the visible rows before the i-th hidden seq (never stored: 8 bytes a step)
+        return index + bisect.bisect_right(range(len(h)), index, key=lambda i: h[i] - i)
 
     def begin_status(self, seq: int) -> str:
         """A begin's step: ``done`` (its step record exists), ``interrupted`` (a later process attempt or a
