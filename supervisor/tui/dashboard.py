@@ -188,19 +188,20 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
                     if self.replay:  # the tab shown first in replay mode
                         yield JsonPane(id="state-pane")
                 yield TabPane("Agent log", id="agentlog")
-        yield Prompt(id="prompt")
-        yield Footer()
+        yield Footer()  # the prompt (hidden until a key opens it) is mounted after the first frame
 
     @property
     def timeline(self) -> TimelineView:
         return self.query_one(TimelineView)
 
     def _mount_hidden_panes(self) -> None:
-        """The panes of the tabs the first frame does not show, mounted after it (each costs a few ms of
-        styling and layout before the first frame otherwise); their content comes from workers later."""
+        """What the first frame does not show, mounted after it (each costs a few ms of styling and layout
+        before the first frame otherwise): the hidden tabs' panes (their content comes from workers) and the
+        prompt (every key goes through ``check_action`` first, which mounts them if a key comes sooner)."""
         if self._hidden_mounted:
             return
         self._hidden_mounted = True
+        self.mount(Prompt(id="prompt"), before=self.query_one(Footer))
         if not self.replay:
             self.query_one("#state", TabPane).mount(JsonPane(id="state-pane"))
         self.query_one("#agentlog", TabPane).mount(AgentLogPane(id="agent-log"))
@@ -730,7 +731,10 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
 
         Keys the footer never shows (``R``, ``X``, ``e``...) stay enabled: pressed where they cannot act, they
         say why in one line (no supervisor runs the run, replay mode is read-only, no next error)."""
-        if self.is_mounted and self.query_one(Prompt).is_open:
+        if not self.is_mounted:
+            return True
+        self._mount_hidden_panes()
+        if self.query_one(Prompt).is_open:
             return action == "back"  # the prompt's own keys (Enter, Esc) only
         m = self.model
         if action == "toggle_follow":
