@@ -214,6 +214,8 @@ def main() -> int:
     ap.add_argument("--keep", type=Path, help="reuse/keep the generated journal in this directory")
     ap.add_argument("--repeat", type=int, default=3, help="first-screen measurements, floor and dashboard in pairs (the best is reported)")
     ap.add_argument("--first-only", action="store_true", help="only the first screens against the floor (no live session)")
+    ap.add_argument("--before", type=Path, metavar="CHECKOUT",
+                    help="also time the first screen of the dashboard of another source tree (e.g. a 'git archive' of an older commit), in the same rounds")
     ap.add_argument("--live-load", type=float, metavar="SECONDS",
                     help="instead: the dashboard on a run the SDK writes at --rate steps/s for SECONDS; RSS sampled every --every s")
     ap.add_argument("--rate", type=float, default=3500, help="steps/s of --live-load (default 3500)")
@@ -257,10 +259,20 @@ def main() -> int:
     # changes during the benchmark weighs on both sides alike
     floor: list[float] = []
     firsts: list[float] = []
+    befores: list[float] = []
     last = f"{n - 1:>6} "
+    sides = [0, 1, 2] if args.before else [0, 1]
     for k in range(args.repeat):
-        for side in ((0, 1) if k % 2 == 0 else (1, 0)):
-            if side == 0:
+        for side in sides[k % len(sides):] + sides[: k % len(sides)]:
+            if side == 2:  # the same dashboard from another checkout (--before), in the same rounds
+                p = Pane(f"bench-before-{os.getpid()}-{k}", [PY, "-m", "supervisor", "tui", str(run)],
+                         {**env, "PYTHONPATH": str(args.before.resolve())})
+                try:
+                    p.wait(lambda s: last in s and f"records {n}" in s)
+                    befores.append(time.perf_counter() - p.t0)
+                finally:
+                    p.kill()
+            elif side == 0:
                 p = Pane(f"bench-floor-{os.getpid()}-{k}", [PY, "-c", MINIMAL_APP], env)
                 try:
                     p.wait(lambda s: "FLOOR-READY" in s)
@@ -281,6 +293,10 @@ def main() -> int:
     print(f"floor (minimal Textual app, first screen): {floor_s:.3f} s  (runs: {', '.join(f'{x:.3f}' for x in floor)})")
     print(f"first correct screen:   {first_s:.3f} s  = {first_s / floor_s:.2f} x floor   (target <= 1.5 x; runs: {', '.join(f'{x:.3f}' for x in firsts)})")
     print(f"  pair by pair:         median {statistics.median(pairs):.2f} x, worst {pairs[-1]:.2f} x  ({', '.join(f'{x:.2f}' for x in pairs)})")
+    if befores:
+        bpairs = sorted(t / f for t, f in zip(befores, floor))
+        print(f"--before {args.before}: {min(befores):.3f} s = {min(befores) / floor_s:.2f} x floor  (runs: {', '.join(f'{x:.3f}' for x in befores)})")
+        print(f"  pair by pair:         median {statistics.median(bpairs):.2f} x, worst {bpairs[-1]:.2f} x  ({', '.join(f'{x:.2f}' for x in bpairs)})")
     if args.first_only:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
