@@ -143,6 +143,9 @@ class SupervisorApp(App[int]):
             self.theme = self.settings.theme  # another theme than the default: the CSS is refreshed once for it
         self._apply_layout()
         self._save_warned = False
+        self.first_frame_shown = False
+        """The first frame is on the terminal (``after_first_frame`` callbacks have run)."""
+        self._after_first: list[Any] = []
 
     # ------------------------------------------------------------------ settings: theme, layout, time
     def _save_settings(self) -> None:
@@ -208,7 +211,33 @@ class SupervisorApp(App[int]):
         wide = self._is_wide()
         screen.add_class("-wide" if wide else "-narrow")
         self.push_screen(screen)
-        screen.call_after_refresh(resume_gc)  # the first frame is on the terminal: collect again (run_tui paused it)
+
+    # ------------------------------------------------------------------ the first frame
+    # Textual starts inside a batch update: the frames drawn before its end (the whole first screen) are not
+    # written, and a screen's call_after_refresh callbacks run then without any frame. Work started from them
+    # (the journal scan, a watcher's imports, hidden widgets) ran before anything was on the terminal, and the
+    # scan's thread took the GIL from the first frame's rendering (measured: 200 ms later on a 1M-record run).
+    async def _ready(self) -> None:
+        await super()._ready()
+        self.call_later(self._paint_first_frame)  # processed once the start's batch is over
+
+    def _paint_first_frame(self) -> None:
+        self.screen.refresh()
+        self.screen.call_after_refresh(self._first_frame_painted)
+
+    def _first_frame_painted(self) -> None:
+        self.first_frame_shown = True
+        resume_gc()
+        callbacks, self._after_first = self._after_first, []
+        for callback in callbacks:
+            callback()
+
+    def after_first_frame(self, callback: Any) -> None:
+        """Call ``callback`` once the first frame is on the terminal (at once if it is)."""
+        if self.first_frame_shown:
+            callback()
+        else:
+            self._after_first.append(callback)
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """Every key of the current screen is also a command in the palette (ctrl+p)."""

@@ -211,21 +211,29 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         return self.query_one(selector)
 
     def on_mount(self) -> None:
-        self.call_after_refresh(self._mount_hidden_panes)  # first: the workers' results go to them
         self.model.open()
         self.title = f"agent-supervisor {'replay' if self.replay else 'tui'}: {self.run_id}"
         self.timeline.rows_changed()
         self.timeline.follow = not self.replay
         self.timeline.focus()
-        # the first screen is painted before the scan and the reads compete for the GIL
-        self.call_after_refresh(self.scan)
-        self._wake.set()  # the first read takes the agent log and what was appended since the tail
-        self.call_after_refresh(self.read_files)
-        self.call_after_refresh(self.watch_files)  # after the first frame: importing watchfiles (anyio) takes ~0.1 s
+        # the first screen is on the terminal before the scan and the reads compete for the GIL
+        after = getattr(self.app, "after_first_frame", None)
+        if after is not None:
+            after(lambda: self.call_after_refresh(self._start_work))
+        else:
+            self.call_after_refresh(self._start_work)
         if not self.replay:
             self.set_interval(1.0, self.poll_status)
         self.poll_status()
         self.refresh_status()
+
+    def _start_work(self) -> None:
+        """What the first frame does not need: the hidden widgets, the scan, the reads, the file watcher."""
+        self._mount_hidden_panes()  # first: the workers' results go to them
+        self.scan()
+        self._wake.set()  # the first read takes the agent log and what was appended since the tail
+        self.read_files()
+        self.watch_files()  # importing watchfiles (anyio) takes ~0.1 s
 
     def on_unmount(self) -> None:
         self._stop_watch.set()
