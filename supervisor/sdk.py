@@ -1086,14 +1086,10 @@ class Run:
         cursor = self._cursor
         if not self._live and seq > cursor.seq:  # _replay_state, inlined (no damaged line: checked above)
             self._shadow_json = None
-            recs, at = cursor.records, cursor._i
-            if recs is not None and at >= 0 and not cursor._cuts and at < len(recs) and recs[at] is e and "state_patch" not in rec:
-                # StateCursor.advance over this one record, which has no patch: nothing changes but where it is
-                cursor._i = at + 1
-                cursor.seq = seq
-            elif cursor.advance(seq, rec) and not state_mod.same(self._state, cursor.doc):
-                self._state.clear()
-                self._state.update(state_mod.json_copy(cursor.doc))
+            if "state_patch" in rec or not cursor.step_over(e, seq):
+                if cursor.advance(seq, rec) and not state_mod.same(self._state, cursor.doc):
+                    self._state.clear()
+                    self._state.update(state_mod.json_copy(cursor.doc))
         out = rec.get("output")
         otype = rec.get("output_type")
         hint = opts.returns

@@ -280,6 +280,17 @@ class StateCursor:
         self.patches += n
         return n > 0
 
+    def step_over(self, e: Any, seq: int) -> bool:
+        """:meth:`advance` over one record known to hold no patch, when it is the next of ``records``: nothing
+        changes but where the cursor is. ``False`` (nothing done): the caller advances as usual. The SDK's
+        sequential resume calls it for each served step without a patch (most of them)."""
+        recs, at = self.records, self._i
+        if recs is None or at < 0 or self._cuts or at >= len(recs) or recs[at] is not e:
+            return False
+        self._i = at + 1
+        self.seq = seq
+        return True
+
     def applied(self, seq: int) -> None:
         """The caller has applied the patch of ``seq``, the last of ``records``, itself (a live record)."""
         self.seq = seq
