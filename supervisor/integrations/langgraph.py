@@ -136,7 +136,7 @@ class JournalSaver(BaseCheckpointSaver[str]):
             try:
                 self._load(rundir.read_run_file(self.path))  # a torn last line is ignored, not moved aside
             except FileNotFoundError:
-                pass
+                pass  # a replay of a run that never checkpointed: nothing to read, and a replay writes nothing
             return
         new = not self.path.exists()
         fd = rundir.open_run_file(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND)
