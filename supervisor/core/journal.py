@@ -83,17 +83,23 @@ def repair_torn_tail(path: Path) -> int:
         if keep == size:
             return 0
         torn = os.pread(fd, size - keep, keep)
-        tfd = rundir.open_run_file(str(path) + TORN_SUFFIX, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
-        try:
-            rundir.write_all(tfd, torn + b"\n")
-            os.fsync(tfd)
-        finally:
-            os.close(tfd)
-        os.ftruncate(fd, keep)
-        os.fsync(fd)
+        move_torn(fd, path, torn, keep)
         return len(torn)
     finally:
         os.close(fd)
+
+
+def move_torn(fd: int, path: Path, torn: bytes, keep: int) -> None:
+    """Append ``torn`` (the bytes of ``path`` from ``keep`` on) to ``path.torn`` with a newline, durably, then cut
+    ``path`` (open as ``fd``) back to ``keep``: the bytes are on disk in the ``.torn`` file before they leave the file."""
+    tfd = rundir.open_run_file(str(path) + TORN_SUFFIX, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        rundir.write_all(tfd, torn + b"\n")
+        os.fsync(tfd)
+    finally:
+        os.close(tfd)
+    os.ftruncate(fd, keep)
+    os.fsync(fd)
 
 
 def journal_locked(run_dir: Path) -> bool:

@@ -43,6 +43,7 @@ from typing import Any
 import orjson
 
 from ..core import rundir
+from ..core.journal import move_torn
 from ..errors import JournalError, JournalLockedError, StepPassThrough
 
 try:
@@ -153,7 +154,7 @@ class JournalSaver(BaseCheckpointSaver[str]):
             data = self._read_all(fd)
             good = self._load(data)
             if good < len(data):
-                self._move_torn(fd, data[good:], good)
+                move_torn(fd, self.path, data[good:], good)  # a torn last line: kept in checkpoints.jsonl.torn
         except BaseException:
             os.close(fd)
             raise
@@ -194,18 +195,6 @@ class JournalSaver(BaseCheckpointSaver[str]):
                     "put it back from a backup, or move the file aside to start the graph's threads anew"
                 ) from None
         return start
-
-    def _move_torn(self, fd: int, tail: bytes, good: int) -> None:
-        """A torn last line goes to ``checkpoints.jsonl.torn`` (synced) before the file is cut back: nothing is lost."""
-        torn = self.path.with_name(self.path.name + ".torn")
-        tfd = rundir.open_run_file(torn, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-        try:
-            rundir.write_all(tfd, tail + b"\n")
-            os.fsync(tfd)
-        finally:
-            os.close(tfd)
-        os.ftruncate(fd, good)
-        os.fsync(fd)
 
     def _append(self, rec: dict[str, Any]) -> None:
         """One line, synced before it counts; the in-memory index follows only once it is on disk."""
