@@ -116,7 +116,8 @@ def test_second_run_serves_every_step_and_the_records_say_what_was_called(tmp_pa
     assert second.context_wrapper.usage.input_tokens == first.context_wrapper.usage.input_tokens > 0
 
     recs = _records(run_dir)
-    steps = [r for r in recs if r.get("kind") == "step"]
+    # in call order: the two parallel fetches commit in either order (their records are paired by pos)
+    steps = sorted((r for r in recs if r.get("kind") == "step"), key=lambda r: r["pos"])
     assert [s["step"] for s in steps] == [
         "model:scripted-research-1", "tool:search", "model:scripted-research-1", "tool:fetch", "tool:fetch",
         "model:scripted-research-1",

@@ -96,7 +96,8 @@ def test_a_second_run_serves_every_step_and_records_calls_and_usage(tmp_path: Pa
     assert second.output.words == 280 and len(second.output.sources) == 2  # built from Page objects served as Page
     assert second.usage == first.usage  # the served responses carry their usage
 
-    steps = records(run_dir)
+    # in call order: the two parallel fetches commit in either order (their records are paired by pos)
+    steps = sorted(records(run_dir), key=lambda r: r["pos"])
     assert [s["step"] for s in steps] == [
         "model:function:fake_model:", "tool:search", "model:function:fake_model:", "tool:fetch", "tool:fetch",
         "model:function:fake_model:",
