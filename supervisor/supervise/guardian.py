@@ -104,13 +104,17 @@ def sweep_once(supervisor: int, run_dir: str, child: int | None, cgroup: str | N
         if pid != me and not _zombie(pid) and start_time(pid) == start and _kill(pid):
             hit.add(pid)
     if cgroup:
+        # the members are read before cgroup.kill: once it has run they may be gone already, and
+        # a sweep that counted nothing would say nothing (a loaded machine showed it)
+        members = [pid for pid in _cgroup_procs(cgroup) if pid != me and not _zombie(pid)]
         try:
             with open(os.path.join(cgroup, "cgroup.kill"), "wb") as f:
                 f.write(b"1")
+            hit.update(members)
         except OSError:
             pass  # gone already, or no cgroup.kill: each member is killed one by one, below
         for pid in _cgroup_procs(cgroup):
-            if pid != me and _kill(pid):
+            if pid != me and not _zombie(pid) and _kill(pid):
                 hit.add(pid)
     sup = str(supervisor).encode()
     target = run_dir.encode()
