@@ -199,13 +199,14 @@ class SupervisorApp(App[int]):
         self.notify(f"times: {self.settings.time}" + (" (since the run's first record)" if self.settings.time == "relative" else ""), timeout=2)
 
     def on_mount(self) -> None:
-        from .dashboard import DashboardScreen
-        from .runs_screen import RunsScreen
-
         screen: Screen[Any]
         if self.path.is_dir() and is_runs_root(self.path) and not self.replay:
+            from .runs_screen import RunsScreen
+
             screen = RunsScreen(self.path)
         else:
+            from .dashboard import DashboardScreen  # its imports only: not the runs list's (DataTable)
+
             screen = DashboardScreen(self.path, replay=self.replay)
         # the layout class the first resize would set, set now: styles are computed once, not twice
         wide = self._is_wide()

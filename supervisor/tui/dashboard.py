@@ -33,7 +33,7 @@ from textual.containers import Container
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane
 from textual.worker import Worker, get_current_worker
 
 from ..core import rundir
@@ -45,6 +45,7 @@ from .bookmarks import BookmarkedTimeline, Bookmarks
 from .confirm import ConfirmScreen
 from .dashboard_actions import RowKeys, StartAgain
 from .detail import JsonPane
+from .key_footer import KeyFooter
 from .prompt import Prompt
 from .scan import Region, ScanResult, scan_journal, search_journal, search_regions
 from .status import RunStatus, control_request, run_status
@@ -188,7 +189,15 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
                     if self.replay:  # the tab shown first in replay mode
                         yield JsonPane(id="state-pane")
                 yield TabPane("Agent log", id="agentlog")
-        yield Footer()  # the prompt (hidden until a key opens it) is mounted after the first frame
+        yield KeyFooter()  # the prompt (hidden until a key opens it) is mounted after the first frame
+
+    def _compositor_refresh(self) -> None:
+        # Textual (8.2.8) drops every frame drawn inside a batch update (``App._display``), and starts inside one:
+        # drawing the whole dashboard there (15-20 ms) only delays the first frame the terminal gets. Left undrawn,
+        # the regions stay dirty and the next frame after the batch draws them.
+        if self.app._batch_count:
+            return
+        super()._compositor_refresh()
 
     @property
     def timeline(self) -> TimelineView:
@@ -197,14 +206,20 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
     def _mount_hidden_panes(self) -> None:
         """What the first frame does not show, mounted after it (each costs a few ms of styling and layout
         before the first frame otherwise): the hidden tabs' panes (their content comes from workers) and the
-        prompt (every key goes through ``check_action`` first, which mounts them if a key comes sooner)."""
+        prompt (an action that needs one before then mounts them: ``prompt``, ``_pane``)."""
         if self._hidden_mounted:
             return
         self._hidden_mounted = True
-        self.mount(Prompt(id="prompt"), before=self.query_one(Footer))
+        self.mount(Prompt(id="prompt"), before=self.query_one(KeyFooter))
         if not self.replay:
             self.query_one("#state", TabPane).mount(JsonPane(id="state-pane"))
         self.query_one("#agentlog", TabPane).mount(AgentLogPane(id="agent-log"))
+
+    @property
+    def prompt(self) -> Prompt:
+        """The prompt (mounted now if the first frame's callbacks have not run yet: a key came sooner)."""
+        self._mount_hidden_panes()
+        return self.query_one(Prompt)
 
     def _pane(self, selector: str) -> Any:
         self._mount_hidden_panes()  # a worker's result before the first frame's callbacks ran
@@ -476,7 +491,7 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         self.app.push_screen(HelpScreen(self.replay))
 
     def action_back(self) -> None:
-        prompt = self.query_one(Prompt)
+        prompt = self.prompt
         if prompt.is_open:
             prompt.action_close()
             return
@@ -490,10 +505,10 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
 
     # ------------------------------------------------------------------ prompt: search and go to
     def action_search(self) -> None:
-        self.query_one(Prompt).open("search", "search the raw JSON of every record (smart case), Enter to run, Esc to cancel")
+        self.prompt.open("search", "search the raw JSON of every record (smart case), Enter to run, Esc to cancel")
 
     def action_goto(self) -> None:
-        self.query_one(Prompt).open("goto", "go to seq (a number, or a checkpoint name), Enter to jump")
+        self.prompt.open("goto", "go to seq (a number, or a checkpoint name), Enter to jump")
 
     @on(Prompt.Closed)
     def _prompt_closed(self, message: Prompt.Closed) -> None:
@@ -741,8 +756,8 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         say why in one line (no supervisor runs the run, replay mode is read-only, no next error)."""
         if not self.is_mounted:
             return True
-        self._mount_hidden_panes()
-        if self.query_one(Prompt).is_open:
+        # the footer asks before the first frame: no prompt is mounted yet, so none is open (not mounted here)
+        if self._hidden_mounted and self.query_one(Prompt).is_open:
             return action == "back"  # the prompt's own keys (Enter, Esc) only
         m = self.model
         if action == "toggle_follow":

@@ -72,6 +72,10 @@ class _DashboardState(_Base):
     def timeline(self) -> TimelineView:
         raise NotImplementedError
 
+    @property
+    def prompt(self) -> Prompt:
+        raise NotImplementedError
+
     def update_detail(self) -> None:
         raise NotImplementedError
 
@@ -93,8 +97,8 @@ class RowKeys(_DashboardState):
         from .filters import SYNTAX
 
         current = self.filter_pass.flt.text if self.filter_pass is not None else ""
-        self.query_one(Prompt).open("filter", f"filter rows: {SYNTAX}; Enter applies (empty: clears), Esc cancels",
-                                    current, allow_empty=True)
+        self.prompt.open("filter", f"filter rows: {SYNTAX}; Enter applies (empty: clears), Esc cancels",
+                         current, allow_empty=True)
 
     def apply_filter(self, text: str) -> None:
         """Parse ``text`` and start the filter's first pass (a worker); the rows change when it ends."""
@@ -313,7 +317,7 @@ class RowKeys(_DashboardState):
             self.notify("nothing to write: the run has no rows", severity="warning")
             return
         default = f"{self.run_id}-rows.jsonl"
-        self.query_one(Prompt).open(
+        self.prompt.open(
             "export", f"write the {n} {what}{'s' if n != 1 else ''} to a JSONL file (a path), Enter writes, Esc cancels",
             default)
 

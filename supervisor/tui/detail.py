@@ -86,14 +86,20 @@ class JsonPane(VerticalScroll):
         return t
 
     def compose(self):  # type: ignore[no-untyped-def]
-        yield Static("", id=f"{self.id}-body" if self.id else None)
+        yield self.body
 
     text: str = ""
     """The plain text shown (for tests and copy)."""
 
+    _body: Static | None = None
+
     @property
     def body(self) -> Static:
-        return self.query_one(Static)
+        """The text widget, made at once: a worker's value may come before this pane's compose ran (it is
+        mounted after the first frame) and is shown when it does."""
+        if self._body is None:
+            self._body = Static("", id=f"{self.id}-body" if self.id else None)
+        return self._body
 
     def show_value(self, value: Any, heading: str = "") -> None:
         """Show ``value`` as coloured JSON under an optional heading; a failed step's traceback as code above it."""

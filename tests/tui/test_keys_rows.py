@@ -12,6 +12,8 @@ import pytest
 from supervisor.tui.app import make_app
 from supervisor.tui.confirm import ConfirmScreen
 from supervisor.tui.dashboard import DashboardScreen
+from supervisor.tui.help_screen import HelpScreen
+from supervisor.tui.key_footer import KeyFooter
 from supervisor.tui.prompt import Prompt
 
 from .conftest import caught_up, copy_run, until
@@ -91,6 +93,11 @@ def rows(d: DashboardScreen) -> list[str]:
 def shown_keys(d: DashboardScreen) -> set[str]:
     """The keys the footer shows now."""
     return {k for k, ab in d.active_bindings.items() if ab.binding.show and ab.enabled}
+
+
+def footer_line(d: DashboardScreen) -> str:
+    """The footer's line as drawn now."""
+    return d.query_one(KeyFooter).render().plain
 
 
 async def test_errors_reach_failed_steps_crashes_hangs_and_give_ups(tmp_path: Path) -> None:
@@ -260,9 +267,19 @@ async def test_footer_shows_only_the_keys_that_work(tmp_path: Path) -> None:
         assert {"f", "slash", "ampersand", "colon", "d", "q"} <= keys
         assert "S" not in keys and "r" not in keys  # succeeded; no checkpoint
         assert d.active_bindings["escape"].binding.action == "back"  # no filter to clear
+        # the footer draws those keys, in the bindings' order, each action once, the palette's key on the right
+        line = footer_line(d)
+        assert " ? Help  f Follow  / Search  & Filter " in line and " d Diff " in line and " q Back " in line
+        assert " S Start again" not in line and " r Rollback" not in line and " Esc " not in line
+        assert line.rstrip().endswith("▏^p palette") and len(line) == SIZE[0]
+        await pilot.click(KeyFooter, offset=(line.index(" ? Help") + 1, 0))  # a click on a key presses it
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen), what="the help screen from the footer")
+        await pilot.press("escape")
+        await until(pilot, lambda: app.screen is d, what="back from the help")
         await pilot.press("colon")
         keys = shown_keys(d)
         assert "slash" not in keys and "f" not in keys and {"enter", "escape"} <= keys  # the prompt's keys only
+        await until(pilot, lambda: " / Search" not in footer_line(d), what="the footer in the prompt")
         await pilot.press("escape", "ampersand", *"errors", "enter")
         await until(pilot, lambda: d.model.filter is not None, what="filter")
         assert d.active_bindings["escape"].binding.action == "clear_filter"
@@ -288,6 +305,7 @@ async def test_footer_shows_only_the_keys_that_work(tmp_path: Path) -> None:
         d = dash(app)
         keys = shown_keys(d)
         assert "f" not in keys and "S" not in keys and "slash" in keys
+        assert " f Follow" not in footer_line(d) and " / Search" in footer_line(d)
         await pilot.press("f", "S", "r")  # not offered here: each says why in one line
         for says in ("follow is off", "S starts a stopped or failed run again", "no checkpoint to roll back to"):
             await until(pilot, lambda: any(says in n for n in notes(app)), what=says)
