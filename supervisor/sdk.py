@@ -783,21 +783,40 @@ class Run:
         """:meth:`step` while a sequential resume serves the recorded steps in order: put on the instance in
         place of ``step`` by ``__init__`` (so a live step pays nothing for it), taken off once resume is over.
 
-        A served step in one call and one frame: :meth:`_enter`'s numbering and its :meth:`_serve_next`, without
-        :meth:`_step`'s and :meth:`_enter`'s frames (a million served steps go through here). Anything else
-        (another thread, a step in flight, a miss) takes the general path, which decides as always.
+        A served step in one call and one frame: :meth:`_enter`'s numbering and :meth:`_serve_next`'s match
+        inlined, without :meth:`_step`'s and :meth:`_enter`'s frames (a million served steps go through here).
+        Anything else (another thread, a step in flight, a miss) takes the general path, which decides as always.
         """
-        with self._lock:
+        lock = self._lock
+        lock.acquire()
+        try:
             if self._live or self._table is not None or self._overlap:
                 self.__dict__.pop("step", None)  # resume is over, or no longer sequential: the plain method again
             elif not self._inflight and get_ident() == self._owner:
-                pos = self._pos
-                out = self._serve_next(pos, name, fn, args, kwargs, _NO_OPTS)
-                if out is not _MISS:
-                    self._pos = pos + 1
-                    counts = self._counts
-                    counts[name] = counts.get(name, 0) + 1
-                    return out
+                # _serve_next's match, inlined (keep the two the same): the recorded step at pos if it is this call's
+                i = self._next
+                steps = self._steps
+                e: Any = steps[i] if i < len(steps) else None
+                if type(e) is LazyRecord and not self._fold.damaged:
+                    try:
+                        rec: Record | None = _loads(e.src[e.start : e.end])
+                    except orjson.JSONDecodeError:
+                        rec = None
+                    if rec is not None and rec.get("step") == name:
+                        pos = self._pos
+                        rpos = rec.get("pos")
+                        if (rpos if type(rpos) is int else e.pos) == pos:
+                            recorded = rec.get("inputs")
+                            if args:
+                                same = recorded == ({"args": list(args), "kwargs": kwargs} if kwargs else {"args": list(args)})
+                            elif kwargs:
+                                same = recorded == {"kwargs": kwargs}
+                            else:
+                                same = recorded is None or recorded == {}
+                            if same:
+                                return self._served_next(e, i, pos, rec, name, fn, _NO_OPTS)
+        finally:
+            lock.release()
         return self._step(name, fn, args, kwargs, _NO_OPTS)
 
     async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
@@ -1123,6 +1142,11 @@ class Run:
         recorded = rec.get("inputs")
         if recorded != cur and not (recorded is None and not cur):
             return _MISS
+        return self._served_next(e, i, -1, rec, name, fn, opts)
+
+    def _served_next(self, e: LazyRecord, i: int, pos: int, rec: Record, name: str, fn: Callable[..., Any], opts: _Opts) -> Any:
+        """Serve ``rec``, the recorded step ``e`` at index ``i`` of the resume view, that :meth:`_serve_next`
+        (or :meth:`_resume_step`) matched; ``pos`` >= 0: also number the call (its position and name count)."""
         seq = e.seq
         if rec.get("seq") != seq or "ts" not in rec:
             normalize(rec, seq)
@@ -1149,6 +1173,10 @@ class Run:
                 hint = self._hint(fn)
         if otype is not None or hint is not None:
             out = _codec().decode(out, otype, hint)
+        if pos >= 0:
+            self._pos = pos + 1
+            counts = self._counts
+            counts[name] = counts.get(name, 0) + 1
         return out
 
     def _give_back(self, pos: int, name: str) -> None:
