@@ -139,6 +139,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=1, help="best of N runs of each command")
     ap.add_argument("--before", type=Path, metavar="TREE", help="also run log/state with the package from this work "
                     "tree (e.g. `git worktree add /tmp/wt_before e9ad7a4`: the code before streaming)")
+    ap.add_argument("--only", action="append", metavar="NAME", help="only the rows whose command contains NAME "
+                    "(repeatable; e.g. --only '(text)'); the floors are measured as always")
     ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.build_only:  # in a child: a child forked from a parent that built it would count its memory
@@ -178,6 +180,8 @@ def main() -> int:
             ("state RUN (the end)", cli("state", str(run)), "status", None, 150),
             ("diff RUN 5000 end", cli("diff", str(run), "5000", "end"), "status", None, 150),
         ]
+        if a.only:
+            rows = [row for row in rows if any(o in row[0] for o in a.only)]
         results = [(row, best(row[1])) for row in rows]
         # the floors again after the rows (the machine's load changes): the lower of the two
         w2, c2, _ = best(loop)

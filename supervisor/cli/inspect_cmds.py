@@ -315,6 +315,11 @@ class _Text:
             if seq in self.open:
                 return head + b"  (in flight: no step record yet)"
             return head
+        return head + self.tail(raw)
+
+    def tail(self, raw: bytes) -> bytes:
+        """What a canonical step line's text adds after its name: ``  -> `` the output's preview, and the call
+        summary (:func:`format_record`'s)."""
         rec = orjson.loads(raw)
         out = rec.get("output")
         if type(out) is str and len(out) <= 70 and "\n" not in out:
@@ -323,7 +328,7 @@ class _Text:
             tail = f"  -> {preview(out, 70)}"
         if "usage" in rec or "call" in rec:
             tail += call_summary(rec)
-        return head + tail.encode()
+        return tail.encode()
 
     def other(self, item: stream.Item) -> bytes:
         """The line of a record that is not canonical (parsed)."""
@@ -353,6 +358,7 @@ class _Text:
 
 
 _BEGIN_S = Kind.BEGIN.value
+_AFTER_VALUE = (b",", b"}")
 
 
 def cmd_log(args: argparse.Namespace) -> int:
@@ -404,7 +410,9 @@ def cmd_log(args: argparse.Namespace) -> int:
         else:
             text = _Text(pairing, all_)
             if args.tail is None and not keep.active:  # the plain stream: a chunk's lines at a time
-                for lines in stream.Walk(args.run_dir, pl, all_=all_).rendered(text.canon, text.other, _warn):
+                walk = stream.Walk(args.run_dir, pl, all_=all_)
+                inline = None if text.overlapped else text.tail  # with #pos: every line through canon
+                for lines in walk.rendered(text.canon, text.other, _warn, step_tail=inline, marked=text.interrupted | text.open):
                     if lines:
                         lines.append(b"")
                         _write(out, b"\n".join(lines))

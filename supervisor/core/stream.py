@@ -514,11 +514,24 @@ class Walk:
             yield out
 
     def rendered(
-        self, canon: Callable[[int, bool, int, bytes, bool, bytes, bytes], bytes], other: Callable[[Item], bytes], warn: Any = None
+        self,
+        canon: Callable[[int, bool, int, bytes, bool, bytes, bytes], bytes],
+        other: Callable[[Item], bytes],
+        warn: Any = None,
+        *,
+        step_tail: Callable[[bytes], bytes] | None = None,
+        marked: frozenset[int] | set[int] = frozenset(),
     ) -> Iterator[list[bytes]]:
         """Text ``log`` without filters: each record's output line, a chunk's at a time. A canonical line goes to
         ``canon(seq, is_step, pos, raw, abandoned, name, ts)`` with no :class:`Item` made (the walk of
-        :meth:`items`, inlined), any other record to ``other``."""
+        :meth:`items`, inlined), any other record to ``other``.
+
+        ``step_tail`` (given when no ``#pos`` is shown: the steps did not overlap): the common line is made
+        here, the loop runs once a line of a million-record journal. A canonical begin or step line whose
+        seq is not in ``marked`` (the begins shown in flight or interrupted), whose name has no escape and
+        whose ``ts`` is ASCII is ``format_record``'s line: ``%6d %-23s begin      NAME`` from its bytes, a
+        step's followed by ``step_tail(raw)`` (its ``  -> output`` and call summary); ``--all`` puts
+        ``~ `` or two spaces before it, as ``canon`` does."""
         ranges = self.plan.abandoned
         ri = 0
         nxt = ranges[0][0] if ranges else 1 << 62
@@ -527,6 +540,10 @@ class Walk:
         match = _CANON.fullmatch
         step_b = b"step"
         limit = self.plan.count
+        inline = step_tail is not None
+        tail: Callable[[bytes], bytes] = step_tail if step_tail is not None else bytes
+        lo_mark = min(marked) if marked else 1 << 62  # a chunk before the first marked seq needs no set look-up
+        mark_seqs = set(marked)
         for c in read_stream(self.source, chunk=self.chunk):
             data, reg = c.data, c.region
             first = reg.first_seq
@@ -541,6 +558,7 @@ class Walk:
             off_k, off = 0, reg.start
             seq = first - 1
             top = self.top
+            lead = b"  " if all_ else b""
             for raw in lines:
                 seq += 1
                 if seq >= nxt:
@@ -548,18 +566,29 @@ class Walk:
                         ri += 1
                     ab = ri < len(ranges) and ranges[ri][0] <= seq
                     nxt = (ranges[ri][1] if ab else ranges[ri][0]) if ri < len(ranges) else 1 << 62
+                    lead = (b"~ " if ab else b"  ") if all_ else b""
                 if fast:
                     m = match(raw)
                     if m is not None:
                         kind, name, p, s, ts = m.groups()
                         if int(s) == seq:
-                            step = kind == step_b
-                            if not step or _ERROR not in raw:
-                                pos = int(p)
-                                if step and pos >= top:
-                                    top = pos
-                                if all_ or not ab:
-                                    add(canon(seq, step, pos, raw, ab, name, ts))
+                            if kind == step_b:
+                                if _ERROR in raw:
+                                    m = None
+                                else:
+                                    pos = int(p)
+                                    if pos >= top:
+                                        top = pos
+                            if m is not None:
+                                if ab and not all_:
+                                    continue
+                                if inline and b"\\" not in name and ts.isascii() and (seq < lo_mark or seq not in mark_seqs):
+                                    if kind == step_b:
+                                        add(b"%s%6d %-23s step       %s%s" % (lead, seq, ts[:23], name, tail(raw)))
+                                    else:
+                                        add(b"%s%6d %-23s begin      %s" % (lead, seq, ts[:23], name))
+                                else:
+                                    add(canon(seq, kind == step_b, int(p), raw, ab, name, ts))
                                 continue
                     k = seq - first
                     off += sum(map(len, lines[off_k:k])) + k - off_k
