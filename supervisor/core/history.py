@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .cursor import Shape, StateCursor
-from .journal import Entry, JournalReader
+from .journal import OVERLAPS, Entry, JournalReader
 from .records import (
     DAMAGED,
     BadLine,
@@ -596,7 +596,14 @@ _AFTER_BEGIN = (b'{"kind":"step",', b'{"kind":"start",', b'{"kind":"rollback",')
 
 
 def _overlaps(src: Any) -> bool:
-    """Whether a mapped journal file shows overlapping steps (see :data:`_OVERLAP`)."""
+    """Whether a mapped journal file shows overlapping steps (see :data:`_OVERLAP`): the resume view's read
+    has told it from the lines (:data:`journal.OVERLAPS`), else the regex walks the file."""
+    try:
+        known = OVERLAPS.get(src)
+    except TypeError:  # bytes (a LazyRecord made by hand): no weak reference
+        known = None
+    if known is not None:
+        return known
     if src[:16] == b'{"kind":"begin",':  # the first line (the pattern looks for begins after a newline)
         nl = src.find(b"\n")
         after = bytes(src[nl + 1 : nl + 20]) if nl >= 0 else b""

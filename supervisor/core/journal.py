@@ -17,10 +17,12 @@ import asyncio
 import errno
 import fcntl
 import gc
+import mmap
 import operator
 import os
 import secrets
 import threading
+import weakref
 from array import array
 from asyncio.events import _get_running_loop as asyncio_running_loop
 from bisect import bisect_left, bisect_right
@@ -61,7 +63,17 @@ _utc_now = rundir.utc_now
 """An event loop leads a sync in its own thread while the last sync took at most this long (seconds)."""
 TORN_SUFFIX = ".torn"
 _STEP_PREFIX = b'{"kind":"step",'
-_LAZY_PREFIXES = (_STEP_PREFIX, b'{"kind":"begin",')
+_BEGIN_PREFIX = b'{"kind":"begin",'
+_LAZY_PREFIXES = (_STEP_PREFIX, _BEGIN_PREFIX)
+# What may follow a begin line without the steps overlapping (history's _OVERLAP says the same with a regex).
+_AFTER_BEGIN = (_STEP_PREFIX, b'{"kind":"start",', b'{"kind":"rollback",')
+
+OVERLAPS: weakref.WeakKeyDictionary[mmap.mmap, bool] = weakref.WeakKeyDictionary()
+"""Whether a file's map (the resume view's ``LazyRecord.src``) shows overlapping steps: a ``begin`` line followed
+by a line other than a ``step``, ``start`` or ``rollback`` (the end of the file is fine). Filled by the resume
+view's read when it has read every line of the map, told from the lines it splits anyway (a pass over the begin
+lines' successors), so the fold need not walk every byte of the file with history's ``_OVERLAP`` regex; a map
+not here (read otherwise, or longer than what was read) is searched by the regex as before."""
 
 Entry = Record | BadLine
 """A journal line: a record, or a line that is not one. (Lazy loads hand out :class:`LazyRecord`
@@ -823,6 +835,9 @@ class JournalReader:
         self.chunk = chunk
         self.problems: list[BadLine] = []
         self._segs: list[_Seg] = []
+        self._ov: tuple[Any, int, bool, bool] | None = None
+        """The resume view's overlap check of the map being read (see :data:`OVERLAPS`): the map, where its next
+        region must start, whether it overlaps so far, whether the last line read is a begin (``None``: unknown)."""
         self._cursor = StreamPos()  # where read_new() goes on; load() and seek_end() move it to the end
 
     # -- discovery
@@ -919,7 +934,9 @@ class JournalReader:
         for k in errors:
             lazy[k] = False
         lazy_idx = list(compress(range(len(lines)), lazy))
-        other_idx = list(compress(range(len(lines)), map(operator.not_, map(bytes.startswith, lines, repeat(_LAZY_PREFIXES)))))
+        begins = list(map(bytes.startswith, lines, repeat(_BEGIN_PREFIX)))
+        self._check_overlap(c, lines, begins)
+        other_idx = list(compress(range(len(lines)), map(operator.not_, map(operator.or_, lazy, begins))))
         if errors:
             other_idx = sorted(set(other_idx).union(errors))
         step = Kind.STEP.value  # looked up once, not per line (an enum member lookup costs ~100 ns)
@@ -950,6 +967,32 @@ class JournalReader:
                 self.problems.append(ent)
             out.append(ent)
         out.extend(steps[j:])
+
+    def _check_overlap(self, c: Chunk, lines: list[bytes], begins: list[bool]) -> None:
+        """Go on with the overlap check of ``c``'s map (see :data:`OVERLAPS`) over its next region, at C speed."""
+        m: Any = c.map
+        region = c.region
+        ov = self._ov
+        if ov is None or ov[0] is not m:
+            if region.start != 0:
+                self._ov = None  # not read from the file's start: the regex decides
+                return
+            ov = (m, 0, False, False)
+        src, at, overlap, after_begin = ov
+        if region.start != at:
+            self._ov = None
+            return
+        if not overlap:
+            # a region's first line after the last one's begin; then each begin's next line in the region
+            if after_begin and not lines[0].startswith(_AFTER_BEGIN):
+                overlap = True
+            elif not all(map(bytes.startswith, compress(lines[1:], begins), repeat(_AFTER_BEGIN))):
+                overlap = True
+        if region.end == len(src):  # every line of the map read: a begin last is the end of the file, fine
+            OVERLAPS[src] = overlap
+            self._ov = None
+            return
+        self._ov = (src, region.end, overlap, begins[-1])
 
     @property
     def end_seq(self) -> int:
