@@ -411,8 +411,8 @@ def cmd_log(args: argparse.Namespace) -> int:
             text = _Text(pairing, all_)
             if args.tail is None and not keep.active:  # the plain stream: a chunk's lines at a time
                 walk = stream.Walk(args.run_dir, pl, all_=all_)
-                inline = None if text.overlapped else text.tail  # with #pos: every line through canon
-                for lines in walk.rendered(text.canon, text.other, _warn, step_tail=inline, marked=text.interrupted | text.open):
+                summary = None if text.overlapped else call_summary  # with #pos: every canonical line through canon
+                for lines in walk.rendered(text.canon, text.other, _warn, summary=summary, marked=text.interrupted | text.open):
                     if lines:
                         lines.append(b"")
                         _write(out, b"\n".join(lines))

@@ -40,7 +40,7 @@ import orjson
 
 from .cursor import Shape
 from .history import MISSING_TARGET, Fold
-from .records import DAMAGED, BadLine, Kind, Record, normalize, parse_line
+from .records import DAMAGED, BadLine, Kind, Record, normalize, parse_line, preview
 from .segments import CHUNK, Chunk, Region, read_stream
 
 __all__ = ["Item", "Plan", "StreamPairing", "Walk", "entry_seq", "plan"]
@@ -58,6 +58,7 @@ _CANON = re.compile(
 (seq, ts: the last ``,"seq":`` of the line, the greedy ``.*`` backtracks from the end), all top-level."""
 _TEXT_POS = re.compile(r'"pos"\s*:\s*(\d+)')
 _ERROR = b'"error":'
+_STEP_HEAD = b'{"kind":"step",'
 _TRANSIENT = b'"transient":'
 
 
@@ -137,11 +138,10 @@ class Plan:
 
 _BEGIN_LINE = b'{"kind":"begin",'
 _NL_BEGIN = b"\n" + _BEGIN_LINE
-_CLOSED = re.compile(
-    rb'\n\{"kind":"begin","step":("[^"\\\n]*(?:\\.[^"\\\n]*)*"),"pos":(\d+),[^\n]*\n\{"kind":"step","step":\1,"pos":\2,'
-)
-"""A writer begin line followed by its own step line (the backreferences: the same name and pos). Led by a
-newline, not ``^``: a literal prefix lets the engine search for it at C speed (``^`` tries every byte)."""
+_CLOSED = re.compile(rb'\n\{"kind":"begin","step":("[^"\\\n]*(?:\\.[^"\\\n]*)*","pos":\d+,)[^\n]*+\n\{"kind":"step","step":\1')
+"""A writer begin line followed by its own step line (the backreference: the same name and pos). Led by a
+newline, not ``^``: a literal prefix lets the engine search for it at C speed (``^`` tries every byte); one
+group and a possessive ``[^\\n]*+`` (nothing to give back before the newline): 0.45 -> 0.26 s over 1,000,000 records."""
 _LAST_BEGIN = re.compile(rb'\{"kind":"begin","step":"[^"\\\n]*(?:\\.[^"\\\n]*)*","pos":(\d+),')
 
 
@@ -519,19 +519,22 @@ class Walk:
         other: Callable[[Item], bytes],
         warn: Any = None,
         *,
-        step_tail: Callable[[bytes], bytes] | None = None,
+        summary: Callable[[Record], str] | None = None,
         marked: frozenset[int] | set[int] = frozenset(),
     ) -> Iterator[list[bytes]]:
         """Text ``log`` without filters: each record's output line, a chunk's at a time. A canonical line goes to
         ``canon(seq, is_step, pos, raw, abandoned, name, ts)`` with no :class:`Item` made (the walk of
         :meth:`items`, inlined), any other record to ``other``.
 
-        ``step_tail`` (given when no ``#pos`` is shown: the steps did not overlap): the common line is made
-        here, the loop runs once a line of a million-record journal. A canonical begin or step line whose
-        seq is not in ``marked`` (the begins shown in flight or interrupted), whose name has no escape and
-        whose ``ts`` is ASCII is ``format_record``'s line: ``%6d %-23s begin      NAME`` from its bytes, a
-        step's followed by ``step_tail(raw)`` (its ``  -> output`` and call summary); ``--all`` puts
-        ``~ `` or two spaces before it, as ``canon`` does."""
+        ``summary`` (given when no ``#pos`` is shown: the steps did not overlap; the loop runs once a line of
+        a million-record journal, so the common lines are made here, no call a line): a begin line in the
+        writer's form whose seq is not in ``marked`` (the begins shown in flight or interrupted), whose name
+        has no escape and whose ``ts`` is ASCII is ``%6d %-23s begin      NAME`` from its bytes. A step line
+        of a writer chunk is parsed (its output is shown: it would be anyway) and, when it is what the parsed
+        path takes as is (its own seq, an integer ``pos``, text ``step`` and ``ts``, no ``error``), made here
+        as :func:`format_record` makes it, with ``summary(rec)`` after it for a model or tool call (``usage``
+        or ``call``); any other goes the parsed path. ``--all`` puts ``~ `` or two spaces before each line,
+        as ``canon`` and ``other`` do."""
         ranges = self.plan.abandoned
         ri = 0
         nxt = ranges[0][0] if ranges else 1 << 62
@@ -540,10 +543,11 @@ class Walk:
         match = _CANON.fullmatch
         step_b = b"step"
         limit = self.plan.count
-        inline = step_tail is not None
-        tail: Callable[[bytes], bytes] = step_tail if step_tail is not None else bytes
-        lo_mark = min(marked) if marked else 1 << 62  # a chunk before the first marked seq needs no set look-up
+        inline = summary is not None
+        lo_mark = min(marked) if marked else 1 << 62  # a seq before the first marked one needs no set look-up
         mark_seqs = set(marked)
+        loads, bad_json, step_s = orjson.loads, orjson.JSONDecodeError, _STEP
+        head = _STEP_HEAD if inline else b"\xff"  # never a writer chunk's line head without ``summary``
         for c in read_stream(self.source, chunk=self.chunk):
             data, reg = c.data, c.region
             first = reg.first_seq
@@ -568,28 +572,59 @@ class Walk:
                     nxt = (ranges[ri][1] if ab else ranges[ri][0]) if ri < len(ranges) else 1 << 62
                     lead = (b"~ " if ab else b"  ") if all_ else b""
                 if fast:
-                    m = match(raw)
-                    if m is not None:
-                        kind, name, p, s, ts = m.groups()
-                        if int(s) == seq:
-                            if kind == step_b:
-                                if _ERROR in raw:
-                                    m = None
-                                else:
-                                    pos = int(p)
-                                    if pos >= top:
-                                        top = pos
-                            if m is not None:
-                                if ab and not all_:
-                                    continue
-                                if inline and b"\\" not in name and ts.isascii() and (seq < lo_mark or seq not in mark_seqs):
-                                    if kind == step_b:
-                                        add(b"%s%6d %-23s step       %s%s" % (lead, seq, ts[:23], name, tail(raw)))
-                                    else:
-                                        add(b"%s%6d %-23s begin      %s" % (lead, seq, ts[:23], name))
-                                else:
-                                    add(canon(seq, kind == step_b, int(p), raw, ab, name, ts))
+                    if raw.startswith(head):
+                        try:
+                            rec = loads(raw)
+                        except bad_json:
+                            rec = {}
+                        s, p, name, ts = rec.get("seq"), rec.get("pos"), rec.get("step"), rec.get("ts")
+                        if (
+                            s == seq
+                            and type(s) is int
+                            and type(p) is int
+                            and type(name) is str
+                            and type(ts) is str
+                            and rec.get("kind") == step_s
+                            and rec.get("error") is None
+                        ):
+                            if p >= top:
+                                top = p
+                            if ab and not all_:
                                 continue
+                            o = rec.get("output")
+                            if type(o) is not str or len(o) > 70 or "\n" in o:
+                                o = preview(o, 70)
+                            text = "%6d %-23s step       %s  -> %s" % (seq, ts[:23], name, o)
+                            if "usage" in rec or "call" in rec:
+                                text += summary(rec)  # type: ignore[misc]
+                            add(lead + text.encode())
+                            continue
+                    else:
+                        m = match(raw)
+                        if m is not None:
+                            kind, name_b, p_b, s_b, ts_b = m.groups()
+                            if int(s_b) == seq:
+                                if kind == step_b:
+                                    if _ERROR in raw:
+                                        m = None
+                                    else:
+                                        pos = int(p_b)
+                                        if pos >= top:
+                                            top = pos
+                                if m is not None:
+                                    if ab and not all_:
+                                        continue
+                                    if (
+                                        inline
+                                        and kind != step_b
+                                        and b"\\" not in name_b
+                                        and ts_b.isascii()
+                                        and (seq < lo_mark or seq not in mark_seqs)
+                                    ):
+                                        add(b"%s%6d %-23s begin      %s" % (lead, seq, ts_b[:23], name_b))
+                                    else:
+                                        add(canon(seq, kind == step_b, int(p_b), raw, ab, name_b, ts_b))
+                                    continue
                     k = seq - first
                     off += sum(map(len, lines[off_k:k])) + k - off_k
                     off_k = k
