@@ -1005,7 +1005,16 @@ class JournalReader:
         enabled = gc.isenabled()
         gc.disable()  # a million small dicts: the cyclic GC would rescan them again and again
         try:
-            return list(self.iter_entries(lazy=lazy))
+            # iter_entries' loop into one list (no generator step per entry: a million-step resume reads here)
+            out: list[Entry] = []
+            cursor = StreamPos()
+            for c in read_stream(self.source, cursor, chunk=self.chunk, mapped=lazy):
+                if lazy:
+                    self._lazy_entries(c, out, c.lines())
+                else:
+                    self._parse_lines(c, out)
+            self._cursor = cursor
+            return out
         finally:
             if enabled:
                 gc.enable()
