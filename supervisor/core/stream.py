@@ -59,6 +59,12 @@ _CANON = re.compile(
 _TEXT_POS = re.compile(r'"pos"\s*:\s*(\d+)')
 _ERROR = b'"error":'
 _STEP_HEAD = b'{"kind":"step",'
+_PLAIN_BEGIN = re.compile(
+    rb'\{"kind":"begin","step":"([^"\\]*)","pos":\d+,.*,"seq":(\d+),"id":"[^"\\]*","ts":"([\x20\x21\x23-\x5b\x5d-\x7e]{23})[\x20\x21\x23-\x5b\x5d-\x7e]*"\}',
+    re.DOTALL,
+)
+"""A writer begin line (:data:`_CANON`) whose name has no escape and whose ``ts`` is ASCII, 23 characters or more:
+the text ``log`` copies the name and the first 23 of the ``ts`` (groups: name, seq, the 23)."""
 _TRANSIENT = b'"transient":'
 
 
@@ -538,15 +544,17 @@ class Walk:
         ranges = self.plan.abandoned
         ri = 0
         nxt = ranges[0][0] if ranges else 1 << 62
-        ab = False
+        ab = skip = False
         all_ = self.all
         match = _CANON.fullmatch
+        plain = _PLAIN_BEGIN.fullmatch
         step_b = b"step"
         limit = self.plan.count
         inline = summary is not None
         lo_mark = min(marked) if marked else 1 << 62  # a seq before the first marked one needs no set look-up
         mark_seqs = set(marked)
         loads, bad_json, step_s = orjson.loads, orjson.JSONDecodeError, _STEP
+        no_rec: Record = {}
         head = _STEP_HEAD if inline else b"\xff"  # never a writer chunk's line head without ``summary``
         for c in read_stream(self.source, chunk=self.chunk):
             data, reg = c.data, c.region
@@ -562,7 +570,8 @@ class Walk:
             off_k, off = 0, reg.start
             seq = first - 1
             top = self.top
-            lead = b"  " if all_ else b""
+            lead = "  " if all_ else ""
+            lead_b = lead.encode()
             for raw in lines:
                 seq += 1
                 if seq >= nxt:
@@ -570,35 +579,34 @@ class Walk:
                         ri += 1
                     ab = ri < len(ranges) and ranges[ri][0] <= seq
                     nxt = (ranges[ri][1] if ab else ranges[ri][0]) if ri < len(ranges) else 1 << 62
-                    lead = (b"~ " if ab else b"  ") if all_ else b""
+                    skip = ab and not all_
+                    lead = ("~ " if ab else "  ") if all_ else ""
+                    lead_b = lead.encode()
                 if fast:
                     if raw.startswith(head):
                         try:
                             rec = loads(raw)
                         except bad_json:
-                            rec = {}
-                        s, p, name, ts = rec.get("seq"), rec.get("pos"), rec.get("step"), rec.get("ts")
-                        if (
-                            s == seq
-                            and type(s) is int
-                            and type(p) is int
-                            and type(name) is str
-                            and type(ts) is str
-                            and rec.get("kind") == step_s
-                            and rec.get("error") is None
-                        ):
-                            if p >= top:
-                                top = p
-                            if ab and not all_:
+                            rec = no_rec
+                        s, p = rec.get("seq"), rec.get("pos")
+                        if s == seq and type(s) is int is type(p) and rec.get("kind") == step_s and rec.get("error") is None:
+                            name, ts = rec.get("step"), rec.get("ts")
+                            if type(name) is str is type(ts):
+                                if p >= top:
+                                    top = p
+                                if skip:
+                                    continue
+                                o = rec.get("output")
+                                if type(o) is not str or len(o) > 70 or "\n" in o:
+                                    o = preview(o, 70)
+                                if "usage" in rec or "call" in rec:
+                                    o += summary(rec)  # type: ignore[misc]
+                                add(f"{lead}{seq:6d} {ts[:23]:23} step       {name}  -> {o}".encode())
                                 continue
-                            o = rec.get("output")
-                            if type(o) is not str or len(o) > 70 or "\n" in o:
-                                o = preview(o, 70)
-                            text = "%6d %-23s step       %s  -> %s" % (seq, ts[:23], name, o)
-                            if "usage" in rec or "call" in rec:
-                                text += summary(rec)  # type: ignore[misc]
-                            add(lead + text.encode())
-                            continue
+                    elif inline and (m := plain(raw)) is not None and int(m[2]) == seq and (seq < lo_mark or seq not in mark_seqs):
+                        if not skip:
+                            add(b"%s%6d %-23s begin      %s" % (lead_b, seq, m[3], m[1]))
+                        continue
                     else:
                         m = match(raw)
                         if m is not None:
@@ -612,7 +620,7 @@ class Walk:
                                         if pos >= top:
                                             top = pos
                                 if m is not None:
-                                    if ab and not all_:
+                                    if skip:
                                         continue
                                     if (
                                         inline
@@ -621,7 +629,7 @@ class Walk:
                                         and ts_b.isascii()
                                         and (seq < lo_mark or seq not in mark_seqs)
                                     ):
-                                        add(b"%s%6d %-23s begin      %s" % (lead, seq, ts_b[:23], name_b))
+                                        add(b"%s%6d %-23s begin      %s" % (lead_b, seq, ts_b[:23], name_b))
                                     else:
                                         add(canon(seq, kind == step_b, int(p_b), raw, ab, name_b, ts_b))
                                     continue
