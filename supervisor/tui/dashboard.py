@@ -33,7 +33,7 @@ from textual.containers import Container
 from textual.message import Message
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Static, TabbedContent, TabPane
+from textual.widgets import Static
 from textual.worker import Worker, get_current_worker
 
 from ..core import rundir
@@ -46,6 +46,7 @@ from .confirm import ConfirmScreen
 from .dashboard_actions import RowKeys, StartAgain
 from .detail import JsonPane
 from .key_footer import KeyFooter
+from .pane_tabs import Panes
 from .prompt import Prompt
 from .scan import Region, ScanResult, scan_journal, search_journal, search_regions
 from .status import RunStatus, control_request, run_status
@@ -181,14 +182,15 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         yield Static("", id="filter-bar")
         with Container(id="body"):  # side by side on wide terminals (app.tcss)
             yield BookmarkedTimeline(self.model, self.bookmarks, replay=self.replay, id="timeline")
-            with TabbedContent(id="panes", initial="state" if self.replay else "record"):
-                with TabPane("Record", id="record"):
+            tabs = [("record", "Record"), ("state", "State"), ("agentlog", "Agent log")]
+            with Panes(tabs, initial="state" if self.replay else "record", id="panes") as panes:
+                with panes.pane("record"):
                     yield JsonPane(id="record-pane")
                 # a hidden tab's pane is mounted right after the first frame (``_mount_hidden_panes``)
-                with TabPane("State", id="state"):
+                with panes.pane("state"):
                     if self.replay:  # the tab shown first in replay mode
                         yield JsonPane(id="state-pane")
-                yield TabPane("Agent log", id="agentlog")
+                yield panes.pane("agentlog")
         yield KeyFooter()  # the prompt (hidden until a key opens it) is mounted after the first frame
 
     def _compositor_refresh(self) -> None:
@@ -212,8 +214,8 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         self._hidden_mounted = True
         self.mount(Prompt(id="prompt"), before=self.query_one(KeyFooter))
         if not self.replay:
-            self.query_one("#state", TabPane).mount(JsonPane(id="state-pane"))
-        self.query_one("#agentlog", TabPane).mount(AgentLogPane(id="agent-log"))
+            self.query_one("#state").mount(JsonPane(id="state-pane"))
+        self.query_one("#agentlog").mount(AgentLogPane(id="agent-log"))
 
     @property
     def prompt(self) -> Prompt:
@@ -483,7 +485,7 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         self._jump(self.model.checkpoint_seqs, direction > 0, "checkpoint")
 
     def action_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
+        self.query_one(Panes).active = tab
 
     def action_help(self) -> None:
         from .help_screen import HelpScreen

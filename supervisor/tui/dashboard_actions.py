@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 from textual import work
 from textual.message import Message
-from textual.widgets import Static, TabbedContent
+from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from ..core import rundir
@@ -262,8 +262,9 @@ class RowKeys(_DashboardState):
         self._copy(text, what)
 
     def action_copy_value(self) -> None:
-        tabs = self.query_one(TabbedContent)
-        if tabs.active == "state":
+        from .pane_tabs import Panes
+
+        if self.query_one(Panes).active == "state":
             if self.state_shown is None:
                 self.notify("the state at this row is not shown yet, or unavailable (see the State tab)", severity="warning")
                 return
