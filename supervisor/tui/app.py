@@ -198,7 +198,9 @@ class SupervisorApp(App[int]):
             view.refresh()
         self.notify(f"times: {self.settings.time}" + (" (since the run's first record)" if self.settings.time == "relative" else ""), timeout=2)
 
-    def on_mount(self) -> None:
+    def get_default_screen(self) -> Screen[Any]:
+        """The first screen, the bottom of the stack: the runs list or the dashboard (not Textual's empty default
+        screen under it, which is mounted, styled and laid out at the start for nothing: ~10 ms)."""
         screen: Screen[Any]
         if self.path.is_dir() and is_runs_root(self.path) and not self.replay:
             from .runs_screen import RunsScreen
@@ -211,7 +213,7 @@ class SupervisorApp(App[int]):
         # the layout class the first resize would set, set now: styles are computed once, not twice
         wide = self._is_wide()
         screen.add_class("-wide" if wide else "-narrow")
-        self.push_screen(screen)
+        return screen
 
     # ------------------------------------------------------------------ the first frame
     # Textual starts inside a batch update: the frames drawn before its end (the whole first screen) are not

@@ -500,7 +500,7 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         if self.filter_pass is not None:  # Esc clears the filter first (q too: never quit from a filtered view)
             self.action_clear_filter()
             return
-        if len(self.app.screen_stack) > 2:
+        if len(self.app.screen_stack) > 1:  # opened from the runs list (the bottom screen)
             self.app.pop_screen()
         else:
             self.app.exit()
