@@ -58,7 +58,7 @@ _CANON = re.compile(
 (seq, ts: the last ``,"seq":`` of the line, the greedy ``.*`` backtracks from the end), all top-level."""
 _TEXT_POS = re.compile(r'"pos"\s*:\s*(\d+)')
 _ERROR = b'"error":'
-_STEP_HEAD = b'{"kind":"step",'
+_S = ord("s")
 _PLAIN_BEGIN = re.compile(
     rb'\{"kind":"begin","step":"([^"\\]*)","pos":\d+,.*,"seq":(\d+),"id":"[^"\\]*","ts":"([\x20\x21\x23-\x5b\x5d-\x7e]{23})[\x20\x21\x23-\x5b\x5d-\x7e]*"\}',
     re.DOTALL,
@@ -555,7 +555,6 @@ class Walk:
         mark_seqs = set(marked)
         loads, bad_json, step_s = orjson.loads, orjson.JSONDecodeError, _STEP
         no_rec: Record = {}
-        head = _STEP_HEAD if inline else b"\xff"  # never a writer chunk's line head without ``summary``
         for c in read_stream(self.source, chunk=self.chunk):
             data, reg = c.data, c.region
             first = reg.first_seq
@@ -583,7 +582,7 @@ class Walk:
                     lead = ("~ " if ab else "  ") if all_ else ""
                     lead_b = lead.encode()
                 if fast:
-                    if raw.startswith(head):
+                    if raw[9] == _S and inline:  # {"kind":"s…: a step (or a start: the parsed path)
                         try:
                             rec = loads(raw)
                         except bad_json:
@@ -603,10 +602,17 @@ class Walk:
                                     o += summary(rec)  # type: ignore[misc]
                                 add(f"{lead}{seq:6d} {ts[:23]:23} step       {name}  -> {o}".encode())
                                 continue
-                    elif inline and (m := plain(raw)) is not None and int(m[2]) == seq and (seq < lo_mark or seq not in mark_seqs):
-                        if not skip:
-                            add(b"%s%6d %-23s begin      %s" % (lead_b, seq, m[3], m[1]))
-                        continue
+                    elif inline and (m := plain(raw)) is not None:
+                        name_b, s_b, ts_b = m.groups()
+                        if int(s_b) == seq and (seq < lo_mark or seq not in mark_seqs):
+                            if not skip:
+                                add(b"%s%6d %-23s begin      %s" % (lead_b, seq, ts_b, name_b))
+                            continue
+                        m = match(raw)  # marked: as canon makes it
+                        if m is not None and int(m[4]) == seq:
+                            if not skip:
+                                add(canon(seq, False, int(m[3]), raw, ab, m[2], m[5]))
+                            continue
                     else:
                         m = match(raw)
                         if m is not None:
