@@ -212,7 +212,7 @@ class SupervisorApp(App[int]):
             screen = DashboardScreen(self.path, replay=self.replay)
         # the layout class the first resize would set, set now: styles are computed once, not twice
         wide = self._is_wide()
-        screen.add_class("-wide" if wide else "-narrow")
+        screen.add_class("-wide" if wide else "-narrow", update=False)  # styled when it mounts
         return screen
 
     # ------------------------------------------------------------------ the first frame

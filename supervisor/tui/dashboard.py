@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container
@@ -175,6 +175,7 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         self._keys_state: tuple[bool, bool] = (False, False)
         """The State tab's value and heading (``None``: not computed, or unavailable)."""
         self._hidden_mounted = False
+        self._resumed = False
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -192,6 +193,13 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
                         yield JsonPane(id="state-pane")
                 yield panes.pane("agentlog")
         yield KeyFooter()  # the prompt (hidden until a key opens it) is mounted after the first frame
+
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        # Its first resume comes right after its mount styled every widget: Textual would style them all again
+        # (about 10 ms before the first frame). Later resumes (back from the help, a diff) do refresh them.
+        if not self._resumed:
+            self._resumed = True
+            event.refresh_styles = False
 
     def _compositor_refresh(self) -> None:
         # Textual (8.2.8) drops every frame drawn inside a batch update (``App._display``), and starts inside one:
