@@ -179,6 +179,30 @@ def _pairs(data: bytes, carry: bytes | None) -> tuple[bool, bytes | None]:
 _CLOSED_HEAD = re.compile(rb'\{"kind":"begin","step":("[^"\\\n]*(?:\\.[^"\\\n]*)*"),"pos":(\d+),')
 
 
+def _line_numbers(data: bytes, n: int, starts: set[int]) -> list[tuple[int, int]]:
+    """``(start, k)`` for each line start of ``data`` (``n`` lines) in ``starts``, in order: ``k`` its line
+    number in ``data``, the newlines counted from the nearer known point (the hit before it, or for a hit in
+    the second half the hit after it or the end), so the counts cover less than the chunk once."""
+    order = sorted(starts)
+    half = len(data) // 2
+    out: list[tuple[int, int]] = []
+    k = at = 0
+    for s in order:
+        if s > half:
+            break
+        k += data.count(b"\n", at, s)
+        at = s
+        out.append((s, k))
+    back: list[tuple[int, int]] = []
+    k, at = n, len(data)
+    for s in reversed(order[len(out):]):
+        k -= data.count(b"\n", s, at)
+        at = s
+        back.append((s, k))
+    out.extend(reversed(back))
+    return out
+
+
 def plan(source: Path, *, chunk: int = CHUNK, pairs: bool = False) -> Plan:
     """The first pass over the raw bytes (see the module's docstring); ``pairs``: also find whether the
     begins pair with their steps line by line (:attr:`Plan.paired`)."""
@@ -223,11 +247,8 @@ def plan(source: Path, *, chunk: int = CHUNK, pairs: bool = False) -> Plan:
                 while i >= 0:
                     starts.add(data.rfind(b"\n", 0, i) + 1)
                     i = data.find(needle, i + 1)
-            k = at = 0  # line k starts at byte at: counted on from the last hit, never from the start again
-            for s in sorted(starts):
+            for s, k in _line_numbers(data, n, starts):
                 e = data.find(b"\n", s)
-                k += data.count(b"\n", at, s)
-                at = s
                 ent = _parse(data[s:e], first + k, reg.path, reg.first_line + k, reg.start + s)
                 if isinstance(ent, BadLine):
                     bad(ent)
@@ -570,6 +591,8 @@ class Walk:
             seq = first - 1
             top = self.top
             lead = "  " if all_ else ""
+            fmt_step = lead + "%6d %-23s step       %s  -> %s"  # the --all mark in the format: no concatenation a line
+            fmt_begin = lead.encode() + b"%6d %s begin      %s"
             lead_b = lead.encode()
             for raw in lines:
                 seq += 1
@@ -580,6 +603,8 @@ class Walk:
                     nxt = (ranges[ri][1] if ab else ranges[ri][0]) if ri < len(ranges) else 1 << 62
                     skip = ab and not all_
                     lead = ("~ " if ab else "  ") if all_ else ""
+                    fmt_step = lead + "%6d %-23s step       %s  -> %s"
+                    fmt_begin = lead.encode() + b"%6d %s begin      %s"
                     lead_b = lead.encode()
                 if fast:
                     if raw[9] == _S and inline:  # {"kind":"s…: a step (or a start: the parsed path)
@@ -600,13 +625,13 @@ class Walk:
                                     o = preview(o, 70)
                                 if "usage" in rec or "call" in rec:
                                     o += summary(rec)  # type: ignore[misc]
-                                add(f"{lead}{seq:6d} {ts[:23]:23} step       {name}  -> {o}".encode())
+                                add((fmt_step % (seq, ts[:23], name, o)).encode())
                                 continue
                     elif inline and (m := plain(raw)) is not None:
                         name_b, s_b, ts_b = m.groups()
                         if int(s_b) == seq and (seq < lo_mark or seq not in mark_seqs):
                             if not skip:
-                                add(b"%s%6d %-23s begin      %s" % (lead_b, seq, ts_b, name_b))
+                                add(fmt_begin % (seq, ts_b, name_b))
                             continue
                         m = match(raw)  # marked: as canon makes it
                         if m is not None and int(m[4]) == seq:
