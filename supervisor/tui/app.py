@@ -225,10 +225,16 @@ class SupervisorApp(App[int]):
         self.call_later(self._paint_first_frame)  # processed once the start's batch is over
 
     def _paint_first_frame(self) -> None:
+        screen: Any = self.screen
+        if getattr(screen, "when_drawn", None) is not None:  # the dashboard draws its first frame once complete
+            if screen.holding:
+                screen.refresh()  # the trigger, if all it waits for came inside the batch
+            screen.when_drawn(self._first_frame_drawn)
+            return
         self.screen.refresh()
-        self.screen.call_after_refresh(self._first_frame_painted)
+        self.screen.call_after_refresh(self._first_frame_drawn)
 
-    def _first_frame_painted(self) -> None:
+    def _first_frame_drawn(self) -> None:
         self.first_frame_shown = True
         resume_gc()
         callbacks, self._after_first = self._after_first, []

@@ -62,6 +62,8 @@ STATE_DELAY = 0.05
 """Seconds the cursor rests before the state pane is recomputed."""
 SAFETY_NET_S = 2.0
 """The reading worker reads at least this often, watcher or not (a network file system, a watcher error)."""
+FIRST_FRAME_WAIT_S = 0.5
+"""The first frame waits for the status at most this long (from the dashboard's mount)."""
 _WAKE_SLICE_S = 0.25
 """The reading worker checks for cancellation at least this often (the app waits for it at exit)."""
 
@@ -176,6 +178,11 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         """The State tab's value and heading (``None``: not computed, or unavailable)."""
         self._hidden_mounted = False
         self._resumed = False
+        self._holding = True
+        """No frame drawn yet: held until the first screen is complete (``_first_frame_complete``)."""
+        self._hold_expired = False
+        self._status_known = False
+        self._when_drawn: list[Any] = []
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -207,7 +214,45 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         # the regions stay dirty and the next frame after the batch draws them.
         if self.app._batch_count:
             return
+        if self._holding:
+            # The first frame waits for the whole first screen: the widgets are composed in their own tasks,
+            # the status comes from a worker; drawn at once, the terminal got a frame without the record pane
+            # or the status, then two or three more (each a full render) until they came.
+            if not self._first_frame_complete():
+                return
+            self._holding = False
+            super()._compositor_refresh()
+            callbacks, self._when_drawn = self._when_drawn, []
+            for callback in callbacks:
+                callback()
+            return
         super()._compositor_refresh()
+
+    def _first_frame_complete(self) -> bool:
+        """The first screen is complete: the timeline laid out, the shown pane mounted with its content, the
+        status known (or ``FIRST_FRAME_WAIT_S`` passed: a slow status socket does not hold the screen)."""
+        if self._hold_expired:
+            return True
+        if not self._status_known or self.timeline.size.height <= 0:
+            return False
+        pane = self.query_one("#state-pane" if self.replay else "#record-pane", JsonPane)
+        return pane.body.is_mounted and (self.replay or bool(pane.text))
+
+    def _hold_expire(self) -> None:
+        self._hold_expired = True
+        self.refresh()
+
+    @property
+    def holding(self) -> bool:
+        """No frame drawn yet (the first one waits for the whole first screen)."""
+        return self._holding
+
+    def when_drawn(self, callback: Any) -> None:
+        """Call ``callback`` once the first frame is drawn (at once if it is)."""
+        if self._holding:
+            self._when_drawn.append(callback)
+        else:
+            callback()
 
     @property
     def timeline(self) -> TimelineView:
@@ -241,6 +286,8 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         self.timeline.rows_changed()
         self.timeline.follow = not self.replay
         self.timeline.focus()
+        self.update_detail()  # now: the first frame shows the record (the Selected message comes later)
+        self.set_timer(FIRST_FRAME_WAIT_S, self._hold_expire)
         # the first screen is on the terminal before the scan and the reads compete for the GIL
         after = getattr(self.app, "after_first_frame", None)
         if after is not None:
@@ -356,6 +403,7 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         self.app.call_from_thread(self._show_status, status)
 
     def _show_status(self, status: RunStatus) -> None:
+        self._status_known = True
         if status.live != self.status.live or status.state != self.status.state:
             self.refresh_bindings()  # R, X and S work by whether a supervisor runs the run
         self.status = status

@@ -266,6 +266,14 @@ class TimelineView(ScrollView, can_focus=True):
         self.refresh()
         self.notify("begin rows shown" if self.model.show_begins else "begin rows folded into their steps' rows", timeout=2)
 
+    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True) -> bool:
+        # Textual (8.2.8) calls this in the layout, and draws the frame right after it; the Resize message comes
+        # later. Scrolled to the cursor here, the first frame shows the end of the run (following), not the top.
+        changed = super()._size_updated(size, virtual_size, container_size, layout)
+        if changed:
+            self._scroll_to_cursor()
+        return changed
+
     def on_resize(self, event: events.Resize) -> None:
         self.virtual_size = Size(event.size.width, self.model.rows)
         # at once: the first frame shows the cursor's rows (the end), not the top then the end a frame later
