@@ -590,10 +590,63 @@ class Walk:
             off_k, off = 0, reg.start
             seq = first - 1
             top = self.top
-            lead = "  " if all_ else ""
+            end = first + len(lines)
+            if first >= nxt:  # the state at the chunk's first line
+                while ri < len(ranges) and ranges[ri][1] <= first:
+                    ri += 1
+                ab = ri < len(ranges) and ranges[ri][0] <= first
+                nxt = (ranges[ri][1] if ab else ranges[ri][0]) if ri < len(ranges) else 1 << 62
+                skip = ab and not all_
+            lead = ("~ " if ab else "  ") if all_ else ""
             fmt_step = lead + "%6d %-23s step       %s  -> %s"  # the --all mark in the format: no concatenation a line
             fmt_begin = lead.encode() + b"%6d %s begin      %s"
             lead_b = lead.encode()
+            if fast and inline and not ab and nxt >= end and (lo_mark >= end or not any(first <= m_ < end for m_ in mark_seqs)):
+                # the common chunk: writer lines, none abandoned, no begin marked; its own loop, kept tight
+                for seq, raw in enumerate(lines, first):
+                    if raw[9] == _S:  # {"kind":"s…: a step (or a start: the parsed path)
+                        try:
+                            rec = loads(raw)
+                        except bad_json:
+                            rec = no_rec
+                        s, p = rec.get("seq"), rec.get("pos")
+                        if s == seq and type(s) is int is type(p) and rec.get("kind") == step_s and rec.get("error") is None:
+                            name, ts = rec.get("step"), rec.get("ts")
+                            if type(name) is str is type(ts):
+                                if p >= top:
+                                    top = p
+                                o = rec.get("output")
+                                if type(o) is not str or len(o) > 70 or "\n" in o:
+                                    o = preview(o, 70)
+                                if "usage" in rec or "call" in rec:
+                                    o += summary(rec)  # type: ignore[misc]
+                                add((fmt_step % (seq, ts[:23], name, o)).encode())
+                                continue
+                    else:
+                        m = plain(raw)
+                        if m is not None:
+                            name_b, s_b, ts_b = m.groups()
+                            if int(s_b) == seq:
+                                add(fmt_begin % (seq, ts_b, name_b))
+                                continue
+                        m = match(raw)
+                        if m is not None and m[1] != step_b and int(m[4]) == seq:
+                            add(canon(seq, False, int(m[3]), raw, False, m[2], m[5]))
+                            continue
+                    k = seq - first
+                    off += sum(map(len, lines[off_k:k])) + k - off_k
+                    off_k = k
+                    ent = _parse(raw, seq, reg.path, reg.first_line + k, off)
+                    if ent is None:
+                        continue
+                    self.top = top
+                    item = self._entry(ent, False, warn)
+                    top = self.top
+                    if item is not None:
+                        add(other(item))
+                self.top = top
+                yield out
+                continue
             for raw in lines:
                 seq += 1
                 if seq >= nxt:
