@@ -30,6 +30,7 @@ NUL or ``\\xff`` byte (a byte flipped inside a string) is taken by its head and 
 from __future__ import annotations
 
 import bisect
+import operator
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -576,6 +577,8 @@ class Walk:
         mark_seqs = set(marked)
         loads, bad_json, step_s = orjson.loads, orjson.JSONDecodeError, _STEP
         no_rec: Record = {}
+        fields = operator.itemgetter("seq", "pos", "step", "ts", "kind")  # one call for the five, KeyError: parsed path
+        s_byte = _S
         for c in read_stream(self.source, chunk=self.chunk):
             data, reg = c.data, c.region
             first = reg.first_seq
@@ -604,14 +607,13 @@ class Walk:
             if fast and inline and not ab and nxt >= end and (lo_mark >= end or not any(first <= m_ < end for m_ in mark_seqs)):
                 # the common chunk: writer lines, none abandoned, no begin marked; its own loop, kept tight
                 for seq, raw in enumerate(lines, first):
-                    if raw[9] == _S:  # {"kind":"s…: a step (or a start: the parsed path)
+                    if raw[9] == s_byte:  # {"kind":"s…: a step (or a start: the parsed path)
                         try:
                             rec = loads(raw)
-                        except bad_json:
-                            rec = no_rec
-                        s, p = rec.get("seq"), rec.get("pos")
-                        if s == seq and type(s) is int is type(p) and rec.get("kind") == step_s and rec.get("error") is None:
-                            name, ts = rec.get("step"), rec.get("ts")
+                            s, p, name, ts, kind = fields(rec)
+                        except (bad_json, KeyError):
+                            s = None
+                        if s == seq and type(s) is int is type(p) and kind == step_s and rec.get("error") is None:
                             if type(name) is str is type(ts):
                                 if p >= top:
                                     top = p
