@@ -390,16 +390,26 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
     def poll_status(self) -> None:
         """Ask the supervisor for its status (in a worker); the attempt from the model if the files have none."""
         attempt = max(self.model.start_seqs) if self.model.start_seqs else None
-        self._ask_status(attempt)
+        if not self._status_known and not (self.run_dir / rundir.CONTROL_SOCK).exists():
+            # the first time, with no supervisor to ask: the files' status (run.json, under a millisecond) at
+            # once, so the first frame has it without waiting for a worker's round trip (~20 ms at the start)
+            self._show_status(self._status_of(attempt))
+        else:
+            self._ask_status(attempt)
         if self._start_proc is not None and self._start_proc.poll() is not None:
             self._start_proc = None  # the supervisor S started has exited: reaped, no zombie
 
-    @work(thread=True, exclusive=True, group="status", exit_on_error=False)
-    def _ask_status(self, attempt: int | None) -> None:
-        """The one ``run_status`` the CLI shows too: the socket, else the files (a thread: both may be slow)."""
+    def _status_of(self, attempt: int | None) -> RunStatus:
+        """The one ``run_status`` the CLI shows too: the socket, else the files."""
         status = run_status(self.run_dir, timeout=1.0)
         if not status.live and status.fields.get("attempt") is None:
             status.fields["attempt"] = attempt  # a bare journal: its start records count the attempts
+        return status
+
+    @work(thread=True, exclusive=True, group="status", exit_on_error=False)
+    def _ask_status(self, attempt: int | None) -> None:
+        """``_status_of`` in a thread: the socket may be slow to answer, the files slow to read."""
+        status = self._status_of(attempt)
         self.app.call_from_thread(self._show_status, status)
 
     def _show_status(self, status: RunStatus) -> None:
