@@ -72,10 +72,16 @@ def make_journal(run: Path, n: int) -> int:
 class Pane:
     """A program in a detached tmux session of a fixed size; the screen is read with capture-pane."""
 
+    cwd = Path(tempfile.gettempdir())
+    """Where the programs start: an empty directory (``main`` makes one)."""
+
     def __init__(self, name: str, cmd: list[str], env: dict[str, str]) -> None:
         self.name = name
         shell = " ".join(_q(c) for c in cmd)
-        cmdline = ["tmux", "new-session", "-d", "-s", name, "-x", str(COLS), "-y", str(ROWS), f"exec env {_env(env)} {shell}"]
+        # started in a directory without a package: 'python -m' puts the working directory first on sys.path,
+        # where a source checkout's supervisor/ would win over PYTHONPATH (--before timed this tree, not its own)
+        cmdline = ["tmux", "new-session", "-d", "-s", name, "-x", str(COLS), "-y", str(ROWS), "-c", str(Pane.cwd),
+                   f"exec env {_env(env)} {shell}"]
         for attempt in range(5):
             self.t0 = time.perf_counter()
             # the server exits with its last session: a new session started just then fails, the next one works
@@ -225,6 +231,8 @@ def main() -> int:
         print("tmux is required", file=sys.stderr)
         return 2
     base = args.keep or Path(tempfile.mkdtemp(prefix="bench-tui-"))
+    Pane.cwd = base / "cwd"  # empty: nothing there to import
+    Pane.cwd.mkdir(exist_ok=True)
     if args.live_load:
         env = {"TERM": "xterm-256color", "PYTHONPATH": str(ROOT), "COLUMNS": str(COLS), "LINES": str(ROWS)}
         try:
