@@ -601,7 +601,7 @@ class Walk:
                 nxt = (ranges[ri][1] if ab else ranges[ri][0]) if ri < len(ranges) else 1 << 62
                 skip = ab and not all_
             lead = ("~ " if ab else "  ") if all_ else ""
-            fmt_step = lead + "%6d %-23s step       %s  -> %s"  # the --all mark in the format: no concatenation a line
+            fmt_step = lead + "%6d %-23.23s step       %s  -> %s"  # the --all mark in the format: no concatenation a line
             fmt_begin = lead.encode() + b"%6d %s begin      %s"
             lead_b = lead.encode()
             if fast and inline and not ab and nxt >= end and (lo_mark >= end or not any(first <= m_ < end for m_ in mark_seqs)):
@@ -622,7 +622,7 @@ class Walk:
                                     o = preview(o, 70)
                                 if "usage" in rec or "call" in rec:
                                     o += summary(rec)  # type: ignore[misc]
-                                add((fmt_step % (seq, ts[:23], name, o)).encode())
+                                add((fmt_step % (seq, ts, name, o)).encode())
                                 continue
                     else:
                         m = plain(raw)
@@ -658,7 +658,7 @@ class Walk:
                     nxt = (ranges[ri][1] if ab else ranges[ri][0]) if ri < len(ranges) else 1 << 62
                     skip = ab and not all_
                     lead = ("~ " if ab else "  ") if all_ else ""
-                    fmt_step = lead + "%6d %-23s step       %s  -> %s"
+                    fmt_step = lead + "%6d %-23.23s step       %s  -> %s"
                     fmt_begin = lead.encode() + b"%6d %s begin      %s"
                     lead_b = lead.encode()
                 if fast:
@@ -680,7 +680,7 @@ class Walk:
                                     o = preview(o, 70)
                                 if "usage" in rec or "call" in rec:
                                     o += summary(rec)  # type: ignore[misc]
-                                add((fmt_step % (seq, ts[:23], name, o)).encode())
+                                add((fmt_step % (seq, ts, name, o)).encode())
                                 continue
                     elif inline and (m := plain(raw)) is not None:
                         name_b, s_b, ts_b = m.groups()
