@@ -42,12 +42,10 @@ from ..errors import SupervisorError
 from .agent_log import AgentLogPane, AgentLogTail
 from .app import report_worker_error
 from .bookmarks import BookmarkedTimeline, Bookmarks
-from .confirm import ConfirmScreen
 from .dashboard_actions import RowKeys, StartAgain
 from .detail import JsonPane
 from .key_footer import KeyFooter
 from .pane_tabs import Panes
-from .prompt import Prompt
 from .scan import Region, ScanResult, scan_journal, search_journal, search_regions
 from .status import RunStatus, control_request, run_status
 from .status_bar import StatusBar
@@ -57,6 +55,8 @@ from .timeline_model import Changes, TimelineModel
 if TYPE_CHECKING:
     # imported when a filter is first applied, not on the first screen's path
     from .filters import FilterPass
+    # imported when first used (after the first frame): the prompt (an Input) and the confirmations (Buttons)
+    from .prompt import Prompt
 
 STATE_DELAY = 0.05
 """Seconds the cursor rests before the state pane is recomputed."""
@@ -265,6 +265,8 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         if self._hidden_mounted:
             return
         self._hidden_mounted = True
+        from .prompt import Prompt
+
         self.mount(Prompt(id="prompt"), before=self.query_one(KeyFooter))
         if not self.replay:
             self.query_one("#state").mount(JsonPane(id="state-pane"))
@@ -274,7 +276,9 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
     def prompt(self) -> Prompt:
         """The prompt (mounted now if the first frame's callbacks have not run yet: a key came sooner)."""
         self._mount_hidden_panes()
-        return self.query_one(Prompt)
+        from .prompt import Prompt
+
+        return self.query_one("#prompt", Prompt)
 
     def _pane(self, selector: str) -> Any:
         self._mount_hidden_panes()  # a worker's result before the first frame's callbacks ran
@@ -578,17 +582,14 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
     def action_goto(self) -> None:
         self.prompt.open("goto", "go to seq (a number, or a checkpoint name), Enter to jump")
 
-    @on(Prompt.Closed)
-    def _prompt_closed(self, message: Prompt.Closed) -> None:
+    def on_prompt_closed(self, message: Prompt.Closed) -> None:
         self.timeline.focus()
         self.refresh_bindings()
 
-    @on(Prompt.Opened)
-    def _prompt_opened(self, message: Prompt.Opened) -> None:
+    def on_prompt_opened(self, message: Prompt.Opened) -> None:
         self.refresh_bindings()
 
-    @on(Prompt.Entered)
-    def _prompt_entered(self, message: Prompt.Entered) -> None:
+    def on_prompt_entered(self, message: Prompt.Entered) -> None:
         if message.mode == "search":
             self.search_query = message.text
             self.notify(f"searching for {message.text!r}…", timeout=2)
@@ -738,6 +739,8 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
             if ok:
                 self.do_rollback(str(seq), name)
 
+        from .confirm import ConfirmScreen
+
         self.app.push_screen(ConfirmScreen(f"Roll back to {name}?", body, "Roll back"), done)
 
     @work(thread=True, exclusive=True, group="control", exit_on_error=False)
@@ -773,6 +776,8 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
             if ok:
                 self.do_fork(seq)
 
+        from .confirm import ConfirmScreen
+
         self.app.push_screen(ConfirmScreen(f"Fork the run at #{seq}?", body, "Fork"), done)
 
     @work(thread=True, exclusive=True, group="control", exit_on_error=False)
@@ -797,6 +802,8 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         def done(ok: bool | None) -> None:
             if ok:
                 self.send_control(cmd)
+
+        from .confirm import ConfirmScreen
 
         self.app.push_screen(ConfirmScreen(title, body, cmd.capitalize()), done)
 
@@ -825,7 +832,7 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         if not self.is_mounted:
             return True
         # the footer asks before the first frame: no prompt is mounted yet, so none is open (not mounted here)
-        if self._hidden_mounted and self.query_one(Prompt).is_open:
+        if self._hidden_mounted and self.prompt.is_open:
             return action == "back"  # the prompt's own keys (Enter, Esc) only
         m = self.model
         if action == "toggle_follow":

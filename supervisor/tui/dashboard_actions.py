@@ -26,14 +26,14 @@ from textual.worker import get_current_worker
 from ..core import rundir
 from ..errors import SupervisorError
 from .bookmarks import Bookmarks, row_key
-from .confirm import ConfirmScreen
-from .prompt import Prompt
 from .status import RunStatus
 from .timeline import TimelineView
 from .timeline_model import TimelineModel, dumps_pretty
 
 if TYPE_CHECKING:
     from textual.screen import Screen
+
+    from .prompt import Prompt
 
     # the filter module loads when a filter is first applied
     from .filters import FilterPass
@@ -336,6 +336,8 @@ class RowKeys(_DashboardState):
                 if ok:
                     self.do_export(seqs, events, dest)
 
+            from .confirm import ConfirmScreen
+
             self.app.push_screen(ConfirmScreen(f"Replace {dest}?", f"{dest} exists; it is replaced by the {n} rows.", "Replace"), done)
             return
         self.do_export(seqs, events, dest)
@@ -413,6 +415,8 @@ class StartAgain(_DashboardState):
         def done(ok: bool | None) -> None:
             if ok:
                 self.start_again()
+
+        from .confirm import ConfirmScreen
 
         self.app.push_screen(ConfirmScreen("Start the run again?", body, "Start"), done)
 
