@@ -262,7 +262,7 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         """What the first frame does not show, mounted after it (each costs a few ms of styling and layout
         before the first frame otherwise): the hidden tabs' panes (their content comes from workers) and the
         prompt (an action that needs one before then mounts them: ``prompt``, ``_pane``)."""
-        if self._hidden_mounted:
+        if self._hidden_mounted or not self.is_attached:  # not attached: the app is exiting (q before this)
             return
         self._hidden_mounted = True
         from .prompt import Prompt
@@ -305,6 +305,8 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
 
     def _start_work(self) -> None:
         """What the first frame does not need: the hidden widgets, the scan, the reads, the file watcher."""
+        if not self.is_attached:
+            return  # quit as soon as the first frame came: nothing to start
         self._mount_hidden_panes()  # first: the workers' results go to them
         self.scan()
         self._wake.set()  # the first read takes the agent log and what was appended since the tail
