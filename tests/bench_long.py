@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -141,6 +142,8 @@ def main() -> int:
                     "tree (e.g. `git worktree add /tmp/wt_before e9ad7a4`: the code before streaming)")
     ap.add_argument("--only", action="append", metavar="NAME", help="only the rows whose command contains NAME "
                     "(repeatable; e.g. --only '(text)'); the floors are measured as always")
+    ap.add_argument("--pairs", type=int, default=0, metavar="N", help="also run each chosen row against the orjson "
+                    "loop interleaved (loop, row, loop, row...) N times: best and median of the CPU and wall ratios")
     ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.build_only:  # in a child: a child forked from a parent that built it would count its memory
@@ -199,6 +202,21 @@ def main() -> int:
             met = (c / fc <= limit if limit else c <= 1.0) and m <= mb
             ok &= met
             print(f"{name:24} {w:6.2f}s {c:6.2f}s {m:4.0f}MB  {against:6} {w / fw:5.2f}x {c / fc:5.2f}x  {target}{'' if met else '  (missed)'}")
+        if a.pairs:
+            print(f"interleaved with the loop, {a.pairs} pairs each (ratios per pair: best / median):")
+            for name, argv, against, _, _ in rows:
+                if against != "loop":
+                    continue
+                cpu, wall = [], []
+                for _ in range(a.pairs):
+                    fw, fc, _, _ = measure(loop)
+                    w, c, _, rc = measure(argv)
+                    if rc != 0:
+                        raise SystemExit(f"{' '.join(argv)} failed (exit {rc})")
+                    cpu.append(c / fc)
+                    wall.append(w / fw)
+                print(f"{name:24} CPU x {min(cpu):.2f} / {statistics.median(cpu):.2f}   wall x {min(wall):.2f} / {statistics.median(wall):.2f}"
+                      f"   (all CPU x: {' '.join(f'{r:.2f}' for r in cpu)})")
         if a.before is not None:
             env = {**os.environ, "PYTHONPATH": str(a.before)}
             print(f"before (the package at {a.before}), once each:")
