@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import errno
 import functools
-import hashlib
 import mmap
 import operator
 import os
@@ -72,8 +71,6 @@ _OUT_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS | orjson.
 # Tried first (the same bytes when every key is a str, at about half the cost: orjson's non-str-keys path is
 # slower even on str keys); on a TypeError the full options, then the codec.
 _OUT_OPTS_STR = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
-_HASH_OPTS_STR = orjson.OPT_SORT_KEYS | orjson.OPT_SERIALIZE_NUMPY  # inputs_hash's options but non-str keys
-_sha256 = hashlib.sha256
 _ON_CHANGED = ("warn", "error", "rerun")
 _EMPTY_HASH = inputs_hash({})
 _MISS: Any = object()  # _serve_next: not served on the fast path
@@ -739,84 +736,27 @@ class Run:
 
         Safe from several threads at once; the step's position is taken when it is called.
         """
-        # The sequential live agent's path (the one the durable-commit figure measures): numbering and the begin
-        # record in this frame, without _step's and _enter's. Anything else (resume, replay, threads, a step in
-        # flight) takes _step, which decides as always.
-        lock = self._lock
-        lock.acquire()
-        if not self._fast or self._overlap or self._inflight or get_ident() != self._owner:
-            lock.release()
-            return self._step(name, fn, args, kwargs, _NO_OPTS)  # type: ignore[no-any-return]
-        try:
-            pos = self._pos
-            self._pos = pos + 1
-            counts = self._counts
-            k = counts.get(name, 0)
-            counts[name] = k + 1
-            base: Record = {"kind": _BEGIN, "step": name, "pos": pos, "attempt": self.attempt}
-            if k:
-                base["k"] = k
-            inputs: dict[str, Any] = {}
-            if args or kwargs:
-                if args:
-                    inputs["args"] = list(args)
-                if kwargs:
-                    inputs["kwargs"] = kwargs
-                base["inputs"] = inputs
-            w = self._writer
-            assert w is not None  # _fast: live with a writer
-            try:
-                try:
-                    w.write(base)
-                except TypeError:
-                    self._unencodable(base)
-                    w.write(base)
-            except BaseException:
-                self._give_back(pos, name)
-                raise
-            self._inflight = 1
-        finally:
-            lock.release()
-        return self._call_live(_Call(pos, name, inputs, f"{self._key_prefix}{pos}", None, k), fn, args, kwargs, _NO_OPTS)  # type: ignore[no-any-return]
+        return self._step(name, fn, args, kwargs, _NO_OPTS)  # type: ignore[no-any-return]
 
     def _resume_step(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
         """:meth:`step` while a sequential resume serves the recorded steps in order: put on the instance in
         place of ``step`` by ``__init__`` (so a live step pays nothing for it), taken off once resume is over.
 
-        A served step in one call and one frame: :meth:`_enter`'s numbering and :meth:`_serve_next`'s match
-        inlined, without :meth:`_step`'s and :meth:`_enter`'s frames (a million served steps go through here).
-        Anything else (another thread, a step in flight, a miss) takes the general path, which decides as always.
+        A served step in one call and one frame: :meth:`_enter`'s numbering and its :meth:`_serve_next`, without
+        :meth:`_step`'s and :meth:`_enter`'s frames (a million served steps go through here). Anything else
+        (another thread, a step in flight, a miss) takes the general path, which decides as always.
         """
-        lock = self._lock
-        lock.acquire()
-        try:
+        with self._lock:
             if self._live or self._table is not None or self._overlap:
                 self.__dict__.pop("step", None)  # resume is over, or no longer sequential: the plain method again
             elif not self._inflight and get_ident() == self._owner:
-                # _serve_next's match, inlined (keep the two the same): the recorded step at pos if it is this call's
-                i = self._next
-                steps = self._steps
-                e: Any = steps[i] if i < len(steps) else None
-                if type(e) is LazyRecord and not self._fold.damaged:
-                    try:
-                        rec: Record | None = _loads(e.src[e.start : e.end])
-                    except orjson.JSONDecodeError:
-                        rec = None
-                    if rec is not None and rec.get("step") == name:
-                        pos = self._pos
-                        rpos = rec.get("pos")
-                        if (rpos if type(rpos) is int else e.pos) == pos:
-                            recorded = rec.get("inputs")
-                            if args:
-                                same = recorded == ({"args": list(args), "kwargs": kwargs} if kwargs else {"args": list(args)})
-                            elif kwargs:
-                                same = recorded == {"kwargs": kwargs}
-                            else:
-                                same = recorded is None or recorded == {}
-                            if same:
-                                return self._served_next(e, i, pos, rec, name, fn, _NO_OPTS)
-        finally:
-            lock.release()
+                pos = self._pos
+                out = self._serve_next(pos, name, fn, args, kwargs, _NO_OPTS)
+                if out is not _MISS:
+                    self._pos = pos + 1
+                    counts = self._counts
+                    counts[name] = counts.get(name, 0) + 1
+                    return out
         return self._step(name, fn, args, kwargs, _NO_OPTS)
 
     async def astep(self, name: str, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
@@ -885,15 +825,11 @@ class Run:
             c = self._enter(name, fn, args, kwargs, opts)
         if type(c) is not _Call:
             return c  # served from the journal
-        return self._call_live(c, fn, args, kwargs, opts)
-
-    def _call_live(self, c: _Call, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts) -> Any:
-        """Call a step that runs live (numbered and begun by :meth:`_enter` or :meth:`step`), then commit its record."""
         token = _CURRENT.set(c)
         try:
             t0 = perf_counter()
             try:
-                out = fn(*args, **kwargs) if opts.timeout is None else _call_in_thread(c.name, fn, args, kwargs, opts.timeout)
+                out = fn(*args, **kwargs) if opts.timeout is None else _call_in_thread(name, fn, args, kwargs, opts.timeout)
             except BaseException as e:
                 out, t0 = self._retry(c, e, t0, fn, args, kwargs, opts)
         finally:
@@ -1142,11 +1078,6 @@ class Run:
         recorded = rec.get("inputs")
         if recorded != cur and not (recorded is None and not cur):
             return _MISS
-        return self._served_next(e, i, -1, rec, name, fn, opts)
-
-    def _served_next(self, e: LazyRecord, i: int, pos: int, rec: Record, name: str, fn: Callable[..., Any], opts: _Opts) -> Any:
-        """Serve ``rec``, the recorded step ``e`` at index ``i`` of the resume view, that :meth:`_serve_next`
-        (or :meth:`_resume_step`) matched; ``pos`` >= 0: also number the call (its position and name count)."""
         seq = e.seq
         if rec.get("seq") != seq or "ts" not in rec:
             normalize(rec, seq)
@@ -1173,10 +1104,6 @@ class Run:
                 hint = self._hint(fn)
         if otype is not None or hint is not None:
             out = _codec().decode(out, otype, hint)
-        if pos >= 0:
-            self._pos = pos + 1
-            counts = self._counts
-            counts[name] = counts.get(name, 0) + 1
         return out
 
     def _give_back(self, pos: int, name: str) -> None:
@@ -1431,10 +1358,7 @@ class Run:
         inputs = c.inputs
         if inputs:
             rec["inputs"] = inputs
-            try:  # inputs_hash's bytes when every key is a str (see _HASH_OPTS_STR), else inputs_hash itself
-                rec["inputs_hash"] = _sha256(_dumps(inputs, option=_HASH_OPTS_STR)).hexdigest()[:16]
-            except TypeError:
-                rec["inputs_hash"] = inputs_hash(inputs)  # compared by 'replay --verify' and on resume
+            rec["inputs_hash"] = inputs_hash(inputs)  # compared by 'replay --verify' and on resume
         else:
             rec["inputs_hash"] = _EMPTY_HASH
         try:

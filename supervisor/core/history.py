@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from .cursor import Shape, StateCursor
-from .journal import OVERLAPS, Entry, JournalReader
+from .journal import _AFTER_BEGIN, OVERLAPS, Entry, JournalReader
 from .records import (
     DAMAGED,
     BadLine,
@@ -590,9 +590,6 @@ class Fold:
 
 def _pos_of(r: Any) -> int:
     return r.pos if type(r) is LazyRecord else int(r["pos"])
-
-
-_AFTER_BEGIN = (b'{"kind":"step",', b'{"kind":"start",', b'{"kind":"rollback",')
 
 
 def _overlaps(src: Any) -> bool:
