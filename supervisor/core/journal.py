@@ -805,12 +805,37 @@ def _parse(raw: bytes, seq: int, path: Path, line_no: int) -> Entry | None:
     return rec
 
 
+ANCHOR = 64
+"""The reader's index keeps where every ``ANCHOR``-th line of a file starts (an eighth of a byte a line),
+not every line: ``get`` reads from the anchor before its line (some 16 kB of a 250-byte-a-record journal)."""
+
+
+class _Lines:
+    """The line index of one file: where lines 0, ``ANCHOR``, 2 * ``ANCHOR``... start, how many lines are
+    indexed and where the last one ends. Shared by twin readers (``JournalReader.twin``): it only grows,
+    and ``anchors``, then ``end``, then ``n`` are written in that order, so a reader that takes ``n`` first
+    finds the anchors and an end for every line it counted (a file rewritten in place gets a new one)."""
+
+    __slots__ = ("anchors", "end", "n")
+
+    def __init__(self) -> None:
+        self.anchors: array[int] = array("q")
+        self.end = 0
+        self.n = 0
+
+    def block(self, i: int) -> tuple[int, int]:
+        """Where the anchor at or before line ``i`` starts, and where the lines up to the next anchor end."""
+        a = i // ANCHOR
+        anchors = self.anchors
+        return anchors[a], (anchors[a + 1] if a + 1 < len(anchors) else self.end)
+
+
 @dataclass
 class _Seg:
     path: Path
     ino: int
     first_seq: int = -1
-    starts: array[int] = field(default_factory=lambda: array("q"))  # line start offsets, plus end
+    lines: _Lines = field(default_factory=_Lines)
     indexed: bool = False
     sealed: bool = False  # indexed to its end after it stopped being the last segment
 
@@ -821,8 +846,9 @@ _TAIL_BLOCK = 256 * 1024
 class JournalReader:
     """Reads a run's journal lazily.
 
-    ``tail(n)`` reads only the end of the files; ``index()`` records line offsets
-    without parsing (in chunks, so memory stays small); ``get(seq)`` parses one
+    ``tail(n)`` reads only the end of the files; ``index()`` records where every
+    ``ANCHOR``-th line starts, without parsing (in chunks: memory stays small, and
+    the index takes an eighth of a byte a line); ``get(seq)`` parses one
     record; ``load()`` parses everything as fast as orjson allows; ``read_new()``
     returns records committed since the last read. Bad lines are returned as
     ``BadLine`` entries (with their file and line number) and collected in
@@ -1081,7 +1107,7 @@ class JournalReader:
 
     # -- random access
     def index(self) -> int:
-        """Record the offset of every line (no parsing); return the number of lines."""
+        """Record where lines start, every ``ANCHOR``-th (no parsing); return the number of lines."""
         seq = 0
         segs = self._refresh_segments()
         held: list[bytes] = []
@@ -1093,7 +1119,7 @@ class JournalReader:
                 # first costs a page fault per page of the next chunk (measured: 6 % of the index time)
                 held = self._index_segment(seg) or held
                 seg.sealed = seg.indexed and seg is not segs[-1]
-            seq += max(len(seg.starts) - 1, 0)
+            seq += seg.lines.n
         return seq
 
     def _index_segment(self, seg: _Seg) -> list[bytes]:
@@ -1105,48 +1131,74 @@ class JournalReader:
         with jf:
             if jf.ino != seg.ino:
                 return lines  # renamed by a rotation since the listing: the next index() finds it by its new name
-            starts = seg.starts
-            if not starts or not jf.is_line_start(starts[-1]):
-                starts = array("q", [0])  # new, or rewritten in place: index it again
-            for c in jf.chunks(starts[-1], seg.first_seq + len(starts) - 1, len(starts), chunk=self.chunk):
+            idx = seg.lines
+            if not jf.is_line_start(idx.end):
+                idx = _Lines()  # rewritten in place: index it again (a twin keeps the old index)
+            anchors = idx.anchors
+            n = idx.n
+            for c in jf.chunks(idx.end, seg.first_seq + n, n + 1, chunk=self.chunk):
                 lines = c.lines()  # the previous list is freed after this split, not before
-                # line ends, all in C: region start + running sum of (len + 1)
-                ends = accumulate(map((1).__add__, map(len, lines)), initial=c.region.start)
-                next(ends)
-                starts.extend(ends)
-        seg.starts = starts
+                k = len(lines)
+                first = -n % ANCHOR  # the chunk's first line that is an anchor
+                if first < k:
+                    # line starts, all in C: region start + running sum of (len + 1); every ANCHOR-th kept
+                    starts = list(accumulate(map((1).__add__, map(len, lines)), initial=c.region.start))
+                    anchors.extend(starts[first:k:ANCHOR])
+                n += k
+                idx.end = c.region.end  # after the anchors, before the count (see _Lines)
+                idx.n = n
+        seg.lines = idx
         seg.indexed = True
         return lines
 
     def __len__(self) -> int:
-        return sum(len(s.starts) - 1 for s in self._segs if s.indexed)
+        return sum(s.lines.n for s in self._segs if s.indexed)
 
     def get(self, seq: int) -> Entry | None:
         """Parse the line at ``seq`` (after ``index()``); ``None`` for a blank line."""
+        out = self.get_range(seq, seq + 1)
+        if out:
+            return out[0]
         for seg in self._segs:
-            n = len(seg.starts) - 1
-            if seg.first_seq <= seq < seg.first_seq + n:
-                i = seq - seg.first_seq
-                with self._open(seg) as jf:
-                    for c in jf.chunks(seg.starts[i], seq, i + 1, stop=seg.starts[i + 1], chunk=self.chunk):
-                        ent = _parse(c.lines()[0], seq, seg.path, i + 1)
-                        return replace(ent, offset=seg.starts[i]) if type(ent) is BadLine else ent
+            if seg.first_seq <= seq < seg.first_seq + seg.lines.n:
+                return None  # a blank line
         raise IndexError(seq)
 
     def get_range(self, start: int, stop: int) -> list[Entry]:
-        """Parse lines ``start`` to ``stop`` (exclusive) after ``index()``, region by region."""
+        """Parse lines ``start`` to ``stop`` (exclusive) after ``index()``, from the anchor before ``start``."""
         out: list[Entry] = []
         for seg in self._segs:
-            n = len(seg.starts) - 1
+            idx = seg.lines
+            n = idx.n  # first: the anchors and the end are there for every line counted (see _Lines)
             lo = max(start, seg.first_seq)
             hi = min(stop, seg.first_seq + n)
             if lo >= hi:
                 continue
-            a, b = lo - seg.first_seq, hi - seg.first_seq
+            a, b = lo - seg.first_seq, hi - seg.first_seq  # the file's lines a..b-1 (0-based)
+            at = idx.block(a)[0]
+            end = idx.block(b - 1)[1]
+            first = a - a % ANCHOR  # the anchor's line
             with self._open(seg) as jf:
-                for c in jf.chunks(seg.starts[a], lo, a + 1, stop=seg.starts[b], chunk=self.chunk):
-                    self._parse_lines(c, out)
+                for c in jf.chunks(at, seg.first_seq + first, first + 1, stop=end, chunk=self.chunk):
+                    lines = c.lines()
+                    k0 = c.region.first_line - 1  # the file's line of lines[0]
+                    if k0 + len(lines) > a:
+                        self._parse_some(c, lines, max(a - k0, 0), min(b - k0, len(lines)), out)
+                    if k0 + len(lines) >= b:
+                        break
         return out
+
+    def _parse_some(self, c: Chunk, lines: list[bytes], i: int, j: int, out: list[Entry]) -> None:
+        """Parse ``lines[i:j]`` of region ``c`` into ``out``; bad lines also go to ``problems``."""
+        seq, line, path = c.region.first_seq, c.region.first_line, c.region.path
+        for k in range(i, j):
+            ent = _parse(lines[k], seq + k, path, line + k)
+            if ent is None:
+                continue
+            if type(ent) is BadLine:
+                ent = replace(ent, offset=c.region.start + sum(len(x) + 1 for x in lines[:k]))  # rare: no running sum
+                self.problems.append(ent)
+            out.append(ent)
 
     # -- following
     def read_new(self) -> list[Entry]:
@@ -1165,17 +1217,17 @@ class JournalReader:
         return cursor.seq
 
     def twin(self) -> JournalReader:
-        """A reader for another thread that shares this one's line offsets and nothing else.
+        """A reader for another thread that shares this one's line index and nothing else.
 
-        The offset arrays only grow (``index()`` appends; a file rewritten in place
-        gets a new array), so one twin may index while the other reads lines it has
-        counted (each array operation is atomic under the GIL). Each keeps its own
-        segment list, files, position and problems. The TUI's reading worker indexes
-        one twin while the UI thread reads the other: a million lines' offsets (8 MB)
-        are held once.
+        A file's index (:class:`_Lines`) only grows (``index()`` appends; a file
+        rewritten in place gets a new one), so one twin may index while the other
+        reads lines it has counted (each array operation is atomic under the GIL).
+        Each keeps its own segment list, files, position and problems. The TUI's
+        reading worker indexes one twin while the UI thread reads the other: the
+        index is held once.
         """
         twin = JournalReader(self.source, chunk=self.chunk)
-        twin._segs = [replace(s) for s in self._segs]  # a new _Seg each, the same ``starts`` array
+        twin._segs = [replace(s) for s in self._segs]  # a new _Seg each, the same ``lines`` index
         return twin
 
 
