@@ -17,7 +17,8 @@ from __future__ import annotations
 import bisect
 import os
 import re
-from collections.abc import Callable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +44,7 @@ __all__ = [
     "Marker",
     "Region",
     "ScanResult",
+    "SeqBits",
     "StepPairs",
     "add_marker",
     "iter_new_regions",
@@ -74,6 +76,105 @@ _TRANSIENT = b'"transient":true'
 CHANGED_INPUTS = "changed inputs"
 """The ``message`` of the SDK's ``note`` for a step served on resume whose inputs differ from the call's."""
 _CHANGED = b'"changed inputs"'
+
+
+_BLOCK_BYTES = 512
+_BLOCK = 8 * _BLOCK_BYTES
+"""Seqs a rank block of :class:`SeqBits` covers (its running count: 8 bytes per 4,096 records)."""
+
+
+class SeqBits:
+    """A set of seqs as one bit per record, with a running count per block of 4,096: the timeline's folded
+    begins (one per step) in an eighth of a byte a record, where a sorted array took 8 bytes a step.
+
+    ``rank(s)`` (members below ``s``) is a block's count plus a popcount of at most 512 bytes;
+    ``select_free(i)`` (the ``i``-th number that is not a member) bisects the blocks, then the bytes.
+    """
+
+    __slots__ = ("_bits", "_cum")
+
+    def __init__(self, seqs: Iterable[int] = ()) -> None:
+        self._bits = bytearray()
+        self._cum: array[int] = array("q", [0])
+        """``_cum[b]``: members in the blocks before ``b`` (one more entry than blocks: the last is the total)."""
+        self.add_many(seqs)
+
+    def add_many(self, seqs: Iterable[int]) -> int:
+        """Add ``seqs`` (any order); return how many were not members yet."""
+        bits = self._bits
+        lowest = -1
+        added = 0
+        for s in seqs:
+            i = s >> 3
+            if i >= len(bits):
+                grow = (i // _BLOCK_BYTES + 1) * _BLOCK_BYTES - len(bits)
+                bits.extend(bytes(grow))
+                self._cum.extend([self._cum[-1]] * (grow // _BLOCK_BYTES))
+            m = 1 << (s & 7)
+            if not bits[i] & m:
+                bits[i] |= m
+                added += 1
+                b = i // _BLOCK_BYTES
+                if lowest < 0 or b < lowest:
+                    lowest = b
+        if added:
+            cum = self._cum
+            for b in range(lowest, len(cum) - 1):  # live: the last block or two
+                a = b * _BLOCK_BYTES
+                cum[b + 1] = cum[b] + int.from_bytes(bits[a : a + _BLOCK_BYTES], "little").bit_count()
+        return added
+
+    def __len__(self) -> int:
+        return self._cum[-1]
+
+    def __contains__(self, seq: object) -> bool:
+        if type(seq) is not int or seq < 0:
+            return False
+        i = seq >> 3
+        return i < len(self._bits) and bool(self._bits[i] >> (seq & 7) & 1)
+
+    def __iter__(self) -> Iterator[int]:
+        bits = self._bits
+        for i, v in enumerate(bits):
+            if v:
+                for t in range(8):
+                    if v >> t & 1:
+                        yield 8 * i + t
+
+    def __repr__(self) -> str:
+        return f"SeqBits({list(self)!r})"
+
+    def rank(self, seq: int) -> int:
+        """The members below ``seq``."""
+        if seq <= 0:
+            return 0
+        bits = self._bits
+        i = seq >> 3
+        if i >= len(bits):
+            return self._cum[-1]
+        b = i // _BLOCK_BYTES
+        a = b * _BLOCK_BYTES
+        return self._cum[b] + int.from_bytes(bits[a:i], "little").bit_count() + (bits[i] & ((1 << (seq & 7)) - 1)).bit_count()
+
+    def select_free(self, index: int) -> int:
+        """The ``index``-th (from 0) non-negative number that is not a member."""
+        cum = self._cum
+        blocks = len(cum) - 1
+        if index >= blocks * _BLOCK - cum[-1]:
+            return index + cum[-1]  # past the bitmap: every number is free
+        b = bisect.bisect_right(range(blocks + 1), index, key=lambda j: j * _BLOCK - cum[j]) - 1
+        r = index - (b * _BLOCK - cum[b])  # free numbers to pass in block b
+        a = b * _BLOCK_BYTES
+        blk = bytes(self._bits[a : a + _BLOCK_BYTES])
+        j = bisect.bisect_right(range(_BLOCK_BYTES + 1), r, key=lambda j: 8 * j - int.from_bytes(blk[:j], "little").bit_count()) - 1
+        r -= 8 * j - int.from_bytes(blk[:j], "little").bit_count()
+        v = blk[j]
+        for t in range(8):
+            if not v >> t & 1:
+                if r == 0:
+                    return 8 * (a + j) + t
+                r -= 1
+        raise AssertionError("select_free: the counts are wrong")  # pragma: no cover
 
 
 @dataclass
@@ -178,6 +279,8 @@ class ScanResult:
     """Some line holds ``"usage"`` (a model call's tokens): the status bar sums the run's totals then."""
     end: StreamPos = field(default_factory=StreamPos)
     """Where the scan stopped in the journal stream (a reader of what comes next starts there)."""
+    folded: SeqBits | None = None
+    """``pairs.hidden`` as a :class:`SeqBits`, made in the worker (``None``: the scan was cancelled)."""
 
 
 def add_marker(rec: Record, seq: int, markers: list[Marker]) -> bool:
@@ -406,6 +509,7 @@ def scan_journal(source: Path, cancelled: Callable[[], bool] | None = None, *, i
             res.usage = True
         if cancelled is not None and cancelled():
             return res
+    res.folded = SeqBits(res.pairs.hidden)
     if index:
         reader = JournalReader(source)
         try:

@@ -4,7 +4,8 @@ The model never holds every record. It keeps:
 
 - the number of records and a bounded cache of parsed records near the screen
   (``tail(n)`` fills it for the first screen, ``get_range`` after the index);
-- one byte per record: abandoned (a later rollback cut it off);
+- the seq ranges a rollback abandoned (a later rollback cut them off);
+- one bit per record: the folded begins (:class:`SeqBits`);
 - the seqs of the few records that matter for navigation and folding:
   checkpoints, rollbacks, errors and process starts, found in the raw bytes
   (``scan.py``, C speed) and parsed one by one;
@@ -14,7 +15,7 @@ One row per step: a ``begin`` record whose ``step`` record exists (paired by
 ``pos``, however many records of concurrent steps come between: the scan's
 :class:`StepPairs`) has no row of its own, its step's row stands for both; a
 step in flight keeps its begin row (running). ``show_begins`` gives every
-record its row again. Rows map to seqs through the sorted hidden seqs.
+record its row again. Rows map to seqs through the hidden seqs' rank and select.
 
 Folding is ``history.Fold`` (``keep=False``) fed with the scan's markers, which
 carry the number of successful steps between them: the effective step count is
@@ -34,6 +35,7 @@ import threading
 from array import array
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -50,6 +52,7 @@ from .scan import (
     Marker,
     Region,
     ScanResult,
+    SeqBits,
     StepPairs,
     add_marker,
     iter_new_regions,
@@ -145,7 +148,9 @@ class TimelineModel:
         self.cache: dict[int, Entry | None] = {}
         self.indexed = False
         self.scanned = False
-        self.abandoned = bytearray()
+        self._cut_lo: list[int] = []
+        self._cut_hi: list[int] = []
+        """The abandoned seqs: ``_cut_lo[i] <= seq < _cut_hi[i]``, sorted, disjoint (a range a rollback)."""
         self.markers: list[Marker] = []
         self.checkpoint_seqs: list[int] = []
         self.error_seqs: list[int] = []
@@ -174,8 +179,7 @@ class TimelineModel:
         self._tail_markers: list[Marker] = []
         self.bad_seqs: set[int] = set()
         """Lines seen so far that are not JSON objects (the status bar counts them)."""
-        self.hidden: array[int] = array("q")
-        """Sorted seqs of the begins whose step record exists: no row of their own unless ``show_begins``."""
+        self._hidden = SeqBits()
         self.show_begins = False
         """Every record its own row (the toggle): begins are shown beside their steps."""
         self.changed_inputs: dict[int, str] = {}
@@ -223,7 +227,7 @@ class TimelineModel:
         self.error_seqs = []
         self.rollback_seqs = []
         self.start_seqs = {}
-        self.abandoned = bytearray(scan.count)
+        self._cut_lo, self._cut_hi = [], []
         self.step_records = scan.steps
         self.fold = Fold(keep=False)
         self._snapshots = []
@@ -235,7 +239,7 @@ class TimelineModel:
         if scan.reader is not None:
             self.reader = scan.reader  # indexed in the worker
         self.indexed = True
-        self._set_hidden(sorted(set(scan.pairs.hidden)))
+        self._set_hidden(scan.folded if scan.folded is not None else SeqBits(scan.pairs.hidden))
         self.changed_inputs = dict(scan.pairs.changed)
         pairs = scan.pairs.copy()
         pairs.hidden.clear()
@@ -286,9 +290,16 @@ class TimelineModel:
         target = m.target_seq
         if target is None:
             return  # names no effective checkpoint: the fold reports it as a problem, nothing is cut
-        if len(self.abandoned) < m.seq:
-            self.abandoned.extend(bytes(m.seq - len(self.abandoned)))
-        self.abandoned[target + 1 : m.seq] = b"\x01" * (m.seq - target - 1)
+        lo, hi = target + 1, m.seq
+        if lo >= hi:
+            return
+        # merged with the ranges it touches: they stay sorted and disjoint
+        i = bisect.bisect_left(self._cut_hi, lo)
+        j = bisect.bisect_right(self._cut_lo, hi)
+        if i < j:
+            lo, hi = min(lo, self._cut_lo[i]), max(hi, self._cut_hi[j - 1])
+        self._cut_lo[i:j] = [lo]
+        self._cut_hi[i:j] = [hi]
 
     @property
     def effective_steps(self) -> int:
@@ -302,7 +313,17 @@ class TimelineModel:
         return None
 
     def is_abandoned(self, seq: int) -> bool:
-        return seq < len(self.abandoned) and self.abandoned[seq] == 1
+        i = bisect.bisect_right(self._cut_lo, seq) - 1
+        return i >= 0 and seq < self._cut_hi[i]
+
+    def abandoned_count(self, start: int, stop: int) -> int:
+        """How many of the seqs ``start`` to ``stop`` (exclusive) are abandoned."""
+        i = bisect.bisect_right(self._cut_hi, start)
+        n = 0
+        while i < len(self._cut_lo) and self._cut_lo[i] < stop:
+            n += max(0, min(stop, self._cut_hi[i]) - max(start, self._cut_lo[i]))
+            i += 1
+        return n
 
     @property
     def effective_checkpoints(self) -> list[int]:
@@ -436,8 +457,6 @@ class TimelineModel:
         return res.markers, res.steps, regions
 
     def _take_new(self, old: int, new: list[Entry], scanned: list[Marker] | None) -> None:
-        if len(self.abandoned) < self.count:
-            self.abandoned.extend(bytes(self.count - len(self.abandoned)))
         markers: list[Marker] = []
         for ent in new:
             s = _seq(ent)
@@ -554,7 +573,7 @@ class TimelineModel:
         self._fevents, self._fevent_rows, self._fbefores = [], [], []
 
     def _rebuild_filtered(self) -> None:
-        if self.show_begins or not self.hidden:
+        if self.show_begins or not len(self._hidden):
             self._fvis = array("q", self.filter_seqs)
         else:
             self._fvis = array("q", (s for s in self.filter_seqs if not self.is_hidden(s)))
@@ -596,8 +615,17 @@ class TimelineModel:
         if new:
             self.add_hidden(new)
 
-    def _set_hidden(self, seqs: list[int]) -> None:
-        self.hidden = array("q", seqs)
+    @property
+    def hidden(self) -> SeqBits:
+        """The seqs of the begins whose step record exists: no row of their own unless ``show_begins``."""
+        return self._hidden
+
+    @hidden.setter
+    def hidden(self, seqs: Iterable[int]) -> None:
+        self._hidden = seqs if isinstance(seqs, SeqBits) else SeqBits(seqs)
+
+    def _set_hidden(self, seqs: Iterable[int]) -> None:
+        self.hidden = seqs
         if self.filter is not None:
             self._rebuild_filtered()
         else:
@@ -605,15 +633,7 @@ class TimelineModel:
 
     def add_hidden(self, seqs: list[int]) -> None:
         """Fold more begins into their steps' rows (concurrent steps: not always after the last one)."""
-        h = self.hidden
-        lowest = len(h)
-        for s in sorted(seqs):
-            i = bisect.bisect_left(h, s)
-            if i < len(h) and h[i] == s:
-                continue
-            h.insert(i, s)
-            lowest = min(lowest, i)
-        if lowest < len(h):
+        if self._hidden.add_many(seqs):
             if self.filter is not None and not self.show_begins:
                 fvis = self._fvis
                 for s in seqs:
@@ -632,27 +652,20 @@ class TimelineModel:
 
     def is_hidden(self, seq: int) -> bool:
         """Whether the record at ``seq`` is a begin folded into its step's row (and begins are folded)."""
-        if self.show_begins:
-            return False
-        i = bisect.bisect_left(self.hidden, seq)
-        return i < len(self.hidden) and self.hidden[i] == seq
+        return not self.show_begins and seq in self._hidden
 
     def visible_index(self, seq: int) -> int:
         """The row of record ``seq`` among the records' rows (a folded begin: its step's, the next row)."""
-        return seq if self.show_begins else seq - bisect.bisect_left(self.hidden, seq)
+        return seq if self.show_begins else seq - self._hidden.rank(seq)
 
     def seq_at(self, index: int) -> int:
         """The seq of the record at visible index ``index`` (the inverse of :meth:`visible_index`)."""
-        if self.show_begins:
-            return index
-        h = self.hidden  # hidden[i] - i: the visible rows before the i-th hidden seq (never stored: 8 bytes a step)
-        return index + bisect.bisect_right(range(len(h)), index, key=lambda i: h[i] - i)
+        return index if self.show_begins else self._hidden.select_free(index)
 
     def begin_status(self, seq: int) -> str:
         """A begin's step: ``done`` (its step record exists), ``interrupted`` (a later process attempt or a
         rollback came first) or ``running``."""
-        i = bisect.bisect_left(self.hidden, seq)
-        if i < len(self.hidden) and self.hidden[i] == seq:
+        if seq in self._hidden:
             return "done"
         later = [s for s in self.start_seqs.values() if s > seq] or [s for s in self.rollback_seqs if s > seq]
         return "interrupted" if later else "running"
@@ -680,7 +693,7 @@ class TimelineModel:
     def rows(self) -> int:
         if self.filter is not None:
             return len(self._fvis) + len(self._fevents)
-        return self.count - (0 if self.show_begins else len(self.hidden)) + len(self.events)
+        return self.count - (0 if self.show_begins else len(self._hidden)) + len(self.events)
 
     def row_item(self, row: int) -> tuple[str, int]:
         """``("rec", seq)`` or ``("event", index)`` for a row."""
@@ -816,7 +829,7 @@ class TimelineModel:
 
     def abandoned_by_rollback_to(self, cp_seq: int, sample: int = 8) -> tuple[int, list[int]]:
         """How many records a rollback to the checkpoint at ``cp_seq`` would abandon, and the first few."""
-        n = self.count - cp_seq - 1 - self.abandoned.count(1, cp_seq + 1, self.count)
+        n = self.count - cp_seq - 1 - self.abandoned_count(cp_seq + 1, self.count)
         first: list[int] = []
         for s in range(cp_seq + 1, self.count):
             if len(first) >= sample:
