@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core import rundir
 from ..errors import SupervisorError
-from .ops_cmds import RUNS_ENV, runs_root
+
+if TYPE_CHECKING:
+    import argparse
+
+# ``tui RUN`` starts without argparse (``main._tui_args``): ``ops_cmds`` (which imports it) is imported where used
 
 DEMO_AGENT = "supervisor.demo_agent"
 """The sample agent, a module of the package: the demo works from any install, not only a source checkout."""
@@ -20,6 +23,8 @@ DEMO_AGENT = "supervisor.demo_agent"
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
     """Add ``tui`` and ``demo``."""
+    from .ops_cmds import RUNS_ENV
+
     p = sub.add_parser(
         "tui",
         help="open the dashboard on a run or a directory of runs",
@@ -49,8 +54,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 def cmd_tui(args: argparse.Namespace) -> int:
     from ..tui.app import run_tui
 
-    path: Path = args.path if args.path is not None else runs_root()
-    if args.path is None and not path.exists():
+    if args.path is not None:
+        return run_tui(args.path)
+    from .ops_cmds import RUNS_ENV, runs_root
+
+    path = runs_root()
+    if not path.exists():
         raise SupervisorError(
             f"no runs root {path} here (the default: ${RUNS_ENV}, else ./runs): pass a run directory, "
             "or start one with 'agent-supervisor demo'"
@@ -113,6 +122,8 @@ def stop_demo(proc: subprocess.Popen[bytes], run_dir: Path, timeout: float = 10.
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from .ops_cmds import runs_root
+
     root = args.runs_root if args.runs_root is not None else runs_root()
     if args.no_tui:
         run_dir = rundir.ensure_dir(rundir.ensure_dir(root) / rundir.new_run_id())

@@ -1,13 +1,14 @@
-"""The agent-log pane: the agent's captured output (``agent.log``), the last 64 kB at first, then as it grows."""
+"""The agent's captured output (``agent.log``): the last 64 kB at first, then as it grows.
+
+The pane that shows it (a Textual ``Log``) is in ``agent_log_pane``: it is mounted after the first frame, and
+the dashboard's start does not import Textual's ``Log`` for it.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from textual.widgets import Log
-
 AGENT_LOG_TAIL = 64 * 1024
-MAX_LINES = 5000
 
 
 class AgentLogTail:
@@ -39,19 +40,3 @@ class AgentLogTail:
             return ""
         self.offset = start + cut
         return data[:cut].decode("utf-8", "replace")
-
-
-class AgentLogPane(Log):
-    """The agent's output, newest at the bottom (at most ``MAX_LINES`` lines kept)."""
-
-    DEFAULT_CSS = """
-    AgentLogPane { height: 1fr; }
-    """
-
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(max_lines=MAX_LINES, id=id)
-
-    def append(self, text: str) -> None:
-        """Add lines read by the worker (``text`` ends with a newline)."""
-        if text:
-            self.write(text)

@@ -20,10 +20,9 @@ from textual.screen import Screen
 from textual.theme import Theme
 from textual.worker import Worker, WorkerState
 
-from ..core.rundir import check_readable_run_dir
+from ..core.rundir import check_readable_run_dir, is_run_dir
 from ..errors import RunDirError
 from . import settings as settings_mod
-from .runs_model import is_runs_root
 from .settings import DARK, LAYOUTS, LIGHT, TIMES, WIDE_COLUMNS, Settings
 
 THEMES = (
@@ -101,6 +100,13 @@ ANSI_LIGHT = TerminalTheme(
     [(87, 96, 106), (130, 7, 30), (10, 80, 30), (99, 60, 1), (3, 65, 143), (90, 50, 170), (10, 85, 93), (31, 35, 40)],
 )
 """The same for the light theme (dark colours on white, surface and panel)."""
+
+
+def is_runs_root(path: Path) -> bool:
+    """A directory that is not a run itself but holds runs (or is empty: a fresh ``./runs``).
+
+    Here, not in ``runs_model``: the dashboard's start does not import the runs list's model."""
+    return path.is_dir() and not is_run_dir(path)
 
 
 def report_worker_error(screen: Screen[Any], event: Worker.StateChanged, consequence: str = "") -> str:

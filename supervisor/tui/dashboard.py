@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -39,7 +38,7 @@ from textual.worker import Worker, get_current_worker
 from ..core import rundir
 from ..core.records import Kind
 from ..errors import SupervisorError
-from .agent_log import AgentLogPane, AgentLogTail
+from .agent_log import AgentLogTail
 from .app import report_worker_error
 from .bookmarks import BookmarkedTimeline, Bookmarks
 from .dashboard_actions import RowKeys, StartAgain
@@ -131,26 +130,31 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
     DashboardScreen #filter-bar.-active { display: block; }
     """
 
-    @dataclass
+    # the messages are plain classes, not dataclasses: each dataclass costs ~0.3 ms of the start (its code is
+    # generated and compiled when the module is imported)
     class Scanned(Message):
         """The full scan of the journal finished (navigation and dimming are ready)."""
 
-        result: ScanResult
+        def __init__(self, result: ScanResult) -> None:
+            self.result = result
+            super().__init__()
 
-    @dataclass
     class FilesRead(Message):
         """What the reading worker found: new records and events (``changes``), new agent output."""
 
-        changes: Changes | None
-        log_text: str
+        def __init__(self, changes: Changes | None, log_text: str) -> None:
+            self.changes = changes
+            self.log_text = log_text
+            super().__init__()
 
-    @dataclass
     class StateComputed(Message):
         """The state pane's value at a seq, computed in a worker (``error``: why there is none)."""
 
-        value: Any
-        error: str
-        heading: str
+        def __init__(self, value: Any, error: str, heading: str) -> None:
+            self.value = value
+            self.error = error
+            self.heading = heading
+            super().__init__()
 
     def __init__(self, path: Path, *, replay: bool = False) -> None:
         super().__init__()
@@ -186,20 +190,19 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
+        # what the first frame does not show is mounted right after it (``_mount_hidden_panes``): the filter bar,
+        # the hidden tabs' panes, the prompt
         yield StatusBar(self.path, id="status")  # its worker sums the run's tokens and cost
-        yield Static("", id="filter-bar")
         with Container(id="body"):  # side by side on wide terminals (app.tcss)
             yield BookmarkedTimeline(self.model, self.bookmarks, replay=self.replay, id="timeline")
             tabs = [("record", "Record"), ("state", "State"), ("agentlog", "Agent log")]
             with Panes(tabs, initial="state" if self.replay else "record", id="panes") as panes:
-                with panes.pane("record"):
+                with panes.pane("record"):  # hidden in replay mode, but the record pane is always there
                     yield JsonPane(id="record-pane")
-                # a hidden tab's pane is mounted right after the first frame (``_mount_hidden_panes``)
-                with panes.pane("state"):
-                    if self.replay:  # the tab shown first in replay mode
+                if self.replay:  # the tab shown first in replay mode
+                    with panes.pane("state"):
                         yield JsonPane(id="state-pane")
-                yield panes.pane("agentlog")
-        yield KeyFooter()  # the prompt (hidden until a key opens it) is mounted after the first frame
+        yield KeyFooter()
 
     def on_screen_resume(self, event: events.ScreenResume) -> None:
         # Its first resume comes right after its mount styled every widget: Textual would style them all again
@@ -265,12 +268,17 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         if self._hidden_mounted or not self.is_attached:  # not attached: the app is exiting (q before this)
             return
         self._hidden_mounted = True
+        from .agent_log_pane import AgentLogPane
         from .prompt import Prompt
 
+        self.mount(Static("", id="filter-bar"), after=self.query_one(StatusBar))
         self.mount(Prompt(id="prompt"), before=self.query_one(KeyFooter))
-        if not self.replay:
-            self.query_one("#state").mount(JsonPane(id="state-pane"))
-        self.query_one("#agentlog").mount(AgentLogPane(id="agent-log"))
+        panes = self.query_one(Panes)
+        for tab_id, pane in (("state", None if self.replay else JsonPane(id="state-pane")), ("agentlog", AgentLogPane(id="agent-log"))):
+            if pane is not None:  # in the DOM at once (a container's own children would be when it composes)
+                container = panes.pane(tab_id)
+                panes.mount(container)
+                container.mount(pane)
 
     @property
     def prompt(self) -> Prompt:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import bisect
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,14 +42,17 @@ else:
     _Base = object
 
 
-@dataclass
 class FilterFound(Message):
-    """A filter pass read the journal up to ``upto``: the seqs that pass (``first``: its whole first pass)."""
+    """A filter pass read the journal up to ``upto``: the seqs that pass (``first``: its whole first pass).
 
-    run: FilterPass
-    seqs: list[int]
-    upto: int
-    first: bool
+    A plain class, not a dataclass: one costs ~0.3 ms of the dashboard's start."""
+
+    def __init__(self, run: FilterPass, seqs: list[int], upto: int, first: bool) -> None:
+        self.run = run
+        self.seqs = seqs
+        self.upto = upto
+        self.first = first
+        super().__init__()
 
 
 class _DashboardState(_Base):
@@ -86,6 +88,9 @@ class _DashboardState(_Base):
         raise NotImplementedError
 
     def _keys_changed(self) -> None:
+        raise NotImplementedError
+
+    def _pane(self, selector: str) -> Any:
         raise NotImplementedError
 
 
@@ -174,7 +179,7 @@ class RowKeys(_DashboardState):
         self._keys_changed()
 
     def _show_filter_bar(self, extra: str = "") -> None:
-        bar = self.query_one("#filter-bar", Static)
+        bar: Static = self._pane("#filter-bar")  # mounted after the first frame
         run = self.filter_pass
         if run is None:
             bar.remove_class("-active")

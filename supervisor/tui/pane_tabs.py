@@ -95,7 +95,7 @@ class Panes(Container):
         self._active = initial
 
     def pane(self, tab_id: str) -> Container:
-        """A pane to compose (``with panes.pane("record"): ...``): shown if it is the active tab."""
+        """A pane to compose (``with panes.pane("record"): ...``) or to mount later: shown if it is the active tab."""
         pane = Container(id=tab_id, classes="pane")
         pane.display = tab_id == self._active
         return pane

@@ -50,13 +50,6 @@ class RunInfo:
 
 
 
-def is_runs_root(path: Path) -> bool:
-    """A directory that is not a run itself but holds runs (or is empty: a fresh ``./runs``)."""
-    if not path.is_dir() or is_run_dir(path):
-        return False
-    return True
-
-
 def _count_steps(run: Path, paths: list[Path]) -> str:
     """Effective successful steps of ``run``: its marker scan, folded (``-`` past ``_COUNT_LIMIT``)."""
     try:
