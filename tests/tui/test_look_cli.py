@@ -6,7 +6,7 @@ import argparse
 import subprocess
 import sys
 
-from supervisor.cli.main import AREAS, build_parser, command_of
+from supervisor.cli.main import AREAS, _tui_args, build_parser, command_of
 
 
 def test_command_of() -> None:
@@ -46,3 +46,28 @@ def test_tui_imports_no_other_area() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", f"imported before the first screen: {out}"
+
+
+def test_tui_run_is_read_as_the_parser_reads_it() -> None:
+    """``tui RUN`` skips argparse (the dashboard's fast start) with the parser's answer; any other line is the
+    parser's (an option, no path, a second path, another command)."""
+    fast = _tui_args(["tui", "runs/x"])
+    parsed = build_parser("tui").parse_args(["tui", "runs/x"])
+    assert (fast.command, fast.path, fast.func) == (parsed.command, parsed.path, parsed.func)
+    for line in (["tui"], ["tui", "-h"], ["tui", "--", "x"], ["tui", "a", "b"], ["log", "x"], ["x", "tui"]):
+        assert _tui_args(line) is None, line
+
+
+def test_tui_run_imports_no_argparse() -> None:
+    """A fresh interpreter, as ``agent-supervisor tui RUN`` starts: the dashboard's modules, no argparse (nor the
+    other areas' commands, which import it)."""
+    code = (
+        "import sys\n"
+        "from supervisor.cli.main import _tui_args\n"
+        "args = _tui_args(['tui', 'runs/x'])\n"
+        "import supervisor.tui.app, supervisor.tui.dashboard\n"
+        "print(' '.join(sorted(m for m in sys.modules if m == 'argparse' or m.startswith('supervisor.cli.') and m not in"
+        " ('supervisor.cli.main', 'supervisor.cli.tui_cmds'))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "", f"imported for tui RUN: {out}"
