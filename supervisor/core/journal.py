@@ -1155,13 +1155,23 @@ class JournalReader:
         return sum(s.lines.n for s in self._segs if s.indexed)
 
     def get(self, seq: int) -> Entry | None:
-        """Parse the line at ``seq`` (after ``index()``); ``None`` for a blank line."""
-        out = self.get_range(seq, seq + 1)
-        if out:
-            return out[0]
+        """Parse the line at ``seq`` (after ``index()``); ``None`` for a blank line.
+
+        One read from the anchor before the line to the next anchor (indexed lines are committed), and
+        at most ``ANCHOR - 1`` newlines found in C to reach it."""
         for seg in self._segs:
             if seg.first_seq <= seq < seg.first_seq + seg.lines.n:
-                return None  # a blank line
+                i = seq - seg.first_seq
+                at, stop = seg.lines.block(i)
+                with self._open(seg) as jf:
+                    data = os.pread(jf.fd, stop - at, at)
+                if len(data) < stop - at:
+                    raise JournalError(f"{seg.path} shrank while being read (committed lines are never removed)")
+                pos = 0
+                for _ in range(i % ANCHOR):
+                    pos = data.index(b"\n", pos) + 1
+                ent = _parse(data[pos : data.index(b"\n", pos)], seq, seg.path, i + 1)
+                return replace(ent, offset=at + pos) if type(ent) is BadLine else ent
         raise IndexError(seq)
 
     def get_range(self, start: int, stop: int) -> list[Entry]:
