@@ -78,6 +78,7 @@ CHANGED_INPUTS = "changed inputs"
 _CHANGED = b'"changed inputs"'
 
 
+_NONZERO = re.compile(rb"[^\x00]")
 _BLOCK_BYTES = 512
 _BLOCK = 8 * _BLOCK_BYTES
 """Seqs a rank block of :class:`SeqBits` covers (its running count: 8 bytes per 4,096 records)."""
@@ -85,10 +86,12 @@ _BLOCK = 8 * _BLOCK_BYTES
 
 class SeqBits:
     """A set of seqs as one bit per record, with a running count per block of 4,096: the timeline's folded
-    begins (one per step) in an eighth of a byte a record, where a sorted array took 8 bytes a step.
+    begins (one per step) and a filter's rows in an eighth of a byte a record, where a sorted array took
+    8 bytes a member.
 
     ``rank(s)`` (members below ``s``) is a block's count plus a popcount of at most 512 bytes;
-    ``select_free(i)`` (the ``i``-th number that is not a member) bisects the blocks, then the bytes.
+    ``select(i)`` (the ``i``-th member) and ``select_free(i)`` (the ``i``-th number that is not one)
+    bisect the blocks, then the bytes; iteration skips empty bytes with a regular expression (in C).
     """
 
     __slots__ = ("_bits", "_cum")
@@ -118,11 +121,89 @@ class SeqBits:
                 if lowest < 0 or b < lowest:
                     lowest = b
         if added:
-            cum = self._cum
-            for b in range(lowest, len(cum) - 1):  # live: the last block or two
-                a = b * _BLOCK_BYTES
-                cum[b + 1] = cum[b] + int.from_bytes(bits[a : a + _BLOCK_BYTES], "little").bit_count()
+            self._recount(lowest)
         return added
+
+    def discard_many(self, seqs: Iterable[int]) -> int:
+        """Remove ``seqs``; return how many were members."""
+        bits = self._bits
+        lowest = -1
+        removed = 0
+        for s in seqs:
+            i = s >> 3
+            m = 1 << (s & 7)
+            if 0 <= s and i < len(bits) and bits[i] & m:
+                bits[i] &= ~m & 0xFF
+                removed += 1
+                b = i // _BLOCK_BYTES
+                if lowest < 0 or b < lowest:
+                    lowest = b
+        if removed:
+            self._recount(lowest)
+        return removed
+
+    def _recount(self, block: int) -> None:
+        """The running counts from ``block`` on (live: the last block or two)."""
+        cum, bits = self._cum, self._bits
+        for b in range(block, len(cum) - 1):
+            a = b * _BLOCK_BYTES
+            cum[b + 1] = cum[b] + int.from_bytes(bits[a : a + _BLOCK_BYTES], "little").bit_count()
+
+    def copy(self) -> SeqBits:
+        out = SeqBits()
+        out._bits = bytearray(self._bits)
+        out._cum = array("q", self._cum)
+        return out
+
+    def difference(self, other: SeqBits) -> SeqBits:
+        """The members of this set that are not in ``other`` (whole bytes at once, in C)."""
+        n = len(self._bits)
+        a = int.from_bytes(self._bits, "little")
+        b = int.from_bytes(other._bits[:n], "little")
+        out = SeqBits()
+        out._bits = bytearray((a & ~b).to_bytes(n, "little"))
+        out._cum = array("q", bytes(8 * len(self._cum)))
+        out._recount(0)
+        return out
+
+    def iter_from(self, start: int, stop: int | None = None) -> Iterator[int]:
+        """The members from ``start`` to ``stop`` (exclusive; default: all), in order."""
+        bits = self._bits
+        hi = len(bits) if stop is None else min(len(bits), (stop + 7) >> 3)
+        for m in _NONZERO.finditer(bits, max(start, 0) >> 3, hi):
+            i = m.start()
+            v = bits[i]
+            for t in range(8):
+                if v >> t & 1:
+                    s = 8 * i + t
+                    if s >= start and (stop is None or s < stop):
+                        yield s
+
+    def tolist(self) -> list[int]:
+        return list(self)
+
+    def last(self) -> int:
+        """The greatest member (-1: none)."""
+        return self.select(len(self) - 1) if len(self) else -1
+
+    def select(self, index: int) -> int:
+        """The ``index``-th (from 0) member."""
+        cum = self._cum
+        if not 0 <= index < cum[-1]:
+            raise IndexError(index)
+        b = bisect.bisect_right(range(len(cum)), index, key=cum.__getitem__) - 1
+        r = index - cum[b]  # members to pass in block b
+        a = b * _BLOCK_BYTES
+        blk = bytes(self._bits[a : a + _BLOCK_BYTES])
+        j = bisect.bisect_right(range(_BLOCK_BYTES + 1), r, key=lambda j: int.from_bytes(blk[:j], "little").bit_count()) - 1
+        r -= int.from_bytes(blk[:j], "little").bit_count()
+        v = blk[j]
+        for t in range(8):
+            if v >> t & 1:
+                if r == 0:
+                    return 8 * (a + j) + t
+                r -= 1
+        raise AssertionError("select: the counts are wrong")  # pragma: no cover
 
     def __len__(self) -> int:
         return self._cum[-1]
@@ -134,12 +215,7 @@ class SeqBits:
         return i < len(self._bits) and bool(self._bits[i] >> (seq & 7) & 1)
 
     def __iter__(self) -> Iterator[int]:
-        bits = self._bits
-        for i, v in enumerate(bits):
-            if v:
-                for t in range(8):
-                    if v >> t & 1:
-                        yield 8 * i + t
+        return self.iter_from(0)
 
     def __repr__(self) -> str:
         return f"SeqBits({list(self)!r})"

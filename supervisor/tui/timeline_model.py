@@ -34,6 +34,7 @@ import queue
 import threading
 from array import array
 from dataclasses import dataclass, field, replace
+from itertools import islice
 from pathlib import Path
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
@@ -188,9 +189,9 @@ class TimelineModel:
         self._befores: list[int] = []  # events' ``before``, in row order (row_of_seq)
         self.filter: RowFilter | None = None
         """The filter the rows pass (``None``: every row)."""
-        self.filter_seqs: array[int] = array("q")
-        """Seqs of the records that pass the filter, folded begins too (sorted)."""
-        self._fvis: array[int] = array("q")  # filter_seqs less the folded begins: the records' rows
+        self.filter_seqs = SeqBits()
+        """Seqs of the records that pass the filter, folded begins too (a bit a record)."""
+        self._fvis = SeqBits()  # filter_seqs less the folded begins: the records' rows
         self._fevents: list[int] = []  # indexes into ``events`` of the supervisor rows that pass
         self._fevent_rows: list[int] = []
         self._fbefores: list[int] = []
@@ -547,41 +548,41 @@ class TimelineModel:
             self._fevents = [k for k, e in enumerate(self.events) if flt.match_event(e.data)]
             self._fbefores = [self.events[k].before for k in self._fevents]
             fvis = self._fvis
-            self._fevent_rows = [bisect.bisect_left(fvis, b) + j for j, b in enumerate(self._fbefores)]
+            self._fevent_rows = [fvis.rank(b) + j for j, b in enumerate(self._fbefores)]
 
     # ------------------------------------------------------------------ filter
-    def set_filter(self, flt: RowFilter, seqs: list[int] | array[int]) -> None:
-        """Show only the rows that pass ``flt``: the records at ``seqs`` (sorted) and the supervisor rows that pass."""
+    def set_filter(self, flt: RowFilter, seqs: Iterable[int]) -> None:
+        """Show only the rows that pass ``flt``: the records at ``seqs`` and the supervisor rows that pass."""
         self.filter = flt
-        self.filter_seqs = array("q", seqs)
+        self.filter_seqs = seqs.copy() if isinstance(seqs, SeqBits) else SeqBits(seqs)
         self._rebuild_filtered()
 
     def add_filtered(self, seqs: list[int]) -> None:
         """More records that pass the filter (a live read: all after those known)."""
         if self.filter is None or not seqs:
             return
-        last = self.filter_seqs[-1] if self.filter_seqs else -1
+        last = self.filter_seqs.last()
         new = [s for s in seqs if s > last]
-        self.filter_seqs.extend(new)
-        self._fvis.extend(s for s in new if not self.is_hidden(s))
+        self.filter_seqs.add_many(new)
+        self._fvis.add_many(s for s in new if not self.is_hidden(s))
         self._place_event_rows()
 
     def clear_filter(self) -> None:
         self.filter = None
-        self.filter_seqs = array("q")
-        self._fvis = array("q")
+        self.filter_seqs = SeqBits()
+        self._fvis = SeqBits()
         self._fevents, self._fevent_rows, self._fbefores = [], [], []
 
     def _rebuild_filtered(self) -> None:
         if self.show_begins or not len(self._hidden):
-            self._fvis = array("q", self.filter_seqs)
+            self._fvis = self.filter_seqs.copy()
         else:
-            self._fvis = array("q", (s for s in self.filter_seqs if not self.is_hidden(s)))
+            self._fvis = self.filter_seqs.difference(self._hidden)
         self._place_event_rows()
 
     def filtered_records(self) -> array[int]:
         """A copy of the seqs of the records the filter shows (their rows, in order)."""
-        return array("q", self._fvis)
+        return array("q", self._fvis.iter_from(0))
 
     def filtered_events(self) -> list[int]:
         """Indexes into ``events`` of the supervisor rows the filter shows, in order."""
@@ -591,8 +592,7 @@ class TimelineModel:
         """Whether record ``seq`` has a row (it passes the filter, and is not a folded begin)."""
         if self.filter is None:
             return not self.is_hidden(seq)
-        i = bisect.bisect_left(self._fvis, seq)
-        return i < len(self._fvis) and self._fvis[i] == seq
+        return seq in self._fvis
 
     def error_event_rows(self) -> list[int]:
         """Rows of the supervisor rows that are errors (crashes, hangs, give-ups), in order."""
@@ -635,11 +635,7 @@ class TimelineModel:
         """Fold more begins into their steps' rows (concurrent steps: not always after the last one)."""
         if self._hidden.add_many(seqs):
             if self.filter is not None and not self.show_begins:
-                fvis = self._fvis
-                for s in seqs:
-                    j = bisect.bisect_left(fvis, s)
-                    if j < len(fvis) and fvis[j] == s:
-                        del fvis[j]
+                self._fvis.discard_many(seqs)
             self._place_event_rows()
 
     def toggle_begins(self) -> None:
@@ -703,7 +699,7 @@ class TimelineModel:
                 return "event", self._fevents[k]
             i = row - k
             fvis = self._fvis
-            return "rec", (fvis[i] if 0 <= i < len(fvis) else (fvis[-1] if fvis else 0))
+            return "rec", (fvis.select(i) if 0 <= i < len(fvis) else max(fvis.last(), 0))
         k = bisect.bisect_left(self._event_rows, row)
         if k < len(self._event_rows) and self._event_rows[k] == row:
             return "event", k
@@ -713,7 +709,7 @@ class TimelineModel:
         """The row of record ``seq`` (events with ``before <= seq`` come first; a folded begin: its step's row;
         with a filter, a record that does not pass: the next row that does)."""
         if self.filter is not None:
-            return bisect.bisect_left(self._fvis, seq) + bisect.bisect_right(self._fbefores, seq)
+            return self._fvis.rank(seq) + bisect.bisect_right(self._fbefores, seq)
         k = bisect.bisect_right(self._befores, seq) if self.events else 0
         return self.visible_index(seq) + k
 
@@ -757,9 +753,7 @@ class TimelineModel:
 
     def _fetch_filtered(self, start: int, stop: int, limit: int = 400) -> None:
         """A filter's rows between far apart seqs: read only the records shown, in runs of consecutive seqs."""
-        fvis = self._fvis
-        i = bisect.bisect_left(fvis, start)
-        want = [s for s in fvis[i : i + limit] if s < stop and s not in self.cache]
+        want = [s for s in islice(self._fvis.iter_from(start, stop), limit) if s not in self.cache]
         runs: list[tuple[int, int]] = []
         for s in want:
             if runs and runs[-1][1] == s:
