@@ -153,6 +153,27 @@ class SupervisorApp(App[int]):
         """The first frame is on the terminal (``after_first_frame`` callbacks have run)."""
         self._after_first: list[Any] = []
 
+    # ------------------------------------------------------------------ the theme, looked up once
+    _theme_cache: tuple[str, Theme] | None = None
+
+    @property
+    def current_theme(self) -> Theme:
+        """Textual's, kept until the theme changes: Textual (8.2.8) looks the name up in a new copy of every
+        registered theme, twice, for every line it renders (``ansi_theme``): some 190 times for the first frame."""
+        name = self.theme
+        cached = self._theme_cache
+        if cached is None or cached[0] != name:
+            cached = self._theme_cache = (name, super().current_theme)
+        return cached[1]
+
+    def register_theme(self, theme: Theme) -> None:
+        self._theme_cache = None  # a theme registered again under the current name
+        super().register_theme(theme)
+
+    def unregister_theme(self, theme_name: str) -> None:
+        self._theme_cache = None
+        super().unregister_theme(theme_name)
+
     # ------------------------------------------------------------------ settings: theme, layout, time
     def _save_settings(self) -> None:
         problem = settings_mod.save(self.settings, self.settings_path)

@@ -17,12 +17,13 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane
 from textual.worker import Worker, get_current_worker
 
 from ..core import state as state_mod
 from ..core.records import Kind, preview
 from ..errors import SupervisorError
+from .key_footer import KeyFooter
 from .timeline_model import TimelineModel, dumps_pretty
 
 
@@ -123,7 +124,7 @@ class DiffScreen(Screen[None]):
             with TabPane("Unified", id="unified"):
                 with VerticalScroll():
                     yield Static("computing…", id="unified-body")
-        yield Footer()
+        yield KeyFooter()  # the dashboard's footer: one widget, the same look
 
     def on_mount(self) -> None:
         self.compute(self.a, self.b, self.label_a, self.label_b)

@@ -10,9 +10,10 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 from textual.worker import Worker
 
+from .key_footer import KeyFooter
 from .runs_model import RunInfo, ago, list_runs
 
 _STATUS_STYLE = {"running": "green", "crashed": "red", "failed": "red", "succeeded": "cyan", "backoff": "yellow"}
@@ -22,7 +23,8 @@ class RunsScreen(Screen[None]):
     """One row per run; refreshed every two seconds while open."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "open", "Open", show=True, tooltip="Open the selected run's dashboard"),
+        # before the table's own Enter (select the row, which opens it too): the footer shows this key
+        Binding("enter", "open", "Open", show=True, priority=True, tooltip="Open the selected run's dashboard"),
         Binding("j", "cursor(1)", "Down", show=False, tooltip="Select the next run"),
         Binding("k", "cursor(-1)", "Up", show=False, tooltip="Select the previous run"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key, grouped"),
@@ -46,7 +48,7 @@ class RunsScreen(Screen[None]):
         table.add_columns("id", "command", "status", "attempts", "steps", "last activity", "live")
         yield table
         yield Static("", id="runs-empty")
-        yield Footer()
+        yield KeyFooter()  # the dashboard's footer: one widget, the same look
 
     def on_mount(self) -> None:
         self.load()

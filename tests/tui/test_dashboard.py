@@ -7,6 +7,7 @@ from pathlib import Path
 import orjson
 import pytest
 from textual.command import CommandList, CommandPalette
+from textual.widgets import Footer
 
 from supervisor.tui.app import make_app
 from supervisor.tui.confirm import ConfirmScreen
@@ -14,6 +15,7 @@ from supervisor.tui.dashboard import DashboardScreen
 from supervisor.tui.detail import JsonPane
 from supervisor.tui.diff_screen import DiffScreen
 from supervisor.tui.help_screen import HelpScreen
+from supervisor.tui.key_footer import KeyFooter
 from supervisor.tui.timeline import TimelineView
 
 from .conftest import caught_up, until
@@ -185,6 +187,9 @@ async def test_diff_against_previous_checkpoint_and_mark(rolled_back_run: Path) 
         await until(pilot, lambda: isinstance(app.screen, DiffScreen), what="diff screen")
         diff = app.screen
         assert (diff.a, diff.b) == (3, 20)
+        assert not diff.query(Footer)  # the dashboard's footer, the same look
+        keys = diff.query_one(KeyFooter).render().plain
+        assert "Back" in keys and "Changes" in keys and "Unified" in keys
 
         await until(pilot, lambda: diff.changes_plain, what="diff")
         text = diff.changes_plain

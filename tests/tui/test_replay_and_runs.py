@@ -7,11 +7,14 @@ from pathlib import Path
 
 import orjson
 
+from textual.widgets import Footer
+
 from supervisor.errors import RunDirError
 from supervisor.tui.app import make_app
 from supervisor.tui.confirm import ConfirmScreen
 from supervisor.tui.dashboard import DashboardScreen
 from supervisor.tui.detail import JsonPane
+from supervisor.tui.key_footer import KeyFooter
 from supervisor.tui.runs_screen import RunsScreen
 
 from ..conftest import run_agent, run_cli
@@ -116,6 +119,10 @@ async def test_runs_list_opens_a_run_and_goes_back(rolled_back_run: Path, minima
         by_id = {r.id: r for r in runs}
         assert by_id["s1"].status == "succeeded" and by_id["s1"].attempts == "3" and by_id["s1"].steps == "5"
         assert by_id["minimal"].steps == "4" and not by_id["minimal"].live
+        # the dashboard's footer (one widget, the keys that work), not Textual's Footer
+        assert not app.screen.query(Footer)
+        keys = app.screen.query_one(KeyFooter).render().plain
+        assert "Open" in keys and "Quit" in keys and "Help" in keys
         await pilot.press("j", "k")
         await pilot.press("enter")
         await until(pilot, lambda: isinstance(app.screen, DashboardScreen), what="dashboard")
