@@ -13,9 +13,9 @@ does not have runs live. See README.md for the failure policy and exit codes.
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import functools
+import inspect
 import mmap
 import operator
 import os
@@ -27,11 +27,11 @@ import traceback
 from _thread import get_ident
 from time import perf_counter
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from contextvars import ContextVar, copy_context
 from itertools import compress, repeat
 from pathlib import Path
-from types import TracebackType
+from types import CoroutineType, GeneratorType, TracebackType
 from typing import Any, NoReturn, ParamSpec, TypeVar, cast
 
 import orjson
@@ -175,6 +175,26 @@ class StepOptions:
         return self._run._task(name, opts)
 
 
+_aio: Any = None
+
+
+def _asyncio() -> Any:
+    """:mod:`asyncio`, imported on first use: an agent that never awaits a step does not import it (with the ssl,
+    subprocess and concurrent.futures modules it brings, it is a third of what ``from supervisor import Run``
+    would import: ~20-40 ms of every start, a resume's included)."""
+    global _aio
+    if _aio is None:
+        import asyncio
+
+        _aio = asyncio
+    return _aio
+
+
+# Every type asyncio.iscoroutine accepts is one of these (on 3.11 it also takes generators): a value of none of
+# them is not a coroutine, told without importing asyncio.
+_MAYBE_COROUTINE = (CoroutineType, GeneratorType, Coroutine)
+
+
 def _codec() -> Any:
     from .core import codec  # typed outputs only: plain JSON never imports it
 
@@ -182,7 +202,7 @@ def _codec() -> Any:
 
 
 def _encode(out: Any, name: str) -> tuple[Any, str | None]:
-    if asyncio.iscoroutine(out):
+    if isinstance(out, _MAYBE_COROUTINE) and _asyncio().iscoroutine(out):
         out.close()
         raise TypeError(f"step {name!r} returned a coroutine: call an async function with 'await run.astep(...)'")
     return _codec().encode(out, step=name)  # type: ignore[no-any-return]
@@ -191,7 +211,8 @@ def _encode(out: Any, name: str) -> tuple[Any, str | None]:
 def _is_async_fn(fn: Any) -> bool:
     while isinstance(fn, functools.partial):
         fn = fn.func
-    return asyncio.iscoroutinefunction(fn)
+    aio = sys.modules.get("asyncio")  # its marker of old-style coroutine functions exists only once it is imported
+    return bool(aio.iscoroutinefunction(fn)) if aio is not None else inspect.iscoroutinefunction(fn)
 
 
 def _call_in_thread(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float) -> Any:
@@ -222,6 +243,7 @@ def _call_in_thread(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kw
 async def _acall(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None) -> Any:
     """Call a step function for ``astep``: await a coroutine function (cancelled at ``timeout``); a plain one runs
     in the loop's thread, or with a timeout in the loop's default executor (the thread cannot be stopped)."""
+    asyncio = _asyncio()
     if timeout is None:
         out = fn(*args, **kwargs)
         if asyncio.iscoroutine(out) or isinstance(out, asyncio.Future):
@@ -909,7 +931,8 @@ class Run:
             try:
                 if opts.timeout is None:  # _acall inlined: no coroutine frame of its own
                     out = fn(*args, **kwargs)
-                    if asyncio.iscoroutine(out) or isinstance(out, asyncio.Future):
+                    aio = _aio or _asyncio()
+                    if aio.iscoroutine(out) or isinstance(out, aio.Future):
                         out = await out
                 else:
                     out = await _acall(name, fn, args, kwargs, opts.timeout)
@@ -959,7 +982,7 @@ class Run:
             delay = self._on_error(c, e, t0, c, opts, tries)
             if delay is None:
                 raise e
-            await asyncio.sleep(delay)
+            await _asyncio().sleep(delay)
             tries += 1
             t0 = perf_counter()
             try:
