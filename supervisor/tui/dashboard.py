@@ -197,11 +197,9 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
             yield BookmarkedTimeline(self.model, self.bookmarks, replay=self.replay, id="timeline")
             tabs = [("record", "Record"), ("state", "State"), ("agentlog", "Agent log")]
             with Panes(tabs, initial="state" if self.replay else "record", id="panes") as panes:
-                with panes.pane("record"):  # hidden in replay mode, but the record pane is always there
-                    yield JsonPane(id="record-pane")
+                yield panes.pane("record", JsonPane(id="record-pane"))  # hidden in replay mode, but always there
                 if self.replay:  # the tab shown first in replay mode
-                    with panes.pane("state"):
-                        yield JsonPane(id="state-pane")
+                    yield panes.pane("state", JsonPane(id="state-pane"))
         yield KeyFooter()
 
     def on_screen_resume(self, event: events.ScreenResume) -> None:
@@ -274,11 +272,9 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         self.mount(Static("", id="filter-bar"), after=self.query_one(StatusBar))
         self.mount(Prompt(id="prompt"), before=self.query_one(KeyFooter))
         panes = self.query_one(Panes)
-        for tab_id, pane in (("state", None if self.replay else JsonPane(id="state-pane")), ("agentlog", AgentLogPane(id="agent-log"))):
-            if pane is not None:  # in the DOM at once (a container's own children would be when it composes)
-                container = panes.pane(tab_id)
-                panes.mount(container)
-                container.mount(pane)
+        if not self.replay:
+            panes.mount(panes.pane("state", JsonPane(id="state-pane")))
+        panes.mount(panes.pane("agentlog", AgentLogPane(id="agent-log")))
 
     @property
     def prompt(self) -> Prompt:

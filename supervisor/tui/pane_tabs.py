@@ -82,7 +82,10 @@ class TabBar(Widget):
 
 
 class Panes(Container):
-    """The tab bar over one pane per tab (a ``Container`` with the tab's id); ``active`` is the shown one's id."""
+    """The tab bar over one pane per tab; ``active`` is the shown one's tab id.
+
+    A tab's pane is its widget itself (``pane``), not a container around it: a container is one more widget to
+    style, lay out and draw (its whole height, under the widget) before the first frame."""
 
     DEFAULT_CSS = """
     Panes { layout: vertical; }
@@ -93,12 +96,18 @@ class Panes(Container):
         super().__init__(id=id)
         self.bar = TabBar(tabs, initial)
         self._active = initial
+        self._panes: dict[str, Widget] = {}
 
-    def pane(self, tab_id: str) -> Container:
-        """A pane to compose (``with panes.pane("record"): ...``) or to mount later: shown if it is the active tab."""
-        pane = Container(id=tab_id, classes="pane")
-        pane.display = tab_id == self._active
-        return pane
+    def pane(self, tab_id: str, widget: Widget) -> Widget:
+        """``widget`` as the pane of tab ``tab_id``, to compose or mount: shown if it is the active tab."""
+        widget.add_class("pane")
+        widget.display = tab_id == self._active
+        self._panes[tab_id] = widget
+        return widget
+
+    def pane_of(self, tab_id: str) -> Widget | None:
+        """The pane of a tab (``None``: not made yet, a hidden tab's pane is mounted after the first frame)."""
+        return self._panes.get(tab_id)
 
     def compose(self) -> Any:
         yield self.bar  # after the panes composed in the ``with`` block: docked at the top
@@ -111,7 +120,7 @@ class Panes(Container):
     def active(self, tab_id: str) -> None:
         if tab_id == self._active:
             return
-        for pane in self.query_children(".pane"):
-            pane.display = pane.id == tab_id
+        for pane_id, pane in self._panes.items():
+            pane.display = pane_id == tab_id
         self._active = tab_id
         self.bar.active = tab_id

@@ -138,20 +138,20 @@ async def test_detail_state_and_agent_log_panes(rolled_back_run: Path) -> None:
         from supervisor.tui.pane_tabs import Panes, TabBar
 
         panes = d.query_one(Panes)
-        assert panes.active == "state" and d.query_one("#state").display and not d.query_one("#record").display
+        assert panes.active == "state" and d.query_one("#state-pane").display and not d.query_one("#record-pane").display
         body = d.query_one("#state-pane", JsonPane)
         # the state after seq 9 (abandoned branch: findings from the first attempt)
         await until(pilot, lambda: "state as of #9" in body.text, what="state pane")
         text = body.text
         assert '"findings"' in text and "durable agents q1 result 0" in text
         await pilot.press("i")
-        assert panes.active == "record" and d.query_one("#record").display and not d.query_one("#state").display
+        assert panes.active == "record" and d.query_one("#record-pane").display and not d.query_one("#state-pane").display
         rec = d.query_one("#record-pane", JsonPane).text
         assert "abandoned branch" in rec and '"search:q2"' in rec
         await pilot.press("l")
         assert panes.active == "agentlog"
         await pilot.click(TabBar, offset=(10, 0))  # " Record  State ": a click on a label shows its pane
-        assert panes.active == "state" and d.query_one("#state").display
+        assert panes.active == "state" and d.query_one("#state-pane").display
         await pilot.press("l")
         from textual.widgets import Log
 
