@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +24,26 @@ TIMES = ("absolute", "relative")
 WIDE_COLUMNS = 160
 
 
-@dataclass
 class Settings:
-    theme: str = DARK
-    layout: str = "auto"
-    time: str = "absolute"
+    """The dashboard's settings (a plain class, not a dataclass: one costs ~0.3 ms of the start)."""
+
+    __slots__ = ("theme", "layout", "time")
+
+    def __init__(self, theme: str = DARK, layout: str = "auto", time: str = "absolute") -> None:
+        self.theme = theme
+        self.layout = layout
+        self.time = time
+
+    def as_dict(self) -> dict[str, str]:
+        return {"theme": self.theme, "layout": self.layout, "time": self.time}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Settings) and self.as_dict() == other.as_dict()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
+
+    def __repr__(self) -> str:
+        return f"Settings(theme={self.theme!r}, layout={self.layout!r}, time={self.time!r})"
 
 
 def config_path() -> Path:
@@ -66,7 +80,7 @@ def save(settings: Settings, path: Path | None = None) -> str:
         fd, tmp = tempfile.mkstemp(prefix=".settings-", suffix=".tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
-                json.dump(asdict(settings), f, indent=2)
+                json.dump(settings.as_dict(), f, indent=2)
                 f.write("\n")
             os.replace(tmp, path)
         except BaseException:

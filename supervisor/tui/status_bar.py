@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -40,14 +39,18 @@ _STATE_CLASS = {
 }
 
 
-@dataclass(frozen=True)
 class UsageTotals:
-    """The run's model usage for the status bar (``None`` cost: unknown prices, or not computed yet)."""
+    """The run's model usage for the status bar (``None`` cost: unknown prices, or not computed yet).
 
-    tokens: int = 0
-    cost: float | None = None
-    saved_tokens: int = 0
-    saved_cost: float | None = None
+    A plain class, not a dataclass: one costs ~0.3 ms of the dashboard's start (code generated at import)."""
+
+    __slots__ = ("tokens", "cost", "saved_tokens", "saved_cost")
+
+    def __init__(self, tokens: int = 0, cost: float | None = None, saved_tokens: int = 0, saved_cost: float | None = None) -> None:
+        self.tokens = tokens
+        self.cost = cost
+        self.saved_tokens = saved_tokens
+        self.saved_cost = saved_cost
 
 
 def fmt_tokens(n: int) -> str:
