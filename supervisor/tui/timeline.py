@@ -26,7 +26,6 @@ from textual.strip import Strip
 
 from ..core.events import is_error_event
 from ..core.records import BadLine, Kind, Record, preview, step_name
-from ..core.usage import call_of, step_model, step_tokens
 from .status_bar import fmt_cost, fmt_tokens
 from .timeline_model import TimelineModel
 
@@ -460,7 +459,11 @@ class TimelineView(ScrollView, can_focus=True):
         seq = int(rec.get("seq", -1))
         cached = self._usage_text.get(seq)
         if cached is None:
-            tokens = step_tokens(rec) if rec.get("usage") is not None else None
+            tokens = None
+            if rec.get("usage") is not None:
+                from ..core.usage import step_tokens  # imported by the first row with usage, not at the start
+
+                tokens = step_tokens(rec)
             cost: float | None = None
             if tokens is not None and "genai_prices" in sys.modules:  # priced once the status bar's worker loaded it
                 from ..export.pricing import step_cost
@@ -501,7 +504,11 @@ class TimelineView(ScrollView, can_focus=True):
             style = self._fg("timeline--event")
         label = _KIND_LABEL.get(kind, kind)[:10]
         name = step_name(rec) if kind in (Kind.STEP, Kind.BEGIN) else str(rec.get("name") or rec.get("checkpoint") or "")
-        call = call_of(rec) if kind in (Kind.STEP, Kind.BEGIN) and "call" in rec else None
+        call = None
+        if kind in (Kind.STEP, Kind.BEGIN) and "call" in rec:
+            from ..core.usage import call_of, step_model  # imported by the first row with a call, not at the start
+
+            call = call_of(rec)
         if call is not None:  # a model call shows its model, a tool call its tool (the record conventions)
             if call.get("kind") == "model":
                 label, style = "◇ model", self._fg("timeline--model")
