@@ -1,0 +1,67 @@
+"""The resume view's read tells step and begin lines by one byte of each line when that is exact (the counts of
+the two prefixes in the region agree), else by the lines' prefixes: the same entries and the same overlap answer
+as the prefixes give, on journals mixing SDK lines with foreign kinds that share the letter, short lines, text,
+failed steps and begins followed by every kind of line, read in regions of several sizes."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import orjson
+
+from supervisor.core.history import _OVERLAP
+from supervisor.core.journal import _AFTER_BEGIN, _BEGIN_PREFIX, _STEP_PREFIX, OVERLAPS, JournalReader
+from supervisor.core.records import LazyRecord
+
+
+def _line(kind: str, seq: int, rng: random.Random) -> bytes:
+    if kind == "step":
+        return orjson.dumps({"kind": "step", "step": f"s:{seq}", "pos": seq, "output": rng.choice([None, 1, "p", [1]]), "seq": seq})
+    if kind == "failed":
+        return orjson.dumps({"kind": "step", "step": f"s:{seq}", "pos": seq, "error": {"type": "E"}, "seq": seq})
+    if kind == "begin":
+        return orjson.dumps({"kind": "begin", "step": f"s:{seq}", "pos": seq, "seq": seq})
+    if kind == "text":
+        return b"not a record at all"
+    if kind == "short":
+        return b"{}"
+    # start, rollback, note, and foreign kinds with a step's ("skip") or a begin's ("audit") letter at byte 12
+    return orjson.dumps({"kind": kind, "seq": seq})
+
+
+KINDS = ["step"] * 8 + ["begin"] * 8 + ["failed", "text", "short", "start", "rollback", "note", "skip", "audit", "checkpoint"]
+
+
+def _expected_overlap(data: bytes) -> bool:
+    """Overlapping steps as the prefixes tell: a begin line followed by a line that is no step, start or rollback."""
+    lines = data.split(b"\n")[:-1]
+    return any(a.startswith(_BEGIN_PREFIX) and not b.startswith(_AFTER_BEGIN) for a, b in zip(lines, lines[1:]))
+
+
+def test_kind_letters_give_what_the_prefixes_give(tmp_path: Path) -> None:
+    rng = random.Random(15)
+    for case in range(60):
+        rare = case % 3 == 0  # a third of the journals: SDK lines only (the one-byte path), the rest mixed
+        kinds = [rng.choice(["step", "begin"] if rare else KINDS) for _ in range(rng.randint(1, 120))]
+        lines = [_line(k, i, rng) for i, k in enumerate(kinds)]
+        data = b"\n".join(lines) + b"\n"
+        run = tmp_path / f"run{case}"
+        run.mkdir()
+        (run / "journal.jsonl").write_bytes(data)
+        full = JournalReader(run).load()
+        for chunk in (64, 1000, 1 << 20):
+            got = JournalReader(run, chunk=chunk).load(lazy=True)
+            lazy = [e for e in got if type(e) is LazyRecord]
+            kept = {e.seq if type(e) is LazyRecord else e["seq"] if type(e) is dict else e.seq for e in got}
+            for seq, raw in enumerate(lines):
+                is_lazy = raw.startswith(_STEP_PREFIX) and b'"error"' not in raw
+                dropped = raw.startswith(_BEGIN_PREFIX) and b'"error"' not in raw
+                assert (seq in kept) == (not dropped), (case, chunk, seq, raw)
+                assert (seq in {e.seq for e in lazy}) == is_lazy, (case, chunk, seq, raw)
+            by_seq = {e["seq"] if type(e) is dict else e.seq: e for e in full}
+            for e in lazy:
+                assert e.record() | {"pos": by_seq[e.seq]["pos"]} == by_seq[e.seq]
+            maps = {e.src for e in lazy}
+            for m in maps:
+                assert OVERLAPS.get(m, _OVERLAP.search(m) is not None) == _expected_overlap(data), (case, chunk)
