@@ -52,10 +52,18 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
-    from ..tui.app import run_tui
+    from ..tui.gc_pause import pause_gc, resume_gc
 
-    if args.path is not None:
-        return run_tui(args.path)
+    pause_gc()  # from here, not from run_tui: before Textual and the dashboard are imported (resumed at the first frame)
+    try:
+        from ..tui.app import run_tui
+
+        if args.path is not None:
+            return run_tui(args.path)
+    except BaseException:
+        resume_gc()
+        raise
+    resume_gc()  # no path: a runs root (it pauses again if it starts)
     from .ops_cmds import RUNS_ENV, runs_root
 
     path = runs_root()

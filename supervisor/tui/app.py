@@ -6,7 +6,6 @@ format, no ``run.json``), or a runs root (a directory of runs, default ``./runs`
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
@@ -23,6 +22,7 @@ from textual.worker import Worker, WorkerState
 from ..core.rundir import check_readable_run_dir, is_run_dir
 from ..errors import RunDirError
 from . import settings as settings_mod
+from .gc_pause import pause_gc as pause_gc, resume_gc as resume_gc  # (tests use them from here)
 from .settings import DARK, LAYOUTS, LIGHT, TIMES, WIDE_COLUMNS, Settings
 
 THEMES = (
@@ -314,33 +314,6 @@ def make_app(path: Path, *, replay: bool = False, on_exit: Any = None, settings_
     else:
         check_readable_run_dir(path)
     return SupervisorApp(path, replay=replay, on_exit=on_exit, settings_path=settings_path)
-
-
-_gc_paused = False
-
-
-def pause_gc() -> None:
-    """No cyclic garbage collection until the first frame (``resume_gc``).
-
-    The start allocates some 60,000 objects that live as long as the app (modules, widgets, styles, the
-    tail's records) and leaves little cyclic garbage (about 2,000 objects): the collector's passes over
-    them cost 40-70 ms before the first frame (measured, 117 collections), a third of the dashboard's own
-    start. Only the command line's run pauses it (tests and embedders keep their collector as it is).
-    """
-    global _gc_paused
-    if gc.isenabled():
-        gc.disable()
-        _gc_paused = True
-
-
-def resume_gc() -> None:
-    """Collect again, the objects of the start set apart for good (``gc.freeze``: no later full collection
-    walks them again, which keeps the pauses of a long live session short)."""
-    global _gc_paused
-    if _gc_paused:
-        _gc_paused = False
-        gc.freeze()
-        gc.enable()
 
 
 def run_tui(path: Path, *, replay: bool = False) -> int:

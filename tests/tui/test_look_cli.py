@@ -71,3 +71,22 @@ def test_tui_run_imports_no_argparse() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "", f"imported for tui RUN: {out}"
+
+
+def test_tui_run_pauses_gc_before_textual_is_imported(tmp_path: object) -> None:
+    """``tui RUN`` pauses the collector before Textual and the dashboard are imported (their allocations are the
+    start's), and collects again when the command ends early (here: a path that is no run)."""
+    code = (
+        "import gc, sys\n"
+        "seen = {}\n"
+        "def hook(event, args):\n"
+        "    if event == 'import' and args[0] == 'textual' and 'textual' not in seen:\n"
+        "        seen['textual'] = gc.isenabled()\n"
+        "sys.addaudithook(hook)\n"
+        "from supervisor.cli.main import main\n"
+        "code = main(['tui', sys.argv[1]])\n"
+        "print(code, seen.get('textual'), gc.isenabled())\n"
+    )
+    missing = str(tmp_path) + "/no-such-run"
+    out = subprocess.run([sys.executable, "-c", code, missing], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["2", "False", "True"], out
