@@ -9,6 +9,13 @@
 - resume of ``--big`` steps (default 1,000,000) to the first new step, against an orjson scan of the
   same journal (read every file, ``orjson.loads`` every line; target <= 1.0x), with the agent's peak RSS.
 
+- ``--breakdown N``: where the 100,000-step figure goes, in-process (process CPU time, best and median of N
+  rounds, each a fresh process on a fresh copy): the interpreter and ``from supervisor import Run``, ``Run.open``,
+  serving every step, beside two floors measured in the same process: the agent's own loop (the same f-strings
+  and lambda, calling a method that returns a list element: what any ``run.step`` costs at least) and one
+  ``orjson.loads`` of each served step line (what serving a step from the journal costs at least). Whether
+  Python writes bytecode caches is printed: without them (``PYTHONDONTWRITEBYTECODE``, set in the sessions
+  these figures were measured in) every agent start compiles the package, ~60 ms of the 1-step figure.
 - ``--index``: the sidecar-index question, measured both ways on the ``--big`` journal, each in a fresh
   process: the resume view's open as it is (``JournalReader.load(lazy=True)``: the scan), and the same
   entries from a prototype index (per file: inode, size, mtime, a hash of its last line, and the offsets
@@ -126,6 +133,64 @@ print(time.perf_counter() - t0, len(out))
 """
 
 
+BREAKDOWN = """
+import os, sys, time
+t0 = time.process_time()
+from supervisor import Run
+t1 = time.process_time()
+import orjson
+n = int(sys.argv[2])
+class Floor:
+    def __init__(self): self.outs = [None] * n; self.i = 0
+    def step(self, name, fn, /, *args, **kwargs):
+        i = self.i; self.i = i + 1; return self.outs[i]
+f = Floor()
+a = time.process_time()
+for i in range(n):
+    f.step(f"search:q{i}", lambda q: None, f"query number {i}")
+floor = time.process_time() - a
+steps = [l for l in open(sys.argv[1] + "/journal.jsonl", "rb") if l.startswith(b'{"kind":"step",')]
+a = time.process_time()
+for l in steps:
+    orjson.loads(l)
+parse = time.process_time() - a
+del steps
+a = time.process_time()
+run = Run.open(sys.argv[1])
+b = time.process_time()
+for i in range(n):
+    run.step(f"search:q{i}", lambda q: None, f"query number {i}")
+c = time.process_time()
+assert len(run.replayed) == n
+print(t1 - t0, b - a, c - b, floor, parse, int(sys.flags.dont_write_bytecode))
+os._exit(0)
+"""
+
+
+def breakdown(base: Path, steps: int, rounds: int) -> None:
+    """``--breakdown``: the in-process split of the resume of ``steps`` steps, beside its two floors."""
+    rows = []
+    for _ in range(rounds):
+        run_dir = base / f"copy-{steps}"
+        shutil.copytree(base / f"run-{steps}", run_dir)
+        try:
+            out = subprocess.run([sys.executable, "-c", BREAKDOWN, str(run_dir), str(steps)], capture_output=True, text=True,
+                                 cwd=ROOT, check=True)
+            rows.append([float(x) for x in out.stdout.split()])
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
+    print(f"in-process split of the resume of {steps:,} steps (process CPU s, best / median of {rounds}; "
+          f"bytecode caches {'NOT written (PYTHONDONTWRITEBYTECODE): imports compile' if rows[0][5] else 'written'}):")
+    names = ["import (supervisor, after the interpreter)", "Run.open", "serving every step",
+             "floor: the agent's loop alone", "floor: one orjson.loads a step line"]
+    for k, name in enumerate(names):
+        xs = [r[k] for r in rows]
+        per_step = f"  ({min(xs) / steps * 1e6:.2f} us a step)" if k else ""
+        print(f"  {name:44} {min(xs):.3f} / {median(xs):.3f}{per_step}")
+    per = [(r[1] + r[2]) / (r[3] + r[4]) for r in rows]
+    print(f"  Run.open + serving, against the two floors together: {min(per):.2f}x best, {median(per):.2f}x median")
+
+
 def make_journal(run_dir: Path, steps: int) -> None:
     """``steps`` steps as the SDK writes them, fast: a start record, then a begin and a step record each."""
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -187,10 +252,15 @@ def main() -> None:
     ap.add_argument("--big", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--skip-big", action="store_true")
+    ap.add_argument("--breakdown", type=int, default=0, metavar="N", help="only the in-process split of the 100,000-step resume, N rounds")
     ap.add_argument("--index", action="store_true", help="also measure the resume view's open with a prototype sidecar index")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-resume-", dir=os.environ.get("BENCH_DIR")))
     try:
+        if args.breakdown:
+            make_journal(tmp / "run-100000", 100_000)
+            breakdown(tmp, 100_000, args.breakdown)
+            return
         sizes = [1, 10_000, 100_000]
         for n in sizes:
             make_journal(tmp / f"run-{n}", n)
