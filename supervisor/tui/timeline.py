@@ -231,6 +231,8 @@ class TimelineView(ScrollView, can_focus=True):
         self.usage_seen = False
         """A row with tokens was shown: every row gets the tokens (and cost) column."""
         self._usage_text: dict[int, tuple[str, str]] = {}
+        self._styles: dict[str, Style] = {}
+        """``_fg`` and ``_base_style``'s, by component name (``""``: the base), until the styles change."""
         if replay:
             self.set_reactive(TimelineView.follow, False)
 
@@ -359,8 +361,23 @@ class TimelineView(ScrollView, can_focus=True):
     def _fg(self, name: str) -> Style:
         """A component's colour and text style without its background: the row's background shows through
         (the cursor's and a match's background then cover the whole row, every cell alike)."""
-        st = self.get_component_rich_style(name)
-        return Style(color=st.color, bold=st.bold, italic=st.italic, strike=st.strike)
+        style = self._styles.get(name)
+        if style is None:
+            st = self.get_component_rich_style(name)
+            style = self._styles[name] = Style(color=st.color, bold=st.bold, italic=st.italic, strike=st.strike)
+        return style
+
+    def _base_style(self) -> Style:
+        """The widget's own style (``rich_style``: its colours over its ancestors' backgrounds), kept until the
+        styles change: Textual computes it afresh at each call (~30 us, once per row drawn)."""
+        style = self._styles.get("")
+        if style is None:
+            style = self._styles[""] = self.rich_style
+        return style
+
+    def notify_style_update(self) -> None:
+        self._styles.clear()  # a theme, focus or CSS change: the styles are taken again
+        super().notify_style_update()
 
     def _time_cell(self, ts: Any) -> str:
         if getattr(self.app, "settings", None) is not None and self.app.settings.time == "relative":  # type: ignore[attr-defined]
@@ -380,7 +397,7 @@ class TimelineView(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         row = int(self.scroll_y) + y
-        base = self.rich_style
+        base = self._base_style()
         if row >= self.model.rows:
             return Strip.blank(width, base)
         top = int(self.scroll_y)

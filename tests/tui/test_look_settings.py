@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from supervisor.tui import settings as settings_mod
-from supervisor.tui.app import make_app
+from supervisor.tui.app import THEMES, make_app
 from supervisor.tui.settings import DARK, LIGHT, Settings
 from supervisor.tui.timeline import TimelineView, _relative, _time
 
@@ -74,8 +74,15 @@ async def test_keys_change_and_keep_settings(rolled_back_run: Path, config_home:
         await pilot.pause()
         rows = [tl.render_line(y).text for y in range(tl.size.height)]
         assert any(r.startswith("   7 +00:00.228 ") for r in rows), rows  # seq 7 (17.336) is 0.228 s after seq 0 (17.108)
+        dark_rows = tl.render_line(0)
         await pilot.press("T")
         assert app.theme == LIGHT
+        await pilot.pause()
+        # the rows are drawn in the light theme's colours (the timeline's kept styles were taken again)
+        light = next(t for t in THEMES if t.name == LIGHT)
+        base = tl.render_line(0)
+        assert base.text == dark_rows.text and base != dark_rows
+        assert {s.style.bgcolor.name for s in base if s.style is not None and s.style.bgcolor} == {light.background}
         await pilot.press("L")  # auto -> side: side by side even at 120 columns
         await pilot.pause()
         assert app.screen.has_class("-wide")
