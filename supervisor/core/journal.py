@@ -1219,24 +1219,38 @@ class JournalReader:
             end = idx.block(b - 1)[1]
             first = a - a % ANCHOR  # the anchor's line
             with self._open(seg) as jf:
+                if end - at <= self.chunk:  # a screen's worth: one read, no chunk probes (indexed lines are committed)
+                    data = os.pread(jf.fd, end - at, at)
+                    if len(data) < end - at:
+                        raise JournalError(f"{seg.path} shrank while being read (committed lines are never removed)")
+                    pos = 0
+                    for _ in range(a - first):
+                        pos = data.index(b"\n", pos) + 1
+                    lines = data[pos:].split(b"\n", b - a)
+                    self._parse_some(lines, 0, b - a, (lo, a + 1, at + pos, seg.path), out)
+                    continue
                 for c in jf.chunks(at, seg.first_seq + first, first + 1, stop=end, chunk=self.chunk):
                     lines = c.lines()
                     k0 = c.region.first_line - 1  # the file's line of lines[0]
                     if k0 + len(lines) > a:
-                        self._parse_some(c, lines, max(a - k0, 0), min(b - k0, len(lines)), out)
+                        r = c.region
+                        self._parse_some(lines, max(a - k0, 0), min(b - k0, len(lines)), (r.first_seq, r.first_line, r.start, r.path), out)
                     if k0 + len(lines) >= b:
                         break
         return out
 
-    def _parse_some(self, c: Chunk, lines: list[bytes], i: int, j: int, out: list[Entry]) -> None:
-        """Parse ``lines[i:j]`` of region ``c`` into ``out``; bad lines also go to ``problems``."""
-        seq, line, path = c.region.first_seq, c.region.first_line, c.region.path
+    def _parse_some(
+        self, lines: list[bytes], i: int, j: int, where: tuple[int, int, int, Path], out: list[Entry]
+    ) -> None:
+        """Parse ``lines[i:j]`` into ``out``; bad lines also go to ``problems``. ``where``: the seq, line
+        number and byte offset of ``lines[0]``, and its file."""
+        seq, line, at, path = where
         for k in range(i, j):
             ent = _parse(lines[k], seq + k, path, line + k)
             if ent is None:
                 continue
             if type(ent) is BadLine:
-                ent = replace(ent, offset=c.region.start + sum(len(x) + 1 for x in lines[:k]))  # rare: no running sum
+                ent = replace(ent, offset=at + sum(len(x) + 1 for x in lines[:k]))  # rare: no running sum
                 self.problems.append(ent)
             out.append(ent)
 
