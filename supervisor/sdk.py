@@ -1091,20 +1091,20 @@ class Run:
         except orjson.JSONDecodeError:
             return _MISS
         rpos = rec.get("pos")
-        if (rpos if type(rpos) is int else e.pos) != pos or rec.get("step") != name:
+        if (rpos != pos or type(rpos) is not int) and (rpos if type(rpos) is int else e.pos) != pos:
             return _MISS
-        cur: dict[str, Any] = {}
-        if args:
-            cur["args"] = list(args)
-        if kwargs:
-            cur["kwargs"] = kwargs
+        if rec.get("step") != name:
+            return _MISS
         recorded = rec.get("inputs")
-        if recorded != cur and not (recorded is None and not cur):
+        if args and not kwargs:  # the common call: its inputs as recorded are {"args": [...]}
+            if recorded != {"args": [*args]}:
+                return _MISS
+        elif recorded != canonical_inputs(args, kwargs) and not (recorded is None and not args and not kwargs):
             return _MISS
         seq = e.seq
         if rec.get("seq") != seq or "ts" not in rec:
-            normalize(rec, seq)
-        rec["pos"] = e.pos
+            normalize(rec, seq)  # (a minimal journal's output may be under another name)
+        # (rec is read below for its output and its patch only: its pos, the fold's, is not set)
         self._next = i + 1
         if not i & _RELEASE_EVERY:
             self._release_served(i)
