@@ -6,12 +6,19 @@ failed steps and begins followed by every kind of line, read in regions of sever
 from __future__ import annotations
 
 import random
+from itertools import pairwise
 from pathlib import Path
 
 import orjson
 
 from supervisor.core.history import _OVERLAP
-from supervisor.core.journal import _AFTER_BEGIN, _BEGIN_PREFIX, _STEP_PREFIX, OVERLAPS, JournalReader
+from supervisor.core.journal import (
+    _AFTER_BEGIN,
+    _BEGIN_PREFIX,
+    _STEP_PREFIX,
+    OVERLAPS,
+    JournalReader,
+)
 from supervisor.core.records import LazyRecord
 
 
@@ -36,7 +43,7 @@ KINDS = ["step"] * 8 + ["begin"] * 8 + ["failed", "text", "short", "start", "rol
 def _expected_overlap(data: bytes) -> bool:
     """Overlapping steps as the prefixes tell: a begin line followed by a line that is no step, start or rollback."""
     lines = data.split(b"\n")[:-1]
-    return any(a.startswith(_BEGIN_PREFIX) and not b.startswith(_AFTER_BEGIN) for a, b in zip(lines, lines[1:]))
+    return any(a.startswith(_BEGIN_PREFIX) and not b.startswith(_AFTER_BEGIN) for a, b in pairwise(lines))
 
 
 def test_kind_letters_give_what_the_prefixes_give(tmp_path: Path) -> None:
