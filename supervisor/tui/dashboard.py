@@ -305,7 +305,8 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         if not self.replay:
             self.set_interval(1.0, self.poll_status)
         self.poll_status()
-        self.refresh_status()
+        if not self._status_known:  # the status comes from a worker: the record count now (else it was shown)
+            self.refresh_status()
 
     def _start_work(self) -> None:
         """What the first frame does not need: the hidden widgets, the scan, the reads, the file watcher."""
