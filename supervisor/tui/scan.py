@@ -95,10 +95,12 @@ class SeqBits:
     bisect the blocks, then the bytes; iteration skips empty bytes with a regular expression (in C).
     """
 
-    __slots__ = ("_bits", "_cum")
+    __slots__ = ("_bits", "_cum", "_hint_free", "_hint_member")
 
     def __init__(self, seqs: Iterable[int] = ()) -> None:
         self._bits = bytearray()
+        self._hint_free = self._hint_member = (-2, 0)
+        """The last select's (index, answer): a screen asks for consecutive rows, the next is a step away."""
         self._cum: array[int] = array("q", [0])
         """``_cum[b]``: members in the blocks before ``b`` (one more entry than blocks: the last is the total)."""
         if not isinstance(seqs, (list, tuple, range, array)) or not seqs:
@@ -155,6 +157,7 @@ class SeqBits:
     def _recount(self, block: int) -> None:
         """The running counts from ``block`` on (live: the last block or two)."""
         cum, bits = self._cum, self._bits
+        self._hint_free = self._hint_member = (-2, 0)
         for b in range(block, len(cum) - 1):
             a = b * _BLOCK_BYTES
             cum[b + 1] = cum[b] + int.from_bytes(bits[a : a + _BLOCK_BYTES], "little").bit_count()
@@ -163,6 +166,7 @@ class SeqBits:
         out = SeqBits()
         out._bits = bytearray(self._bits)
         out._cum = array("q", self._cum)
+        out._hint_free, out._hint_member = self._hint_free, self._hint_member
         return out
 
     def difference(self, other: SeqBits) -> SeqBits:
@@ -201,6 +205,19 @@ class SeqBits:
         cum = self._cum
         if not 0 <= index < cum[-1]:
             raise IndexError(index)
+        hi, hs = self._hint_member
+        if index == hi:
+            return hs
+        if index == hi + 1:
+            s = next(self.iter_from(hs + 1))
+            self._hint_member = (index, s)
+            return s
+        s = self._select(index)
+        self._hint_member = (index, s)
+        return s
+
+    def _select(self, index: int) -> int:
+        cum = self._cum
         b = bisect.bisect_right(range(len(cum)), index, key=cum.__getitem__) - 1
         r = index - cum[b]  # members to pass in block b
         a = b * _BLOCK_BYTES
@@ -248,6 +265,22 @@ class SeqBits:
         blocks = len(cum) - 1
         if index >= blocks * _BLOCK - cum[-1]:
             return index + cum[-1]  # past the bitmap: every number is free
+        hi, hs = self._hint_free
+        if index == hi:
+            return hs
+        if index == hi + 1:
+            s = hs + 1
+            while s in self:
+                s += 1
+            self._hint_free = (index, s)
+            return s
+        s = self._select_free(index)
+        self._hint_free = (index, s)
+        return s
+
+    def _select_free(self, index: int) -> int:
+        cum = self._cum
+        blocks = len(cum) - 1
         b = bisect.bisect_right(range(blocks + 1), index, key=lambda j: j * _BLOCK - cum[j]) - 1
         r = index - (b * _BLOCK - cum[b])  # free numbers to pass in block b
         a = b * _BLOCK_BYTES

@@ -125,3 +125,16 @@ def test_seqbits_rank_select_and_set_operations_match_a_sorted_list() -> None:
         c = sb.copy()
         c.add_many([n + 7])
         assert n + 7 not in sb and n + 7 in c
+        # consecutive selects (a screen's rows) go on from the last answer, forgotten when the set changes
+        free = [s for s in range(n + 20) if s not in mem]
+        for _ in range(2):
+            i0 = rng.randrange(max(len(ml) - 30, 1))
+            assert [sb.select(i) for i in range(i0, min(i0 + 30, len(ml)))] == ml[i0 : i0 + 30]
+            i0 = rng.randrange(max(len(free) - 30, 1))
+            assert [sb.select_free(i) for i in range(i0, min(i0 + 30, len(free)))] == free[i0 : i0 + 30]
+            if free[i0 + 1] < n:
+                sb.add_many([free[i0 + 1]])
+                mem.add(free[i0 + 1])
+                ml = sorted(mem)
+                free.remove(free[i0 + 1])
+                assert sb.select_free(i0 + 1) == free[i0 + 1] and sb.select(len(ml) - 1) == ml[-1]
