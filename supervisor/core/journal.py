@@ -1187,8 +1187,8 @@ class JournalReader:
     def get(self, seq: int) -> Entry | None:
         """Parse the line at ``seq`` (after ``index()``); ``None`` for a blank line.
 
-        One read from the anchor before the line to the next anchor (indexed lines are committed), and
-        at most ``ANCHOR - 1`` newlines found in C to reach it."""
+        One read from the anchor before the line to the next anchor (indexed lines are committed), split
+        in C only as far as the line."""
         for seg in self._segs:
             if seg.first_seq <= seq < seg.first_seq + seg.lines.n:
                 i = seq - seg.first_seq
@@ -1197,11 +1197,12 @@ class JournalReader:
                     data = os.pread(jf.fd, stop - at, at)
                 if len(data) < stop - at:
                     raise JournalError(f"{seg.path} shrank while being read (committed lines are never removed)")
-                pos = 0
-                for _ in range(i % ANCHOR):
-                    pos = data.index(b"\n", pos) + 1
-                ent = _parse(data[pos : data.index(b"\n", pos)], seq, seg.path, i + 1)
-                return replace(ent, offset=at + pos) if type(ent) is BadLine else ent
+                k = i % ANCHOR
+                parts = data.split(b"\n", k + 1)  # split in C, only as far as the line
+                ent = _parse(parts[k], seq, seg.path, i + 1)
+                if type(ent) is BadLine:
+                    return replace(ent, offset=at + sum(len(x) + 1 for x in parts[:k]))
+                return ent
         raise IndexError(seq)
 
     def get_range(self, start: int, stop: int) -> list[Entry]:
@@ -1223,11 +1224,8 @@ class JournalReader:
                     data = os.pread(jf.fd, end - at, at)
                     if len(data) < end - at:
                         raise JournalError(f"{seg.path} shrank while being read (committed lines are never removed)")
-                    pos = 0
-                    for _ in range(a - first):
-                        pos = data.index(b"\n", pos) + 1
-                    lines = data[pos:].split(b"\n", b - a)
-                    self._parse_some(lines, 0, b - a, (lo, a + 1, at + pos, seg.path), out)
+                    lines = data.split(b"\n", b - first)  # split in C, only as far as the last line
+                    self._parse_some(lines, a - first, b - first, (lo - (a - first), first + 1, at, seg.path), out)
                     continue
                 for c in jf.chunks(at, seg.first_seq + first, first + 1, stop=end, chunk=self.chunk):
                     lines = c.lines()
