@@ -58,24 +58,11 @@ def test_tui_run_is_read_as_the_parser_reads_it() -> None:
         assert _tui_args(line) is None, line
 
 
-def test_tui_run_imports_no_argparse() -> None:
-    """A fresh interpreter, as ``agent-supervisor tui RUN`` starts: the dashboard's modules, no argparse (nor the
-    other areas' commands, which import it)."""
-    code = (
-        "import sys\n"
-        "from supervisor.cli.main import _tui_args\n"
-        "args = _tui_args(['tui', 'runs/x'])\n"
-        "import supervisor.tui.app, supervisor.tui.dashboard\n"
-        "print(' '.join(sorted(m for m in sys.modules if m == 'argparse' or m.startswith('supervisor.cli.') and m not in"
-        " ('supervisor.cli.main', 'supervisor.cli.tui_cmds'))))\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert out == "", f"imported for tui RUN: {out}"
-
-
-def test_tui_run_pauses_gc_before_textual_is_imported(tmp_path: object) -> None:
-    """``tui RUN`` pauses the collector before Textual and the dashboard are imported (their allocations are the
-    start's), and collects again when the command ends early (here: a path that is no run)."""
+def test_tui_run_pauses_gc_and_imports_no_argparse(tmp_path: object) -> None:
+    """A fresh interpreter, as ``agent-supervisor tui RUN`` starts: the collector is paused before Textual and the
+    dashboard are imported (their allocations are the start's) and collects again when the command ends early
+    (here: a path that is no run); neither the command nor the dashboard's modules import argparse (nor the other
+    areas' commands, which do)."""
     code = (
         "import gc, sys\n"
         "seen = {}\n"
@@ -85,8 +72,11 @@ def test_tui_run_pauses_gc_before_textual_is_imported(tmp_path: object) -> None:
         "sys.addaudithook(hook)\n"
         "from supervisor.cli.main import main\n"
         "code = main(['tui', sys.argv[1]])\n"
-        "print(code, seen.get('textual'), gc.isenabled())\n"
+        "import supervisor.tui.app, supervisor.tui.dashboard\n"
+        "bad = [m for m in sys.modules if m == 'argparse' or m.startswith('supervisor.cli.') and m not in"
+        " ('supervisor.cli.main', 'supervisor.cli.tui_cmds')]\n"
+        "print(code, seen.get('textual'), gc.isenabled(), ','.join(sorted(bad)) or '-')\n"
     )
     missing = str(tmp_path) + "/no-such-run"
     out = subprocess.run([sys.executable, "-c", code, missing], capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["2", "False", "True"], out
+    assert out == ["2", "False", "True", "-"], out
