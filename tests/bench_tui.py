@@ -232,7 +232,7 @@ def main() -> int:
         return 2
     base = args.keep or Path(tempfile.mkdtemp(prefix="bench-tui-"))
     Pane.cwd = base / "cwd"  # empty: nothing there to import
-    Pane.cwd.mkdir(exist_ok=True)
+    Pane.cwd.mkdir(parents=True, exist_ok=True)
     if args.live_load:
         env = {"TERM": "xterm-256color", "PYTHONPATH": str(ROOT), "COLUMNS": str(COLS), "LINES": str(ROWS)}
         try:
