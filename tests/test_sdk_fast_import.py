@@ -16,7 +16,8 @@ AGENT = textwrap.dedent(
     import supervisor.sdk as sdk
     from supervisor import Run
 
-    assert "asyncio" not in vars(sdk)  # not imported by the SDK module itself (the journal writer still imports it)
+    assert "asyncio" not in vars(sdk)  # not imported by the SDK module itself
+    assert "asyncio" not in sys.modules  # nor by the journal writer, nor anything else the SDK imports
     sys.modules["asyncio"] = None  # any use of asyncio from here on raises ImportError
 
     @dataclasses.dataclass

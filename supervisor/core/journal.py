@@ -13,7 +13,6 @@ open of a writer: lock, repair a torn tail, load.
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import fcntl
 import gc
@@ -24,7 +23,6 @@ import secrets
 import threading
 import weakref
 from array import array
-from asyncio.events import _get_running_loop as asyncio_running_loop
 from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -32,7 +30,10 @@ from dataclasses import dataclass, field, replace
 from itertools import accumulate, compress, islice, repeat
 from pathlib import Path
 from time import perf_counter
-from typing import Any, NoReturn, Self, cast
+from typing import TYPE_CHECKING, Any, NoReturn, Self, cast
+
+if TYPE_CHECKING:
+    import asyncio
 
 import orjson
 
@@ -389,7 +390,7 @@ class JournalWriter:
         cancelled caller is only not told when. The loop thread blocks only for the write,
         and, once per ``rotate_bytes``, for the rotation (which waits for a sync under way).
         """
-        loop = asyncio.get_running_loop()
+        loop = _running_loop()
         with self._lock:
             end = self._write_locked(self._line(rec))
             fut = self._future_locked(end, loop)
@@ -403,7 +404,7 @@ class JournalWriter:
         The lead is taken as for :meth:`aappend`. Raises :class:`JournalError` if the writer broke before
         the bytes up to ``end`` (from :meth:`write`) were synced.
         """
-        loop = asyncio.get_running_loop()
+        loop = _running_loop()
         with self._lock:
             if self._durable and self._synced < end and self._broken:
                 raise JournalError(self._broken)
@@ -746,8 +747,16 @@ class JournalWriter:
         self.close()
 
 
+def _running_loop() -> asyncio.AbstractEventLoop:
+    from asyncio import get_running_loop  # called from a coroutine: imported (not at this module's import)
+
+    return get_running_loop()
+
+
 def _call_in(loop: asyncio.AbstractEventLoop, fn: Callable[..., None], *args: Any) -> None:
-    if asyncio_running_loop() is loop:
+    from asyncio.events import _get_running_loop  # asyncio waiters exist: it is imported
+
+    if _get_running_loop() is loop:
         fn(*args)  # in the loop's own thread (it led the sync): settled now, the tasks resume in its next turn
         return
     try:
