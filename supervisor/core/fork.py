@@ -26,7 +26,6 @@ fork or a complete one (plus, at worst, a ``.fork-*.tmp`` directory to delete).
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 from pathlib import Path
 from typing import Any
@@ -87,7 +86,7 @@ def fork(run_dir: Path, at_seq: int, to: Path | None = None, *, history: history
 
     parent = target.resolve().parent
     rundir.ensure_dir(parent)
-    tmp = parent / f".fork-{secrets.token_hex(4)}.tmp"
+    tmp = parent / f".fork-{os.urandom(4).hex()}.tmp"
     try:
         tmp.mkdir(mode=rundir.DIR_MODE)
     except OSError as e:
@@ -116,7 +115,7 @@ def _build(
     origin_meta: dict[str, Any],
     bad_lines: int,
 ) -> None:
-    id_prefix = "f" + secrets.token_hex(4)
+    id_prefix = "f" + os.urandom(4).hex()
     new_seq: dict[int, int] = {}
     new_id: dict[str, str] = {}
     for i, r in enumerate(path):

@@ -19,7 +19,6 @@ import gc
 import mmap
 import operator
 import os
-import secrets
 import threading
 import weakref
 from array import array
@@ -234,7 +233,7 @@ class JournalWriter:
                 "(two agents on one run directory would interleave their steps)"
             ) from None
         self.active = run_dir / rundir.JOURNAL
-        self._id_prefix = secrets.token_hex(4)
+        self._id_prefix = os.urandom(4).hex()
         self._id_counter = 0
         self._broken = ""
         """Why the writer refuses to write (a failed write it could not cut back, a failed sync), or empty."""

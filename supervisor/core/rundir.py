@@ -10,7 +10,6 @@ import errno
 import fcntl
 import os
 import re
-import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -53,7 +52,7 @@ EXIT_FAILED = 78
 
 def new_run_id() -> str:
     """A run id that sorts by creation time, e.g. ``20261129-183012-7f3a``."""
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + secrets.token_hex(2)
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(2).hex()
 
 
 _second_cache: tuple[int, str] = (-1, "")
@@ -171,7 +170,7 @@ def atomic_write(path: Path, data: bytes, mode: int = FILE_MODE) -> None:
 
     Temporary file in the same directory, fsync, ``os.replace``, fsync the directory.
     """
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(3)}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(3).hex()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, mode)
     try:
         write_all(fd, data)
