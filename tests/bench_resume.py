@@ -17,6 +17,10 @@
   ``orjson.loads`` of each served step line (what serving a step from the journal costs at least). Whether
   Python writes bytecode caches is printed: without them (``PYTHONDONTWRITEBYTECODE``, set in the sessions
   these figures were measured in) every agent start compiles the package, ~60 ms of the 1-step figure.
+- ``--toy``: a floor for the resume rows: a toy resume in a fresh process (imports only orjson; per call it finds the
+  next step line with ``mmap.find``, ``orjson.loads`` it, checks its pos, name and inputs, returns its output: no lock,
+  no state, no begin or damaged-line handling), timed as the agent is. The least any per-step resume written in Python
+  does; if it is over a target, that target is out of reach of a resume that parses each step it serves.
 - ``--index``: the sidecar-index question, measured both ways on the ``--big`` journal, each in a fresh
   process: the resume view's open as it is (``JournalReader.load(lazy=True)``: the scan), and the same
   entries from a prototype index (per file: inode, size, mtime, a hash of its last line, and the offsets
@@ -70,6 +74,33 @@ for path in sorted(glob.glob(sys.argv[1] + "/journal.0*.jsonl")) + [sys.argv[1] 
 print(time.perf_counter() - t0, n)
 """
 
+
+TOY = """
+import glob, mmap, os, sys, orjson
+loads = orjson.loads
+class Toy:  # the least a per-step resume does: find the step line, parse it, check it is this call's, return its output
+    def __init__(self, paths):
+        self.maps = []
+        for p in paths:
+            fd = os.open(p, os.O_RDONLY); self.maps.append(mmap.mmap(fd, 0, access=mmap.ACCESS_READ)); os.close(fd)
+        self.m = self.maps.pop(0); self.off = 0; self.pos = 0
+    def step(self, name, fn, /, *args, **kwargs):
+        i = self.m.find(b'{"kind":"step",', self.off)
+        while i < 0:
+            self.m = self.maps.pop(0); self.off = 0; i = self.m.find(b'{"kind":"step",')
+        j = self.m.find(b"\\n", i)
+        rec = loads(self.m[i:j]); self.off = j
+        if rec.get("pos") != self.pos or rec.get("step") != name or rec.get("inputs") != {"args": [*args]}:
+            raise SystemExit("not this call's step")
+        self.pos += 1
+        return rec.get("output")
+n = int(sys.argv[2])
+run = Toy(sorted(glob.glob(sys.argv[1] + "/journal.0*.jsonl")) + [sys.argv[1] + "/journal.jsonl"])
+for i in range(n):
+    run.step(f"search:q{i}", lambda q: None, f"query number {i}")
+hwm = next(int(l.split()[1]) for l in open("/proc/self/status") if l.startswith("VmHWM:"))
+print("first new step", run.pos, hwm // 1024, flush=True)
+"""
 
 INDEX_BUILD = """
 import hashlib, os, sys, orjson
@@ -227,14 +258,14 @@ def make_journal(run_dir: Path, steps: int) -> None:
     f.close()
 
 
-def first_new_step(base: Path, steps: int) -> tuple[float, int]:
+def first_new_step(base: Path, steps: int, script: str = AGENT) -> tuple[float, int]:
     """Seconds from spawn to the first new step of an agent resuming ``steps`` steps, and its peak RSS in MiB."""
     run_dir = base / f"copy-{steps}"
     shutil.copytree(base / f"run-{steps}", run_dir)  # a resume appends: each round starts from the same journal
     _sync_dir(run_dir)
     try:
         t0 = time.perf_counter()
-        p = subprocess.Popen([sys.executable, "-c", AGENT, str(run_dir), str(steps)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+        p = subprocess.Popen([sys.executable, "-c", script, str(run_dir), str(steps)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
         assert p.stdout is not None
         line = p.stdout.readline()
         t = time.perf_counter() - t0
@@ -269,6 +300,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--skip-big", action="store_true")
     ap.add_argument("--breakdown", type=int, default=0, metavar="N", help="only the in-process split of the 100,000-step resume, N rounds")
+    ap.add_argument("--toy", action="store_true", help="also time a toy resume: the least any per-step resume in Python does")
     ap.add_argument("--index", action="store_true", help="also measure the resume view's open with a prototype sidecar index")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-resume-", dir=os.environ.get("BENCH_DIR")))
@@ -294,6 +326,9 @@ def main() -> None:
         print(f"  10,000 steps journaled  {t10:.3f} s  peak RSS {rss[10_000]} MiB  {t10 / one:.2f}x the 1-step figure (target <= 1.5x)")
         t100 = median(times[100_000])
         print(f"  100,000 steps journaled {t100:.3f} s  peak RSS {rss[100_000]} MiB  (target <= 0.5 s)")
+        if args.toy:
+            toy = median([first_new_step(tmp, 100_000, TOY)[0] for _ in range(args.rounds)])
+            print(f"  floor: a toy resume of the 100,000 steps (--toy; no SDK, no checks but name, pos and inputs) {toy:.3f} s")
         if not args.skip_big:
             big = args.big
             make_journal(tmp / f"run-{big}", big)
@@ -303,6 +338,9 @@ def main() -> None:
             scan = float(out.stdout.split()[0])
             print(f"resume {big:,} steps ({2 * big + 1:,} records, {size / 1e6:.0f} MB) to the first new step:")
             print(f"  agent process {t:.2f} s, peak RSS {mb} MiB; orjson scan of the same files {scan:.2f} s: {t / scan:.2f}x (target <= 1.0x)")
+            if args.toy:
+                toy = first_new_step(tmp, big, TOY)[0]
+                print(f"  floor: a toy resume of the same steps (--toy) {toy:.2f} s: {toy / scan:.2f}x the scan")
             if args.index:
                 run = str(tmp / f"run-{big}")
                 py = lambda code: float(  # noqa: E731
