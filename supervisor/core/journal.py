@@ -817,25 +817,53 @@ ANCHOR = 64
 """The reader's index keeps where every ``ANCHOR``-th line of a file starts (an eighth of a byte a line),
 not every line: ``get`` reads from the anchor before its line (some 16 kB of a 250-byte-a-record journal)."""
 
+ANCHOR_BYTES = 64 * 1024
+"""... and where each line starts that begins ``ANCHOR_BYTES`` or more after the anchor before it: a journal of
+large records (a 2 MB tool output a line) is read a line at a time, not 64 of them (an anchor a line there)."""
+
 
 class _Lines:
-    """The line index of one file: where lines 0, ``ANCHOR``, 2 * ``ANCHOR``... start, how many lines are
-    indexed and where the last one ends. Shared by twin readers (``JournalReader.twin``): it only grows,
-    and ``anchors``, then ``end``, then ``n`` are written in that order, so a reader that takes ``n`` first
-    finds the anchors and an end for every line it counted (a file rewritten in place gets a new one)."""
+    """The line index of one file: the lines where reads start (anchors: every ``ANCHOR``-th line, and each line
+    that starts ``ANCHOR_BYTES`` past the anchor before it) and their offsets, how many lines are indexed and
+    where the last one ends. Shared by twin readers (``JournalReader.twin``): it only grows, and ``offsets``,
+    then ``starts``, then ``end``, then ``n`` are written in that order, so a reader that takes ``n`` first finds
+    the anchors and an end for every line it counted (a file rewritten in place gets a new one)."""
 
-    __slots__ = ("anchors", "end", "n")
+    __slots__ = ("end", "n", "offsets", "starts")
 
     def __init__(self) -> None:
-        self.anchors: array[int] = array("q")
+        self.starts: array[int] = array("q")  # anchor lines (0-based, ascending; line 0 first)
+        self.offsets: array[int] = array("q")  # where each starts
         self.end = 0
         self.n = 0
 
-    def block(self, i: int) -> tuple[int, int]:
-        """Where the anchor at or before line ``i`` starts, and where the lines up to the next anchor end."""
+    def block(self, i: int) -> tuple[int, int, int]:
+        """The anchor at or before line ``i``: its line, where it starts, and where the lines up to the next
+        anchor end."""
+        starts = self.starts
+        n = len(starts)
         a = i // ANCHOR
-        anchors = self.anchors
-        return anchors[a], (anchors[a + 1] if a + 1 < len(anchors) else self.end)
+        if a >= n or starts[a] != i - i % ANCHOR or (a + 1 < n and starts[a + 1] <= i):
+            a = bisect_right(starts, i) - 1  # byte anchors before it: find it
+        return starts[a], self.offsets[a], (self.offsets[a + 1] if a + 1 < n else self.end)
+
+    def add(self, n: int, first: int, line_starts: list[int]) -> None:
+        """Anchor the lines ``n``... of a chunk whose line starts (and end, last) are ``line_starts``; ``first``:
+        the index of its first line that is an ``ANCHOR``-th line. In C unless the chunk has large records."""
+        k = len(line_starts) - 1
+        offsets, starts = self.offsets, self.starts
+        picked = line_starts[first:k:ANCHOR]
+        prev = offsets[-1] if offsets else line_starts[0]
+        if line_starts[k] - prev <= ANCHOR_BYTES or max(map(operator.sub, [*picked[1:], line_starts[k]], [prev, *picked])) <= ANCHOR_BYTES:
+            offsets.extend(picked)  # no anchor gap over ANCHOR_BYTES: every ANCHOR-th line only (the common case)
+            starts.extend(range(n + first, n + k, ANCHOR))
+            return
+        for j in range(k):  # large records: a line at a time
+            at = line_starts[j]
+            if (n + j) % ANCHOR == 0 or at - prev >= ANCHOR_BYTES:
+                offsets.append(at)
+                starts.append(n + j)
+                prev = at
 
 
 @dataclass
@@ -1144,16 +1172,14 @@ class JournalReader:
             idx = seg.lines
             if not jf.is_line_start(idx.end):
                 idx = _Lines()  # rewritten in place: index it again (a twin keeps the old index)
-            anchors = idx.anchors
             n = idx.n
             for c in jf.chunks(idx.end, seg.first_seq + n, n + 1, chunk=self.chunk):
                 lines = c.lines()  # the previous list is freed after this split, not before
                 k = len(lines)
                 first = -n % ANCHOR  # the chunk's first line that is an anchor
-                if first < k:
-                    # line starts, all in C: region start + running sum of (len + 1); every ANCHOR-th kept
-                    starts = list(accumulate(map((1).__add__, map(len, lines)), initial=c.region.start))
-                    anchors.extend(starts[first:k:ANCHOR])
+                if first < k or c.region.end - (idx.offsets[-1] if idx.offsets else c.region.start) > ANCHOR_BYTES:
+                    # line starts, all in C: region start + running sum of (len + 1); see _Lines.add
+                    idx.add(n, first, list(accumulate(map((1).__add__, map(len, lines)), initial=c.region.start)))
                 n += k
                 idx.end = c.region.end  # after the anchors, before the count (see _Lines)
                 idx.n = n
@@ -1172,12 +1198,12 @@ class JournalReader:
         for seg in self._segs:
             if seg.first_seq <= seq < seg.first_seq + seg.lines.n:
                 i = seq - seg.first_seq
-                at, stop = seg.lines.block(i)
+                line, at, stop = seg.lines.block(i)
                 with self._open(seg) as jf:
                     data = os.pread(jf.fd, stop - at, at)
                 if len(data) < stop - at:
                     raise JournalError(f"{seg.path} shrank while being read (committed lines are never removed)")
-                k = i % ANCHOR
+                k = i - line
                 parts = data.split(b"\n", k + 1)  # split in C, only as far as the line
                 ent = _parse(parts[k], seq, seg.path, i + 1)
                 if type(ent) is BadLine:
@@ -1196,9 +1222,8 @@ class JournalReader:
             if lo >= hi:
                 continue
             a, b = lo - seg.first_seq, hi - seg.first_seq  # the file's lines a..b-1 (0-based)
-            at = idx.block(a)[0]
-            end = idx.block(b - 1)[1]
-            first = a - a % ANCHOR  # the anchor's line
+            first, at, _ = idx.block(a)  # the anchor's line, where it starts
+            end = idx.block(b - 1)[2]
             with self._open(seg) as jf:
                 if end - at <= self.chunk:  # a screen's worth: one read, no chunk probes (indexed lines are committed)
                     data = os.pread(jf.fd, end - at, at)
