@@ -261,6 +261,8 @@ class SeqBits:
 
     def select_free(self, index: int) -> int:
         """The ``index``-th (from 0) non-negative number that is not a member."""
+        if index < 0:
+            raise IndexError(index)
         cum = self._cum
         blocks = len(cum) - 1
         if index >= blocks * _BLOCK - cum[-1]:

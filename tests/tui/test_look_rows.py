@@ -132,6 +132,10 @@ def test_status_bar_figures() -> None:
     assert [fmt_tokens(n) for n in (950, 1234, 123_456, 4_100_000)] == ["950", "1.2k", "123k", "4.1M"]
     assert [fmt_cost(c) for c in (None, 0, 0.0064, 0.0425, 1234.5)] == ["", "$0", "$0.0064", "$0.04", "$1,234"]
     assert UsageTotals().tokens == 0
+    # the usage worker pushes totals to the UI only when they differ from the ones shown (each round makes new ones)
+    assert UsageTotals(1200, 0.004, 50, None) == UsageTotals(1200, 0.004, 50, None)
+    assert UsageTotals(1200, 0.004, 50, None) != UsageTotals(1200, 0.004, 50, 0.0)
+    assert UsageTotals(1200) != UsageTotals(1201) and UsageTotals() != (0, None, 0, None)
 
 
 async def test_totals_follow_a_live_run(rolled_back_run: Path) -> None:

@@ -9,6 +9,7 @@ import tracemalloc
 from pathlib import Path
 
 import orjson
+import pytest
 
 from supervisor.core.history import Marker
 from supervisor.core.records import Kind
@@ -122,6 +123,11 @@ def test_seqbits_rank_select_and_set_operations_match_a_sorted_list() -> None:
             a, b = sorted(rng.sample(range(n + 50), 2))
             assert list(sb.iter_from(a, b)) == [s for s in ml if a <= s < b]
             assert sb.rank(a) == bisect.bisect_left(ml, a)
+        for bad in (-1, len(ml)):
+            with pytest.raises(IndexError):
+                sb.select(bad)
+        with pytest.raises(IndexError):
+            SeqBits(mem).select_free(-1)  # fresh hints too (they once answered 1)
         c = sb.copy()
         c.add_many([n + 7])
         assert n + 7 not in sb and n + 7 in c
