@@ -303,9 +303,9 @@ class RowKeys(_DashboardState):
         the worker merges them, the UI thread never walks a million rows.)"""
         m = self.model
         if m.filter is not None:
-            seqs = m.filtered_records()
-            events = [(bisect.bisect_left(seqs, m.events[k].before), m.events[k].data) for k in m.filtered_events()]
-            return seqs, events, len(seqs) + len(events), "filtered row"
+            bits = m.filtered_records()
+            events = [(bits.rank(m.events[k].before), m.events[k].data) for k in m.filtered_events()]
+            return bits, events, len(bits) + len(events), "filtered row"
         rows = self.bookmarks.rows(m) if self.bookmarks.keys else ([self.timeline.cursor] if m.rows else [])
         recs: list[int] = []
         evs: list[tuple[int, dict[str, Any]]] = []
@@ -352,6 +352,8 @@ class RowKeys(_DashboardState):
         from .export_rows import export_rows, merge_rows
 
         worker = get_current_worker()
+        if not isinstance(seqs, list):  # the filter's bitmap (see _export_rows): its members, walked here
+            seqs = list(seqs)
         try:
             res = export_rows(self.path, merge_rows(seqs, events), dest, lambda: worker.is_cancelled)
         except OSError as e:

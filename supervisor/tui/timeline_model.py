@@ -583,9 +583,10 @@ class TimelineModel:
             self._fvis = self.filter_seqs.difference(self._hidden)
         self._place_event_rows()
 
-    def filtered_records(self) -> array[int]:
-        """A copy of the seqs of the records the filter shows (their rows, in order)."""
-        return array("q", self._fvis.iter_from(0))
+    def filtered_records(self) -> SeqBits:
+        """The seqs of the records the filter shows (their rows, in order), as a copy of its bitmap: taken in C on
+        the UI thread, walked by a worker (a million members take a quarter of a second to walk)."""
+        return self._fvis.copy()
 
     def filtered_events(self) -> list[int]:
         """Indexes into ``events`` of the supervisor rows the filter shows, in order."""
