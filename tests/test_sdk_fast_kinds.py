@@ -1,8 +1,7 @@
 """The resume view's read (``JournalReader.load(lazy=True)``) gives what the lines' prefixes say: successful step
 lines unparsed, begin lines left out, every other line parsed, and the same overlap answer as the begins' next
 lines, on journals mixing SDK lines with foreign kinds, short lines, text and failed steps, read in regions of
-several sizes. (It guarded a read that told the kinds by one byte of each line; that read was measured no faster
-and taken out, the test kept for the read as it is.)"""
+several sizes. The prefixes are written out here, not taken from the module: a wrong constant there fails this."""
 
 from __future__ import annotations
 
@@ -13,13 +12,7 @@ from pathlib import Path
 import orjson
 
 from supervisor.core.history import _OVERLAP
-from supervisor.core.journal import (
-    _AFTER_BEGIN,
-    _BEGIN_PREFIX,
-    _STEP_PREFIX,
-    OVERLAPS,
-    JournalReader,
-)
+from supervisor.core.journal import OVERLAPS, JournalReader
 from supervisor.core.records import LazyRecord
 
 
@@ -34,9 +27,14 @@ def _line(kind: str, seq: int, rng: random.Random) -> bytes:
         return b"not a record at all"
     if kind == "short":
         return b"{}"
-    # start, rollback, note, and foreign kinds with a step's ("skip") or a begin's ("audit") letter at byte 12
+    # start, rollback, note, and foreign kinds whose names begin as a step's ("skip") or a begin's ("audit") does
     return orjson.dumps({"kind": kind, "seq": seq})
 
+
+# the SDK's own lines (orjson, "kind" first): the prefixes the resume view tells them by
+_STEP_PREFIX = b'{"kind":"step",'
+_BEGIN_PREFIX = b'{"kind":"begin",'
+_AFTER_BEGIN = (_STEP_PREFIX, b'{"kind":"start",', b'{"kind":"rollback",')  # no overlap when a begin is followed by one
 
 KINDS = ["step"] * 8 + ["begin"] * 8 + ["failed", "text", "short", "start", "rollback", "note", "skip", "audit", "checkpoint"]
 
@@ -50,7 +48,7 @@ def _expected_overlap(data: bytes) -> bool:
 def test_kind_letters_give_what_the_prefixes_give(tmp_path: Path) -> None:
     rng = random.Random(15)
     for case in range(60):
-        rare = case % 3 == 0  # a third of the journals: SDK lines only (the one-byte path), the rest mixed
+        rare = case % 3 == 0  # a third of the journals: SDK step and begin lines only, the rest mixed
         kinds = [rng.choice(["step", "begin"] if rare else KINDS) for _ in range(rng.randint(1, 120))]
         lines = [_line(k, i, rng) for i, k in enumerate(kinds)]
         data = b"\n".join(lines) + b"\n"

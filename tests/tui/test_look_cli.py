@@ -44,7 +44,7 @@ def test_tui_imports_no_other_area() -> None:
         " 'supervisor.cli.export_cmds', 'genai_prices', 'watchfiles', 'opentelemetry')))\n"
         "print(' '.join(bad))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=30).stdout.strip()
     assert out == "", f"imported before the first screen: {out}"
 
 
@@ -78,5 +78,5 @@ def test_tui_run_pauses_gc_and_imports_no_argparse(tmp_path: object) -> None:
         "print(code, seen.get('textual'), gc.isenabled(), ','.join(sorted(bad)) or '-')\n"
     )
     missing = str(tmp_path) + "/no-such-run"
-    out = subprocess.run([sys.executable, "-c", code, missing], capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run([sys.executable, "-c", code, missing], capture_output=True, text=True, check=True, timeout=30).stdout.split()
     assert out == ["2", "False", "True", "-"], out
