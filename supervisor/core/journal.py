@@ -946,16 +946,9 @@ class JournalReader:
 
     def _parse_lines(self, c: Chunk, out: list[Entry]) -> None:
         """Parse a region's lines into ``out``; bad lines also go to ``problems``."""
-        seq, line, path = c.region.first_seq, c.region.first_line, c.region.path
+        r = c.region
         lines = c.lines()
-        for k, raw in enumerate(lines):
-            ent = _parse(raw, seq + k, path, line + k)
-            if ent is None:
-                continue
-            if type(ent) is BadLine:
-                ent = replace(ent, offset=c.region.start + sum(len(x) + 1 for x in lines[:k]))  # rare: no running sum
-                self.problems.append(ent)
-            out.append(ent)
+        self._parse_some(lines, 0, len(lines), (r.first_seq, r.first_line, r.start, r.path), out)
 
     # -- bulk
     def iter_entries(self, *, lazy: bool = False) -> Iterator[Entry]:

@@ -105,10 +105,6 @@ class Panes(Container):
         self._panes[tab_id] = widget
         return widget
 
-    def pane_of(self, tab_id: str) -> Widget | None:
-        """The pane of a tab (``None``: not made yet, a hidden tab's pane is mounted after the first frame)."""
-        return self._panes.get(tab_id)
-
     def compose(self) -> Any:
         yield self.bar  # after the panes composed in the ``with`` block: docked at the top
 
