@@ -387,6 +387,7 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         """Apply what the reading worker found: rows, follow, the agent log, the status bar."""
         if message.changes is not None:
             new, ev_changed = self.model.apply(message.changes)
+            self.timeline.tell_read_error()
             if new and self.filter_pass is not None:
                 self._filter_more()  # the filter reads what came (its rows follow in a moment)
             if new or ev_changed:

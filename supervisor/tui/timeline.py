@@ -226,6 +226,7 @@ class TimelineView(ScrollView, can_focus=True):
         self.mark: int | None = None
         self._previews: dict[tuple[int, str], str] = {}
         self._running_shown = False  # a running step's row was painted: repaint each second (its elapsed time)
+        self._read_error_told = False  # the model's read_error was notified
         self._origin_ts: datetime | bool | None = None  # relative times: the first record's time (False: none)
         self._width = 120
         self.usage_seen = False
@@ -394,6 +395,13 @@ class TimelineView(ScrollView, can_focus=True):
             self._origin_ts = (_parse_ts(ts) if ts else None) or False
         return self._origin_ts if isinstance(self._origin_ts, datetime) else None
 
+    def tell_read_error(self) -> None:
+        """Say once that the journal could not be read as indexed (cut or rewritten under the dashboard)."""
+        if self.model.read_error and not self._read_error_told:
+            self._read_error_told = True
+            self.call_later(self.app.notify, f"{self.model.read_error}: rows past that are shown blank; quit and open "
+                            "the run again", severity="error", timeout=20)
+
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
         row = int(self.scroll_y) + y
@@ -411,6 +419,7 @@ class TimelineView(ScrollView, can_focus=True):
             last = self.model.row_item(min(top + h, self.model.rows - 1))
             b = last[1] if last[0] == "rec" else self.model.events[last[1]].before
             self.model.fetch(a, max(b, a + h) + 1)
+            self.tell_read_error()
         kind, i = self.model.row_item(row)
         self._width = width
         if kind == "event":

@@ -49,6 +49,7 @@ from ..core.cursor import Shape, StateCursor
 from ..core.events import is_error_event, read_events
 from ..core.history import ERROR, STEPS, Fold, Pairing, fold_shape
 from ..core.journal import Entry, JournalReader
+from ..errors import JournalError
 from ..core.records import DAMAGED, BadLine, Kind
 from ..core.segments import segment_paths
 from .scan import (
@@ -85,6 +86,10 @@ class Event:
     order: int
 
 
+_SHORT_READS = 5
+"""Reads in a row that find fewer lines than counted before the journal is taken as cut, not caught mid-rotation."""
+
+
 @dataclass(slots=True)
 class LiveSide:
     """What the reading worker owns between two reads: its reader and how far it has read.
@@ -104,6 +109,7 @@ class LiveSide:
     scanned: int = 0  # lines scanned
     events_size: int = -1
     pairs: StepPairs = field(default_factory=StepPairs)  # begins awaiting their step, across reads
+    short: int = 0  # reads in a row that found fewer lines than counted (a rotation half done, or a cut journal)
 
 
 @dataclass(slots=True)
@@ -117,6 +123,8 @@ class Changes:
     """The live side's reader was indexed up to ``count``: ``apply`` gives it to the UI."""
     again: bool = False
     """The files were caught in the middle of a rotation: nothing was taken, read again."""
+    shrank: str | None = None
+    """The journal has fewer lines than were shown, read after read: not a rotation, a cut journal (said once)."""
     new: list[Entry] = field(default_factory=list)
     markers: list[Marker] | None = None
     """Markers from the byte scan (indexed mode); ``None``: take them from ``new``."""
@@ -180,6 +188,8 @@ class TimelineModel:
         self._cursor = StateCursor(self.run_dir, source)  # its own reader: state_at runs in workers
         self._state_lock = threading.Lock()
         self.deleted = False
+        self.read_error: str | None = None
+        """Why records could not be read (the journal shrank or was rewritten under the dashboard), once seen."""
         self._tail_markers: list[Marker] = []
         self.bad_seqs: set[int] = set()
         """Lines seen so far that are not JSON objects (the status bar counts them)."""
@@ -369,6 +379,13 @@ class TimelineModel:
             # view lacks it (its seqs would be wrong); the next read lists the files again
             ch.indexed = n >= live.count
             ch.again = not ch.indexed
+            live.short = 0 if ch.indexed else live.short + 1
+            if live.short >= _SHORT_READS and n >= 0:
+                # not a rotation (it settles in a read or two): lines were removed, which a journal never does;
+                # said, and read again at the usual pace (not at once, forever)
+                ch.again = False
+                ch.shrank = (f"the journal ({self.source}) has {n} lines, fewer than the {live.count} shown: committed "
+                             "lines are never removed (was it cut or rewritten?)")
             if n > live.count:
                 ch.markers, ch.steps, ch.regions = self._scan_new(live)
                 ch.hidden = list(live.pairs.hidden)
@@ -403,6 +420,8 @@ class TimelineModel:
             if ch.deleted:
                 self.deleted = True
                 return 0, False
+            if ch.shrank and not self.read_error:
+                self.read_error = ch.shrank
             self.deleted = False
             old = self.count
             if ch.count > old:
@@ -745,6 +764,11 @@ class TimelineModel:
         try:
             got = self.reader.get_range(start, stop)
         except (OSError, IndexError):
+            return
+        except (JournalError, ValueError) as e:  # shrank, or rewritten in place: not the lines the index counted
+            self.read_error = str(e)
+            for s in range(start, stop):
+                self.cache.setdefault(s, None)  # shown blank, not read again at each paint (the notice says why)
             return
         for s in range(start, stop):
             self.cache.setdefault(s, None)  # blank lines have no entry

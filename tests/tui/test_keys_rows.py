@@ -331,3 +331,33 @@ async def test_search_and_jumps_stay_within_the_filter(tmp_path: Path) -> None:
         await until(pilot, lambda: any("no next error the filter shows" in n for n in notes(app)), what="no error")
         await pilot.press("colon", *"5", "enter")  # hidden by the filter: the next row it shows
         assert what(d) == "#6" and any("#5 is hidden by the filter" in n for n in notes(app))
+
+
+async def test_a_journal_that_shrinks_under_the_dashboard_is_said_not_a_crash(tmp_path: Path) -> None:
+    """Committed lines are never removed; when a journal is cut anyway, it is said in one notice and the rows past its
+    new end are blank (the read raised a traceback out of the timeline's paint, and the reading worker read again and
+    again at once, forever)."""
+    run = tmp_path / "run"
+    run.mkdir(mode=0o700)
+    journal = run / "journal.jsonl"
+    with open(journal, "wb") as f:
+        f.write(b"".join(orjson.dumps({"kind": "step", "step": f"s{i}", "pos": i, "output": "x" * 50, "seq": i,
+                                       "ts": "2026-12-01T00:00:00.000Z"}) + b"\n" for i in range(8_000)))
+    app = make_app(run, replay=True)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await until(pilot, lambda: caught_up(app), what="scan")
+        d = dash(app)
+        with open(journal, "r+b") as f:
+            f.truncate(journal.stat().st_size // 10)
+        await pilot.press("colon")
+        d.query_one(Prompt).value = "6000"
+        await pilot.press("enter")
+        told = lambda: [n for n in notes(app) if "shrank while being read" in n or "fewer than the 8000 shown" in n]  # noqa: E731
+        await until(pilot, told, what="the notice")
+        assert app.is_running and isinstance(app.screen, DashboardScreen)
+        await pilot.press("g")  # the lines still there are shown as before
+        await until(pilot, lambda: "s0" in "".join(d.timeline.render_line(y).text for y in range(3)), what="the first rows")
+        # said once; and the reading worker no longer reads again at once, round after round (it did, forever)
+        reads = d.model.applied_reads
+        await pilot.pause(0.3)
+        assert len(told()) == 1 and d.model.applied_reads - reads <= 2, (told(), d.model.applied_reads - reads)
