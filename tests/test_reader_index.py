@@ -191,3 +191,52 @@ def test_large_records_are_read_a_line_at_a_time(tmp_path: Path, monkeypatch: py
         assert read[0] < 2 * len(big), (i, read[0])
     monkeypatch.undo()
     _check(reader, want, rng)
+
+
+@pytest.mark.timeout(60)
+def test_a_twin_reads_while_the_other_indexes(tmp_path: Path) -> None:
+    """The UI's reader gets lines it has counted while the worker's twin indexes a growing file into the same
+    index (some records over ``ANCHOR_BYTES``: byte anchors are added meanwhile too); every line read is its own."""
+    import threading
+
+    run = tmp_path / "run"
+    w = JournalWriter(run, durable=False)
+    a = JournalReader(run, chunk=4096)
+    a.index()
+    b = a.twin()
+    stop = threading.Event()
+    turns = threading.Semaphore(1)  # a round of appends and an index per 10 reads: the file grows with the reads
+
+    def indexer() -> None:
+        rng = random.Random(1)
+        while not stop.is_set():
+            if not turns.acquire(timeout=0.1):
+                continue
+            for _ in range(rng.randint(1, 300)):
+                size = 70_000 if rng.random() < 0.01 else rng.randint(0, 300)
+                w.append({"kind": "step", "step": "s", "pos": 0, "output": "o" * size}, sync=False)
+            a.index()
+
+    t = threading.Thread(target=indexer)
+    t.start()
+    rng = random.Random(2)
+    checks = 0
+    try:
+        while checks < 3000 and t.is_alive():
+            n = b._segs[0].lines.n if b._segs else 0  # b reads what the shared index counted (the UI between swaps)
+            if not n:
+                continue
+            s = rng.randrange(n)
+            e = b.get(s)
+            assert isinstance(e, dict) and e["seq"] == s, (s, e)
+            lo = rng.randrange(n)
+            hi = min(n, lo + rng.randint(1, 200))
+            assert [x["seq"] for x in b.get_range(lo, hi)] == list(range(lo, hi))  # type: ignore[index]
+            checks += 1
+            if checks % 10 == 0:
+                turns.release()
+    finally:
+        stop.set()
+        t.join()
+        w.close()
+    assert checks == 3000
