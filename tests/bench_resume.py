@@ -21,6 +21,13 @@
   next step line with ``mmap.find``, ``orjson.loads`` it, checks its pos, name and inputs, returns its output: no lock,
   no state, no begin or damaged-line handling), timed as the agent is. The least any per-step resume written in Python
   does; if it is over a target, that target is out of reach of a resume that parses each step it serves.
+- A streaming resume was measured too (session 21, kept out of main): for a journal of only this SDK's begin, step
+  and start lines (proved by a C-speed count of line prefixes), serve each step straight from the file, parsing
+  that line only, handing over to the resume view on anything else. 100,000 steps 0.58-1.07 s (main 0.77-1.34 s,
+  interleaved), 1,000,000 steps 4.8-6.2 s and 124 MiB (main 6.6-7.9 s, 371 MiB): no target met, for a second
+  serving path of ~700 lines beside the first, taken only by journals without a checkpoint, note, failed step or
+  rollback (the demo agent's is not one). Decided: not worth its risk on the path that must never run a model
+  call twice.
 - ``--index``: the sidecar-index question, measured both ways on the ``--big`` journal, each in a fresh
   process: the resume view's open as it is (``JournalReader.load(lazy=True)``: the scan), and the same
   entries from a prototype index (per file: inode, size, mtime, a hash of its last line, and the offsets
