@@ -433,6 +433,10 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
         if status.live != self.status.live or status.state != self.status.state:
             self.refresh_bindings()  # R, X and S work by whether a supervisor runs the run
         self.status = status
+        running = status.live or status.state in ("running", "starting", "stopping", "unknown")
+        if running != self.timeline.agent_running:
+            self.timeline.agent_running = running
+            self.timeline.refresh()
         self.refresh_status()
 
     def refresh_status(self) -> None:

@@ -227,6 +227,8 @@ class TimelineView(ScrollView, can_focus=True):
         self._previews: dict[tuple[int, str], str] = {}
         self._running_shown = False  # a running step's row was painted: repaint each second (its elapsed time)
         self._read_error_told = False  # the model's read_error was notified
+        self.agent_running = True
+        """Whether the run's agent may be running (the dashboard's status says so): a step in flight counts its time."""
         self._origin_ts: datetime | bool | None = None  # relative times: the first record's time (False: none)
         self._width = 120
         self.usage_seen = False
@@ -572,11 +574,13 @@ class TimelineView(ScrollView, can_focus=True):
                         segs.append(Segment(f"{tok}{' ' + cost_s if cost_s else ''} ", self._fg("timeline--model")))
                 segs.append(Segment(self._cached_preview(rec, "output")))
         elif kind == Kind.BEGIN:
-            status = self.model.begin_status(int(rec.get("seq", -1)))
+            status = self.model.begin_status(int(rec.get("seq", -1)), rec.get("attempt"))
             muted = self._fg("timeline--muted")
-            if status == "running" and not self.replay:
+            if status == "running" and not self.replay and self.agent_running:
                 self._running_shown = True
                 segs.append(Segment(f"⟳ running {_elapsed(rec.get('ts'))} ", self._fg("timeline--mark")))
+            elif status == "running" and not self.replay:
+                segs.append(Segment("⟳ no step record (the agent is not running) ", self._fg("timeline--mark")))
             elif status == "running":
                 segs.append(Segment("⟳ no step record (in flight when the journal ends) ", self._fg("timeline--mark")))
             elif status == "interrupted":

@@ -189,6 +189,8 @@ class TimelineModel:
         self._state_lock = threading.Lock()
         self.deleted = False
         self.read_error: str | None = None
+        self.exited_attempts: set[int] = set()
+        """Process attempts the supervisor saw exit (its ``exit`` events): their steps in flight were interrupted."""
         """Why records could not be read (the journal shrank or was rewritten under the dashboard), once seen."""
         self._tail_markers: list[Marker] = []
         self.bad_seqs: set[int] = set()
@@ -560,6 +562,7 @@ class TimelineModel:
         placed.sort(key=lambda e: (e.before, e.order))
         # an event placed at the end stays there until the next start record: keep ``before`` = count
         self.events = placed
+        self.exited_attempts = {a for ev in self._events_raw if ev.get("event") == "exit" and type(a := ev.get("attempt")) is int}
         self._place_event_rows()
 
     def _place_event_rows(self) -> None:
@@ -681,11 +684,13 @@ class TimelineModel:
         """The seq of the record at visible index ``index`` (the inverse of :meth:`visible_index`)."""
         return index if self.show_begins else self._hidden.select_free(index)
 
-    def begin_status(self, seq: int) -> str:
+    def begin_status(self, seq: int, attempt: object = None) -> str:
         """A begin's step: ``done`` (its step record exists), ``interrupted`` (a later process attempt or a
-        rollback came first) or ``running``."""
+        rollback came first, or the supervisor saw its ``attempt`` exit) or ``running``."""
         if seq in self._hidden:
             return "done"
+        if attempt in self.exited_attempts:
+            return "interrupted"
         later = [s for s in self.start_seqs.values() if s > seq] or [s for s in self.rollback_seqs if s > seq]
         return "interrupted" if later else "running"
 

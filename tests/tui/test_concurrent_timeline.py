@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
+
 from supervisor.core.history import load
 from supervisor.tui.app import make_app
 from supervisor.tui.scan import ScanResult, StepPairs, scan_bytes, scan_journal
@@ -153,6 +155,17 @@ async def test_pilot_one_row_per_step_the_toggle_and_the_marks(tmp_path: Path) -
         await pilot.press("colon", *"3", "enter")  # a folded begin asked for by its seq: begin rows are shown
         await until(pilot, lambda: tl.selected_seq() == 3, what="the begin row")
         assert m.show_begins
+        # the dashboard's status says no agent runs (a run stopped without its supervisor): no time counted
+        from supervisor.core.status import RunStatus
+
+        d._show_status(RunStatus(state="crashed"))  # type: ignore[attr-defined]
+        assert "no step record (the agent is not running)" in text(12) and "running 0" not in text(12)
+        d._show_status(RunStatus(state="running"))  # type: ignore[attr-defined]
+        assert "⟳ running" in text(12)
+        # the supervisor saw its attempt exit: the step in flight was interrupted (it counted on, before)
+        with open(run / "supervisor.jsonl", "ab") as f:
+            f.write(orjson.dumps({"ts": "2026-11-30T10:01:00.000Z", "event": "exit", "attempt": 1, "signal": "SIGKILL"}) + b"\n")
+        await until(pilot, lambda: "interrupted" in text(12), what="the begin interrupted")
 
 
 def test_names_with_quotes_and_backslashes_pair(tmp_path: Path) -> None:
