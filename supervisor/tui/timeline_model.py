@@ -577,9 +577,10 @@ class TimelineModel:
 
     # ------------------------------------------------------------------ filter
     def set_filter(self, flt: RowFilter, seqs: Iterable[int]) -> None:
-        """Show only the rows that pass ``flt``: the records at ``seqs`` and the supervisor rows that pass."""
+        """Show only the rows that pass ``flt``: the records at ``seqs`` and the supervisor rows that pass (a
+        ``SeqBits`` is taken as it is, not copied: the filter's worker hands over the one it built)."""
         self.filter = flt
-        self.filter_seqs = seqs.copy() if isinstance(seqs, SeqBits) else SeqBits(seqs)
+        self.filter_seqs = seqs if isinstance(seqs, SeqBits) else SeqBits(seqs)
         self._rebuild_filtered()
 
     def add_filtered(self, seqs: list[int]) -> None:
