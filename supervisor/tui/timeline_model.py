@@ -49,9 +49,9 @@ from ..core.cursor import Shape, StateCursor
 from ..core.events import is_error_event, read_events
 from ..core.history import ERROR, STEPS, Fold, Pairing, fold_shape
 from ..core.journal import Entry, JournalReader
-from ..errors import JournalError
 from ..core.records import DAMAGED, BadLine, Kind
 from ..core.segments import segment_paths
+from ..errors import JournalError
 from .scan import (
     CHANGED_INPUTS,
     Marker,
@@ -189,9 +189,9 @@ class TimelineModel:
         self._state_lock = threading.Lock()
         self.deleted = False
         self.read_error: str | None = None
+        """Why records could not be read (the journal shrank or was rewritten under the dashboard), once seen."""
         self.exited_attempts: set[int] = set()
         """Process attempts the supervisor saw exit (its ``exit`` events): their steps in flight were interrupted."""
-        """Why records could not be read (the journal shrank or was rewritten under the dashboard), once seen."""
         self._tail_markers: list[Marker] = []
         self.bad_seqs: set[int] = set()
         """Lines seen so far that are not JSON objects (the status bar counts them)."""
