@@ -219,12 +219,20 @@ class SeqBits:
     def _select(self, index: int) -> int:
         cum = self._cum
         b = bisect.bisect_right(range(len(cum)), index, key=cum.__getitem__) - 1
-        r = index - cum[b]  # members to pass in block b
+        return self._nth_in_block(b, index - cum[b], True)  # members to pass in block b
+
+    def _nth_in_block(self, b: int, r: int, member: bool) -> int:
+        """The number after ``r`` others of its kind (members, or free numbers) in block ``b``."""
         a = b * _BLOCK_BYTES
         blk = bytes(self._bits[a : a + _BLOCK_BYTES])
-        j = bisect.bisect_right(range(_BLOCK_BYTES + 1), r, key=lambda j: int.from_bytes(blk[:j], "little").bit_count()) - 1
-        r -= int.from_bytes(blk[:j], "little").bit_count()
-        v = blk[j]
+
+        def count(j: int) -> int:  # of its kind in the block's first j bytes
+            c = int.from_bytes(blk[:j], "little").bit_count()
+            return c if member else 8 * j - c
+
+        j = bisect.bisect_right(range(_BLOCK_BYTES + 1), r, key=count) - 1
+        r -= count(j)
+        v = blk[j] if member else ~blk[j]
         for t in range(8):
             if v >> t & 1:
                 if r == 0:
@@ -282,20 +290,8 @@ class SeqBits:
 
     def _select_free(self, index: int) -> int:
         cum = self._cum
-        blocks = len(cum) - 1
-        b = bisect.bisect_right(range(blocks + 1), index, key=lambda j: j * _BLOCK - cum[j]) - 1
-        r = index - (b * _BLOCK - cum[b])  # free numbers to pass in block b
-        a = b * _BLOCK_BYTES
-        blk = bytes(self._bits[a : a + _BLOCK_BYTES])
-        j = bisect.bisect_right(range(_BLOCK_BYTES + 1), r, key=lambda j: 8 * j - int.from_bytes(blk[:j], "little").bit_count()) - 1
-        r -= 8 * j - int.from_bytes(blk[:j], "little").bit_count()
-        v = blk[j]
-        for t in range(8):
-            if not v >> t & 1:
-                if r == 0:
-                    return 8 * (a + j) + t
-                r -= 1
-        raise AssertionError("select_free: the counts are wrong")  # pragma: no cover
+        b = bisect.bisect_right(range(len(cum)), index, key=lambda j: j * _BLOCK - cum[j]) - 1
+        return self._nth_in_block(b, index - (b * _BLOCK - cum[b]), False)  # free numbers to pass in block b
 
 
 @dataclass
