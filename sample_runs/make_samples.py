@@ -14,7 +14,7 @@ Open them with ``agent-supervisor replay sample_runs/runs/crashed-resumed``.
 Timestamps, pids and ids differ on each regeneration; steps and outputs do not.
 
 The runs are shipped, so they hold no path of the machine that made them
-(``tests/test_no_absolute_paths.py`` checks): the supervisor runs in
+(``tests/unit/test_no_absolute_paths.py`` checks): the supervisor runs in
 ``sample_runs/`` with ``--run-dir runs/NAME`` and the command ``python
 research_agent.py`` (the venv's ``bin`` first on PATH, so ``python`` is this
 interpreter); afterwards the two absolute paths the supervisor records are

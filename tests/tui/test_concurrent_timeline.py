@@ -12,7 +12,7 @@ from supervisor.tui.scan import ScanResult, StepPairs, scan_bytes, scan_journal
 from supervisor.tui.timeline_model import TimelineModel
 
 from ..conftest import wait_for
-from ..test_concurrent_readers import J, gather_journal
+from ..integration.test_concurrent_readers import J, gather_journal
 from .conftest import caught_up, until
 
 SIZE = (120, 34)

@@ -8,7 +8,7 @@ the start, naming no checkpoint), a fork and notes, transient and final failures
 overlapping steps, steps in flight and interrupted, damaged and foreign lines, hand-written
 lines and rotated segments. ``OLD_TREE`` is a work tree of the commit before the streaming
 commands (``git worktree add /tmp/wt_before e9ad7a4``): its ``agent-supervisor`` writes
-``expected/<case>/<command>.out`` and ``.err``, which ``tests/test_log_stream.py`` compares byte for byte.
+``expected/<case>/<command>.out`` and ``.err``, which ``tests/unit/test_log_stream.py`` compares byte for byte.
 ``async`` and ``sdk-rollbacks`` are journals the real SDK wrote (copied in once).
 """
 

@@ -1,0 +1,206 @@
+"""Benchmark of group commit (not a test: prints figures, asserts nothing).
+
+    .venv/bin/python tests/bench/bench_group_commit.py [--n 800] [--rounds 9] [--slow-disk-us N]
+
+Every figure is a durable append (or step) per second, or a cost per append, measured
+in interleaved rounds (the disk is shared and noisy; the median round of each is
+printed) against the floor of the same run: a raw loop of O_APPEND write + fdatasync,
+one line each.
+
+- writer: sequential ``JournalWriter.append`` against the floor; 16 threads appending at
+  once; asyncio with 16 ``aappend`` in flight against one awaited at a time;
+- SDK (if ``Run`` has ``astep``): ``asyncio.gather`` of 16 ``run.astep`` against the same
+  16 awaited one at a time (target >= 10x), and sequential ``Run.step`` against the floor
+  (target <= 1.15x).
+
+With 16 in flight the gain is bounded by the CPU cost of one append (the GIL runs one
+at a time) against the cost of one sync: ``(cpu + sync) / (cpu + sync / 16)``. A disk
+whose fdatasync is fast (a virtual disk with a write cache) shows a smaller ratio than
+a real one; the sync time is printed so the figures can be read. ``--slow-disk-us N``
+adds N microseconds to every fdatasync (a sleep, which like a real sync releases the
+GIL) of the floor and of the writer alike, to show the batching on a slower disk: the
+figures are then labelled emulated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
+
+from supervisor import Run  # noqa: E402
+from supervisor.core.journal import JournalWriter  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: tests/bench/ holds benchutil
+from benchutil import raw_sync_floor  # noqa: E402
+
+THREADS = 16
+
+
+def record(i: int) -> dict[str, Any]:
+    """A step record as the SDK writes it (about 190 bytes with seq, id and ts)."""
+    return {
+        "kind": "step", "step": "work", "pos": i, "attempt": 1, "inputs": {"args": [i]},
+        "output": {"value": i, "title": "result of the work"}, "dur_ms": 0.012,
+    }
+
+
+def median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
+
+
+class Figures:
+    """Rounds of several measurements, taken in turn; each measurement returns seconds per operation."""
+
+    def __init__(self) -> None:
+        self.times: dict[str, list[float]] = {}
+
+    def take(self, name: str, fn: Callable[[], float]) -> None:
+        self.times.setdefault(name, []).append(fn())
+
+    def __getitem__(self, name: str) -> float:
+        return median(self.times[name])
+
+
+def seq_appends(w: JournalWriter, n: int) -> float:
+    t0 = time.perf_counter()
+    for i in range(n):
+        w.append(record(i))
+    return (time.perf_counter() - t0) / n
+
+
+def thread_appends(w: JournalWriter, n: int) -> float:
+    per = n // THREADS
+    start = threading.Barrier(THREADS + 1)
+
+    def work() -> None:
+        start.wait()
+        for i in range(per):
+            w.append(record(i))
+
+    threads = [threading.Thread(target=work) for _ in range(THREADS)]
+    for t in threads:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    return (time.perf_counter() - t0) / (per * THREADS)
+
+
+def async_appends(w: JournalWriter, n: int, in_flight: int) -> float:
+    async def one(count: int) -> None:
+        for i in range(count):
+            await w.aappend(record(i))
+
+    async def main() -> float:
+        per = n // in_flight
+        t0 = time.perf_counter()
+        await asyncio.gather(*(one(per) for _ in range(in_flight)))
+        return (time.perf_counter() - t0) / (per * in_flight)
+
+    return asyncio.run(main())
+
+
+def sdk_gather(run: Run, n: int, gathered: bool) -> float:
+    async def work(x: int) -> dict[str, int]:
+        return {"value": x}
+
+    async def main() -> float:
+        batches = n // THREADS
+        t0 = time.perf_counter()
+        for b in range(batches):
+            if gathered:
+                await asyncio.gather(*(run.astep(f"work:{k}", work, b) for k in range(THREADS)))  # type: ignore[attr-defined]
+            else:
+                for k in range(THREADS):
+                    await run.astep(f"work:{k}", work, b)  # type: ignore[attr-defined]
+        return (time.perf_counter() - t0) / (batches * THREADS)
+
+    return asyncio.run(main())
+
+
+def sdk_seq(run: Run, n: int) -> float:
+    def work(x: int) -> dict[str, int]:
+        return {"value": x}
+
+    t0 = time.perf_counter()
+    for i in range(n):
+        run.step("work", work, i)
+    return (time.perf_counter() - t0) / n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=800, help="appends per measurement per round")
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--slow-disk-us", type=float, default=0.0, help="emulate a slower disk: add this to every fdatasync")
+    args = ap.parse_args()
+    if args.slow_disk_us > 0:
+        real_fdatasync, extra = os.fdatasync, args.slow_disk_us / 1e6
+
+        def slow_fdatasync(fd: int) -> None:
+            real_fdatasync(fd)
+            time.sleep(extra)
+
+        os.fdatasync = slow_fdatasync  # before the writers are created: they pick their sync function then
+    n = args.n - args.n % THREADS
+    tmp = Path(tempfile.mkdtemp(prefix="bench-group-", dir=os.environ.get("BENCH_DIR")))
+    try:
+        w = JournalWriter(tmp / "writer")
+        w.append(record(0))
+        line = (tmp / "writer" / "journal.jsonl").read_bytes().splitlines(keepends=True)[-1]
+        has_astep = hasattr(Run, "astep")
+        run = Run.open(tmp / "sdk")
+        run.step("warm", lambda: None)
+        f = Figures()
+        for _ in range(args.rounds):  # interleaved: each round takes every figure once
+            f.take("floor", lambda: raw_sync_floor(tmp / "raw.jsonl", n, line))
+            f.take("seq", lambda: seq_appends(w, n))
+            f.take("threads", lambda: thread_appends(w, n))
+            f.take("async1", lambda: async_appends(w, n // 4, 1))
+            f.take("async16", lambda: async_appends(w, n, THREADS))
+            f.take("step", lambda: sdk_seq(run, n // 2))
+            if has_astep:
+                f.take("astep1", lambda: sdk_gather(run, n // 4, gathered=False))
+                f.take("astep16", lambda: sdk_gather(run, n, gathered=True))
+        w.close()
+        run.close()
+        floor = f["floor"]
+
+        def rate(name: str) -> str:
+            return f"{1 / f[name]:9,.0f}/s {f[name] * 1e6:7.1f} us each"
+
+        emulated = f"; EMULATED slower disk: fdatasync + {args.slow_disk_us:g} us" if args.slow_disk_us > 0 else ""
+        print(f"group commit ({args.rounds} interleaved rounds, median round; {len(line)} B lines; {THREADS} in flight{emulated}):")
+        print(f"  floor: raw O_APPEND write + fdatasync     {rate('floor')}")
+        print(f"  JournalWriter.append, one thread         {rate('seq')}   {f['seq'] / floor:.2f}x the floor's cost")
+        print(f"  {THREADS} threads appending at once            {rate('threads')}   {f['seq'] / f['threads']:.1f}x one thread, {floor / f['threads']:.1f}x the floor")
+        print(f"  aappend awaited one at a time            {rate('async1')}")
+        print(f"  {THREADS} aappend in flight                    {rate('async16')}   {f['async1'] / f['async16']:.1f}x one at a time, {floor / f['async16']:.1f}x the floor")
+        print(f"  Run.step, sequential                     {rate('step')}   {f['step'] / floor:.2f}x the floor's cost (target <= 1.15x)")
+        if has_astep:
+            print(f"  run.astep, {THREADS} awaited one at a time      {rate('astep1')}")
+            print(
+                f"  asyncio.gather of {THREADS} run.astep           {rate('astep16')}   "
+                f"{f['astep1'] / f['astep16']:.1f}x one at a time (target >= 10x)"
+            )
+        else:
+            print("  (Run has no astep yet: the SDK figures for asyncio.gather are left out)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+"""The SDK's memory stays flat over a long run: live steps and a long resume, in real processes.
+
+Each agent runs in a child process on a tmpfs (``/dev/shm``), so 100,000 durable
+steps take seconds, and reports its resident set size (``VmRSS``) as it goes. The
+old SDK kept every record it wrote (159 MiB after 100,000 trivial steps) and, on
+resume, every journal page it had replayed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from ..conftest import ROOT, clean_env
+
+MiB = 1024 * 1024
+STEPS = 100_000
+
+RSS = """
+def rss():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+"""
+
+LIVE_AGENT = RSS + """
+import sys
+from supervisor import Run
+n = int(sys.argv[2])
+with Run.open(sys.argv[1]) as run:
+    for i in range(n):
+        run.step("tick", lambda: None)
+        if i + 1 in (20_000, n):
+            print(i + 1, rss(), flush=True)
+    assert len(run.executed) == n and run.executed[-1] == "tick"
+"""
+
+RESUME_AGENT = RSS + """
+import sys
+from supervisor import Run
+n, more = int(sys.argv[2]), int(sys.argv[3])
+with Run.open(sys.argv[1]) as run:
+    print("open", rss(), flush=True)
+    for i in range(n):
+        out = run.step(f"search:q{i}", lambda q: None, f"query number {i}")
+        assert out == {"title": f"result for query {i}", "score": i % 97}
+    print("replayed", rss(), flush=True)
+    for i in range(more):
+        run.step("new", lambda: None)
+    print("live", rss(), flush=True)
+    assert len(run.replayed) == n and len(run.executed) == more
+"""
+
+
+@pytest.fixture
+def fast_dir() -> Iterator[Path]:
+    """A scratch directory on tmpfs (fdatasync costs next to nothing there), else the usual temp dir."""
+    base = "/dev/shm" if Path("/dev/shm").is_dir() else None
+    d = Path(tempfile.mkdtemp(prefix="sdk-memory-", dir=base))
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def run_child(script: str, *args: object, timeout: float = 60.0) -> dict[str, int]:
+    r = subprocess.run(
+        [sys.executable, "-c", script, *map(str, args)],
+        capture_output=True, text=True, timeout=timeout, env=clean_env(), cwd=ROOT,
+    )
+    assert r.returncode == 0, r.stderr
+    return {k: int(v) for k, v in (line.split() for line in r.stdout.splitlines())}
+
+
+def write_journal(run_dir: Path, steps: int) -> None:
+    """A journal as the SDK writes it (a begin and a step record per step), written directly: fast."""
+    run_dir.mkdir()
+    (run_dir / "run.json").write_bytes(orjson.dumps({"id": run_dir.name, "format": 1}))
+    lines = []
+    for i in range(steps):
+        name, ts, inputs = f"search:q{i}", "2026-11-29T18:30:12.000Z", {"args": [f"query number {i}"]}
+        common = {"seq": 2 * i, "id": f"a1b2{2 * i:x}", "ts": ts, "step": name, "pos": i, "attempt": 1, "inputs": inputs}
+        lines.append(orjson.dumps({"kind": "begin", **common}))
+        common.update(seq=2 * i + 1, id=f"a1b2{2 * i + 1:x}")
+        out = {"title": f"result for query {i}", "score": i % 97}
+        lines.append(orjson.dumps({"kind": "step", **common, "output": out, "dur_ms": 1.5, "key": f"r:{i}"}))
+    (run_dir / "journal.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+
+
+@pytest.mark.timeout(90)
+def test_memory_stays_flat_over_100000_live_steps(fast_dir: Path) -> None:
+    rss = run_child(LIVE_AGENT, fast_dir / "run", STEPS)
+    growth = rss[str(STEPS)] - rss["20000"]
+    # the old SDK grew by about 0.8 KiB a step here: 65 MiB between these two points
+    assert growth < 20 * MiB, f"RSS grew by {growth / MiB:.1f} MiB from step 20,000 to {STEPS:,}"
+    assert (fast_dir / "run" / "journal.jsonl").read_bytes().count(b"\n") == 1 + 2 * STEPS  # start, begin + step each
+
+
+@pytest.mark.timeout(90)
+def test_a_long_resume_holds_neither_the_replayed_journal_nor_its_records(fast_dir: Path) -> None:
+    run_dir = fast_dir / "run"
+    write_journal(run_dir, STEPS)
+    journal = (run_dir / "journal.jsonl").stat().st_size  # about 33 MB
+    rss = run_child(RESUME_AGENT, run_dir, STEPS, 20_000)
+    # served steps are read through a map of the journal: the pages replayed are given back as it goes
+    replay_growth = rss["replayed"] - rss["open"]
+    assert replay_growth < journal / 4, f"RSS grew by {replay_growth / MiB:.1f} MiB over the replay ({journal / MiB:.0f} MiB journal)"
+    # once live, the resume view (a record per step) is let go: less than at open, though 20,000 steps ran since
+    assert rss["live"] < rss["open"], rss
+
+
+# --------------------------------------------------------------------------- what the SDK keeps instead, in process
+
+
+def test_step_names_count_every_step_and_keep_the_last(monkeypatch: pytest.MonkeyPatch) -> None:
+    from supervisor.sdk import StepNames
+
+    monkeypatch.setattr(StepNames, "KEEP", 3)
+    names = StepNames()
+    for n in "ab":
+        names.append(n)
+    assert names == ["a", "b"] and repr(names) == "['a', 'b']" and names[0] == "a" and names[-1] == "b"
+    for n in "cde":
+        names.append(n)
+    assert len(names) == 5 and list(names) == ["c", "d", "e"] and names[-1] == "e" and names[2] == "c"
+    assert names != ["a", "b", "c", "d", "e"] and repr(names) == "[<2 older names not kept>, 'c', 'd', 'e']"
+    with pytest.raises(IndexError, match="not kept"):
+        names[1]
+
+
+def test_failures_in_a_row_are_counted_without_the_records(tmp_path: Path) -> None:
+    """Live, the SDK keeps no records: the failure policy counts failures of the step itself (transient tries
+    and failures before a success do not count) and still rolls back to the latest checkpoint."""
+    from supervisor import EXIT_ROLLBACK, Run
+    from supervisor.core.history import load
+
+    class Flaky(Exception):
+        pass
+
+    def boom() -> None:
+        raise ZeroDivisionError("always")
+
+    def flaky() -> None:
+        raise Flaky("once")
+
+    with Run.open(tmp_path / "run", max_failures=3, retries=1, transient=(Flaky,), backoff=0.001) as run:
+        with pytest.raises(ZeroDivisionError):
+            run.step("early", boom)  # a failure before a success of the same position: reset by the success
+        run.step("early", lambda: 0)
+        for i in range(50):
+            run.step(f"s{i}", lambda: None)
+        run.checkpoint("cp")
+        run.step("after", lambda: None)
+        for _ in range(2):
+            with pytest.raises(ZeroDivisionError):
+                run.step("bad", boom)
+        assert not run.history.rollbacks
+        with pytest.raises(SystemExit) as ex:
+            run.step("bad", flaky)  # a transient try (not counted), then past its retries: counted, the third
+        assert ex.value.code == EXIT_ROLLBACK
+    h = load(tmp_path / "run")
+    assert [r["checkpoint"] for r in h.rollbacks] == ["cp"] and "3 consecutive failures" in h.rollbacks[0]["reason"]
+    assert h.effective[-1]["kind"] == "rollback"
+
+
+def test_a_record_not_written_after_a_resume_with_a_rollback_leaves_the_shadow_as_the_journal_has_it(tmp_path: Path) -> None:
+    """Live, the shadow is rebuilt from the files along the run's rollbacks when a record fails to be written."""
+    from supervisor import Run
+    from supervisor.core.history import load, state_at
+    from supervisor.errors import JournalError
+
+    run_dir = tmp_path / "run"
+    with Run.open(run_dir) as run:
+        run.state["n"] = 1
+        run.step("a", lambda: 1)
+        run.checkpoint("cp")
+        run.state["n"] = 2
+        run.state["lost"] = "abandoned"
+        run.step("b", lambda: 2)
+    from supervisor.core.history import rollback_record
+    from supervisor.core.journal import JournalWriter
+
+    with JournalWriter(run_dir) as w:
+        w.append(rollback_record(load(run_dir).checkpoints[-1], "test", by="test"))
+    with Run.open(run_dir) as run:
+        run.step("a", lambda: 0)
+        run.checkpoint("cp")
+        assert run.state == {"n": 1}
+        run.state["n"] = 3
+        run.step("c", lambda: 3)  # live from here: the resume view is let go
+        assert run.history.steps[-1]["step"] == "c"  # read anew from the journal
+        run.state["n"] = 4
+        real = run._writer._write_locked  # type: ignore[union-attr]  # the one place a line is written
+
+        def fail_once(line: bytes) -> int:
+            run._writer._write_locked = real  # type: ignore[union-attr, method-assign]
+            raise JournalError("cannot append: injected")
+
+        run._writer._write_locked = fail_once  # type: ignore[union-attr, method-assign]
+        with pytest.raises(JournalError):
+            run.step("d", lambda: 4)
+        h = load(run_dir)
+        assert run._shadow == state_at(run_dir, h, h.effective[-1]["seq"]) == {"n": 3}
+        run.step("d", lambda: 4)
+    with Run.open(run_dir) as run:
+        for name in "acd":
+            run.step(name, lambda: None)
+        assert run.state == {"n": 4} and len(run.replayed) == 3
