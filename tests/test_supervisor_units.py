@@ -253,7 +253,7 @@ def test_agent_log_splits_an_endless_line(tmp_path: Path) -> None:
     log.feed("stdout", b"x" * (200 * 1024))
     log.close()
     lines = (tmp_path / "agent.log").read_bytes().splitlines()
-    assert len(lines) == 5 and sum(l.count(b"x") for l in lines) == 200 * 1024
+    assert len(lines) == 5 and sum(ln.count(b"x") for ln in lines) == 200 * 1024
 
 
 def test_event_log_moves_a_torn_line_aside(tmp_path: Path) -> None:
@@ -300,7 +300,7 @@ def test_control_socket_protocol_on_a_long_path(tmp_path: Path) -> None:
             buf = b""
             while buf.count(b"\n") < 3:
                 buf += s.recv(4096)
-        answers = [orjson.loads(l) for l in buf.splitlines()]
+        answers = [orjson.loads(ln) for ln in buf.splitlines()]
         assert answers[0]["ok"] is False and "not JSON" in answers[0]["error"]
         assert answers[1]["ok"] is False and '"cmd"' in answers[1]["error"]
         assert answers[2] == {"ok": True, "echo": "pause"}
