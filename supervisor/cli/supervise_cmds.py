@@ -17,8 +17,8 @@ from ..core.status import RunStatus
 from ..errors import RunDirError, SupervisorError
 from ..supervise.control import run_status
 from ..supervise.metrics import format_size, parse_size
-from ..supervise.rollback import rollback
 from ..supervise.persister import is_resource_error
+from ..supervise.rollback import rollback
 from ..supervise.supervisor import EXIT_RESOURCES, Options, Supervisor
 
 

@@ -780,7 +780,7 @@ def _literal_fields(hint: Any) -> dict[str, tuple[Any, ...]]:
     elif hasattr(hint, "model_fields"):
         try:
             hints = {k: f.annotation for k, f in hint.model_fields.items()}
-        except Exception:  # noqa: BLE001 - a model whose fields cannot be listed has no tags to use
+        except Exception:
             return {}
     else:
         return {}

@@ -32,7 +32,7 @@ TRACES_PATH = "/v1/traces"
 def require() -> None:
     """Raise a user error (one line, what to install) if the OTLP/HTTP exporter is not installed."""
     try:
-        import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter
         import opentelemetry.sdk.trace  # noqa: F401
     except ImportError as e:
         raise SupervisorError(

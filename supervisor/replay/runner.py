@@ -43,8 +43,8 @@ import orjson
 from ..core import rundir
 from ..core import state as state_mod
 from ..core.command import portable_program, recorded_cwd, retarget_command
-from ..core.redact import argv_is_redacted
 from ..core.records import preview
+from ..core.redact import argv_is_redacted
 from ..errors import ReplayError, RunDirError
 from ..supervise.process import stop_tree
 from .session import ENV_REPLAY_REPORT, ReplayMode, read_report
