@@ -169,53 +169,20 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     run_dir: Path = args.run_dir or Path("runs") / rundir.new_run_id()
     exists = _check_run_dir(run_dir)
     if not cmd:
-        meta = rundir.read_run_json(run_dir) if exists else {}
-        recorded = meta.get("command")
-        if not (isinstance(recorded, list) and recorded and all(isinstance(a, str) for a in recorded)):
-            raise SupervisorError(
-                "missing command: put the agent's command after '--', "
-                "e.g. agent-supervisor supervise -- python agent.py"
-            )
-        # as replay does: where the agent ran (a relative cwd from the run directory), a recorded
-        # python that no longer exists here by the interpreter that runs us
-        cwd = recorded_cwd(run_dir, meta) if "cwd" in meta else None
-        if cwd is not None and not cwd.is_dir():
-            raise SupervisorError(
-                f"the recorded working directory {cwd} no longer exists; give the command after '--': "
-                f"agent-supervisor supervise --run-dir {run_dir} -- CMD"
-            )
-        cmd = [portable_program(recorded[0]), *recorded[1:]]
+        cmd, cwd = _recorded_command(run_dir, exists)
     _check_command(cmd)
     if args.otlp_endpoint:
         from ..export.otlp_http import require
 
         require()  # the [otlp] extra is missing: one line saying what to install, before anything starts
-    if args.give_up_after < 1:
-        raise SupervisorError("--give-up-after must be at least 1")
-    opts = Options(
-        resume_flag=None if args.no_resume_flag else (args.resume_flag or None),
-        backoff_initial=args.backoff_initial,
-        backoff_max=args.backoff_max,
-        backoff_factor=args.backoff_factor,
-        backoff_jitter=min(args.backoff_jitter, 1.0),
-        rollback_after=args.rollback_after or 10**9,
-        give_up_after=args.give_up_after,
-        hang_timeout=args.hang_timeout or None,
-        max_rss=args.max_rss,
-        stop_grace=args.stop_grace,
-        quiet=args.quiet,
-        log_max_bytes=max(args.log_max_bytes, 4096),
-        log_keep=max(args.log_keep, 0),
-    )
-    created = False
+    opts = _options(args)
     if not exists:
         rundir.ensure_dir(run_dir)
-        created = True
     sup = Supervisor(run_dir, cmd, opts, cwd=str(cwd) if cwd is not None else None)
     try:
         sup.prepare()
     except SupervisorError:
-        if created:
+        if not exists:
             _remove_if_empty(run_dir)
         raise
     except OSError as e:
@@ -232,6 +199,47 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 
         sup.otlp = OtlpLive(sup.run_dir, sup.run_id, args.otlp_endpoint, known_records=sup.records).start()
     return sup.run()
+
+
+def _recorded_command(run_dir: Path, exists: bool) -> tuple[list[str], Path | None]:
+    """No command given: the one ``run.json`` recorded, and where it ran (as replay does it)."""
+    meta = rundir.read_run_json(run_dir) if exists else {}
+    recorded = meta.get("command")
+    if not (isinstance(recorded, list) and recorded and all(isinstance(a, str) for a in recorded)):
+        raise SupervisorError(
+            "missing command: put the agent's command after '--', "
+            "e.g. agent-supervisor supervise -- python agent.py"
+        )
+    # a relative cwd is taken from the run directory; a recorded python that no longer exists here
+    # is replaced by the interpreter that runs us
+    cwd = recorded_cwd(run_dir, meta) if "cwd" in meta else None
+    if cwd is not None and not cwd.is_dir():
+        raise SupervisorError(
+            f"the recorded working directory {cwd} no longer exists; give the command after '--': "
+            f"agent-supervisor supervise --run-dir {run_dir} -- CMD"
+        )
+    return [portable_program(recorded[0]), *recorded[1:]], cwd
+
+
+def _options(args: argparse.Namespace) -> Options:
+    """The supervisor's options from the command line (bounds applied)."""
+    if args.give_up_after < 1:
+        raise SupervisorError("--give-up-after must be at least 1")
+    return Options(
+        resume_flag=None if args.no_resume_flag else (args.resume_flag or None),
+        backoff_initial=args.backoff_initial,
+        backoff_max=args.backoff_max,
+        backoff_factor=args.backoff_factor,
+        backoff_jitter=min(args.backoff_jitter, 1.0),
+        rollback_after=args.rollback_after or 10**9,
+        give_up_after=args.give_up_after,
+        hang_timeout=args.hang_timeout or None,
+        max_rss=args.max_rss,
+        stop_grace=args.stop_grace,
+        quiet=args.quiet,
+        log_max_bytes=max(args.log_max_bytes, 4096),
+        log_keep=max(args.log_keep, 0),
+    )
 
 
 def _remove_if_empty(run_dir: Path) -> None:
@@ -294,45 +302,52 @@ def cmd_status(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return 0
     out = [f"run dir    {st['run_dir']}"]
-    state = st["state"]
-    if st.get("live"):
-        line = f"state      {state}"
-        if st.get("pid"):
-            line += f" (pid {st['pid']}, attempt {st['attempt']}, up {st.get('uptime_s') or 0:.1f} s)"
-        else:
-            line += f" (attempt {st['attempt']})"
-        if st.get("backoff_s") is not None:
-            line += f", restarting in {st.get('backoff_left_s', st['backoff_s']):.1f} s"
-        if st.get("paused"):
-            line += ", restarts paused"
-        out.append(line)
-        out.append(f"restarts   {st['restarts']}")
-        if st.get("pid"):
-            out.append(
-                f"agent tree cpu {st['cpu_percent']:.1f} %, rss {format_size(int(st['rss_bytes']))}, "
-                f"{st['threads']} threads, {st['open_files']} open files, {st.get('processes', 1)} processes"
-            )
-        out.append(f"journal    {st['records']} records" + (f"; in step {st['step']}" if st.get("step") else ""))
-        for what, n in (st.get("resource_errors") or {}).items():
-            out.append(f"resources  {what} failed {n} time(s); still supervising")
-        out.append(f"supervisor pid {st['supervisor_pid']}")
-    else:
-        out.append(f"state      {state} (no supervisor running)")
-        out.append(f"attempts   {st['attempt']}, restarts {st['restarts']}")
-        out.append(f"journal    {st['records']} records")
-        if st.get("ended"):
-            out.append(f"ended      {st['ended']}")
-        ex = st.get("last_exit")
-        if ex:
-            how = f"signal {ex.get('signal')}" if ex.get("signal") else f"code {ex.get('code')}"
-            out.append(f"last exit  attempt {ex.get('attempt')}: {how}" + (f" in step {ex['step']}" if ex.get("step") else ""))
-        if st.get("note"):
-            out.append(f"note       {st['note']}")
+    out.extend(_live_lines(st) if st.get("live") else _offline_lines(st))
     usage = _usage_line(st)
     if usage:
         out.insert(len(out) - 1 if st.get("live") else len(out), usage)
     print("\n".join(out))
     return 0
+
+
+def _live_lines(st: dict[str, Any]) -> list[str]:
+    """``status`` of a supervised run: the state, the agent's tree, the journal, the supervisor."""
+    line = f"state      {st['state']}"
+    if st.get("pid"):
+        line += f" (pid {st['pid']}, attempt {st['attempt']}, up {st.get('uptime_s') or 0:.1f} s)"
+    else:
+        line += f" (attempt {st['attempt']})"
+    if st.get("backoff_s") is not None:
+        line += f", restarting in {st.get('backoff_left_s', st['backoff_s']):.1f} s"
+    if st.get("paused"):
+        line += ", restarts paused"
+    out = [line, f"restarts   {st['restarts']}"]
+    if st.get("pid"):
+        out.append(
+            f"agent tree cpu {st['cpu_percent']:.1f} %, rss {format_size(int(st['rss_bytes']))}, "
+            f"{st['threads']} threads, {st['open_files']} open files, {st.get('processes', 1)} processes"
+        )
+    out.append(f"journal    {st['records']} records" + (f"; in step {st['step']}" if st.get("step") else ""))
+    for what, n in (st.get("resource_errors") or {}).items():
+        out.append(f"resources  {what} failed {n} time(s); still supervising")
+    out.append(f"supervisor pid {st['supervisor_pid']}")
+    return out
+
+
+def _offline_lines(st: dict[str, Any]) -> list[str]:
+    """``status`` of a run no supervisor runs: from its files (the end, the last exit, a note)."""
+    out = [f"state      {st['state']} (no supervisor running)",
+           f"attempts   {st['attempt']}, restarts {st['restarts']}",
+           f"journal    {st['records']} records"]
+    if st.get("ended"):
+        out.append(f"ended      {st['ended']}")
+    ex = st.get("last_exit")
+    if ex:
+        how = f"signal {ex.get('signal')}" if ex.get("signal") else f"code {ex.get('code')}"
+        out.append(f"last exit  attempt {ex.get('attempt')}: {how}" + (f" in step {ex['step']}" if ex.get("step") else ""))
+    if st.get("note"):
+        out.append(f"note       {st['note']}")
+    return out
 
 
 # --------------------------------------------------------------------------- rollback
