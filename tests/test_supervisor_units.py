@@ -27,7 +27,6 @@ from supervisor.supervise.lock import (
     LockedError,
     SupervisorLock,
     find_leftovers,
-    read_holder,
     stop_processes,
 )
 from supervisor.supervise.metrics import TreeSampler, parse_size
@@ -58,7 +57,9 @@ def test_state_machine_guards_and_notifies() -> None:
     sm.change(S.STARTING)
     sm.change(S.RUNNING)
     sm.change(S.SUCCEEDED)
-    assert sm.state.terminal and not sm.can(S.STARTING)
+    assert sm.state.terminal
+    with pytest.raises(InvalidTransition, match="from succeeded to starting"):
+        sm.change(S.STARTING)
     assert [(c.old.value, c.new.value) for c in seen] == [
         ("starting", "running"), ("running", "backoff"), ("backoff", "paused"),
         ("paused", "starting"), ("starting", "running"), ("running", "succeeded"),
@@ -176,10 +177,11 @@ def test_lock_refuses_a_second_holder_and_is_taken_over_after_a_kill_9(tmp_path:
         lock = SupervisorLock(tmp_path)
         with pytest.raises(LockedError, match=f"supervised by pid {holder.pid}.*agent pid {sleeper.pid}"):
             lock.acquire()
-        assert read_holder(tmp_path)["pid"] == holder.pid  # type: ignore[index]
+        lock_file = tmp_path / rundir.SUPERVISOR_LOCK
+        assert rundir.flock_held(lock_file) and orjson.loads(lock_file.read_bytes())["pid"] == holder.pid
         holder.kill()
         holder.wait()
-        assert read_holder(tmp_path) is None  # the file stays, the flock went with its holder
+        assert lock_file.exists() and not rundir.flock_held(lock_file)  # the file stays, the flock went with its holder
         previous = lock.acquire()
         assert previous is not None and previous["pid"] == holder.pid and previous["child"]["pid"] == sleeper.pid
         leftovers = find_leftovers(tmp_path, previous)
