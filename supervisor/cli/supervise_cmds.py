@@ -197,7 +197,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     if args.otlp_endpoint:
         from ..supervise.otlp_live import OtlpLive
 
-        sup.otlp = OtlpLive(sup.run_dir, sup.run_id, args.otlp_endpoint, known_records=sup.records).start()
+        sup.otlp = OtlpLive(sup.run_dir, sup.run_id, args.otlp_endpoint, known_records=sup.journal.records).start()
     return sup.run()
 
 

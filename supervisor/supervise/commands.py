@@ -75,7 +75,7 @@ class ControlCommands:
             "threads": sup.sample.threads if child else 0,
             "open_files": sup.sample.open_files if child else 0,
             "processes": sup.sample.processes if child else 0,
-            "records": sup.records,
+            "records": sup.journal.records,
             "step": sup.cur.in_flight if sup.cur and child else None,
             "paused": sm.paused,
             "attempts_without_progress": sup.no_progress,
@@ -84,8 +84,8 @@ class ControlCommands:
             "supervisor_uptime_s": round(time.monotonic() - sup.started, 3),
             "live": True,
         }
-        if sup.resource_totals:
-            st["resource_errors"] = dict(sup.resource_totals)  # what ran out since the start, and how often
+        if sup.report.resource_totals:
+            st["resource_errors"] = dict(sup.report.resource_totals)  # what ran out since the start, and how often
         if sm.state is S.BACKOFF and sm.backoff_until is not None:
             st["backoff_s"] = sm.backoff_s
             st["backoff_left_s"] = round(max(0.0, sm.backoff_until - time.monotonic()), 3)
@@ -135,7 +135,7 @@ class ControlCommands:
         by = str(req.get("by") or "user")
         sup.poll_journal()
         try:
-            resolve_checkpoint(sup.fold, ref)
+            resolve_checkpoint(sup.journal.fold, ref)
         except SupervisorError as e:
             reply({"ok": False, "error": str(e)})
             return
