@@ -152,21 +152,9 @@ def find_leftovers(run_dir: Path, previous: dict[str, Any] | None) -> list[psuti
     """
     if not previous:
         return []
-    found: dict[int, psutil.Process] = {}
-    cg = recorded_cgroup(previous)
-    if cg is not None:
-        for pid in cg.procs():
-            with contextlib.suppress(psutil.Error):
-                found[pid] = psutil.Process(pid)
+    found = _recorded_processes(previous)
     child = previous.get("child") or {}
     cpid, ctime = child.get("pid"), child.get("create_time")
-    if isinstance(cpid, int):
-        try:
-            p = psutil.Process(cpid)
-            if _same_process(p, ctime):
-                found[p.pid] = p
-        except psutil.Error:
-            pass  # the recorded child is gone: nothing of it to stop
     session = (cpid, ctime) if isinstance(cpid, int) and isinstance(ctime, (int, float)) else None
     old_sup = str(previous.get("pid", ""))
     target = str(run_dir.resolve())
@@ -180,6 +168,26 @@ def find_leftovers(run_dir: Path, previous: dict[str, Any] | None) -> list[psuti
         except (psutil.Error, ProcessLookupError, PermissionError):
             continue  # gone, or not ours to read
     return [p for p in found.values() if _running(p)]
+
+
+def _recorded_processes(previous: dict[str, Any]) -> dict[int, psutil.Process]:
+    """The members of the recorded cgroup, and the recorded child if it is still the same process."""
+    found: dict[int, psutil.Process] = {}
+    cg = recorded_cgroup(previous)
+    if cg is not None:
+        for pid in cg.procs():
+            with contextlib.suppress(psutil.Error):
+                found[pid] = psutil.Process(pid)
+    child = previous.get("child") or {}
+    cpid = child.get("pid")
+    if isinstance(cpid, int):
+        try:
+            p = psutil.Process(cpid)
+            if _same_process(p, child.get("create_time")):
+                found[p.pid] = p
+        except psutil.Error:
+            pass  # the recorded child is gone: nothing of it to stop
+    return found
 
 
 def _in_session(p: psutil.Process, session: tuple[int, float] | None) -> bool:

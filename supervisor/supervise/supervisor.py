@@ -48,8 +48,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from ..core import rundir
 from ..core.events import EventLog, read_events
 from ..core.journal import journal_locked
@@ -59,16 +57,14 @@ from ..errors import JournalLockedError, SupervisorError
 from .agentlog import AgentLog
 from .commands import ControlCommands
 from .control import ControlServer, Reply
-from .guardian import Guardian
-from .guardian import start_time as guardian_start_time
 from .journal_watch import JOURNAL_POLL_S, JournalWatch
 from .lock import SupervisorLock, find_leftovers, remove_recorded_cgroup, stop_processes
-from .metrics import TreeSample, TreeSampler
 from .otlp_live import OtlpLive
 from .persister import cut_torn_tail, is_resource_error
 from .policy import (
     Action,
     Attempt,
+    Decision,
     Facts,
     Options,
     Pending,
@@ -76,13 +72,10 @@ from .policy import (
     decide,
 )
 from .process import (
-    CGROUP_PREFIX,
-    Cgroup,
     Child,
     ExitStatus,
     become_subreaper,
     kill_leftovers,
-    own_orphans,
     reap_orphans,
 )
 from .reporting import RETRY_WRITE_S, Reporter
@@ -90,6 +83,7 @@ from .rollback import append_rollback
 from .secrets import SecretsPipe
 from .signals import SignalInbox
 from .states import ProcessState, StateChange, StateMachine, StopRequest
+from .tree import AgentTree, is_ours
 
 __all__ = ["EXIT_GAVE_UP", "Options", "Supervisor"]
 
@@ -98,8 +92,6 @@ EXIT_GAVE_UP = 1
 """The supervisor's exit code when the run failed (gave up, or the agent exited 78)."""
 
 METRICS_INTERVAL_S = 1.0
-ENV_NO_CGROUP = "AGENT_SUPERVISOR_NO_CGROUP"
-"""Set to 1 to keep the agent out of a cgroup (the group, session and subreaper sweep only): tests, odd hosts."""
 EXIT_RESOURCES = 75
 """The supervisor's exit code when it could not start or record its end for want of resources (EX_TEMPFAIL)."""
 
@@ -132,8 +124,7 @@ class Supervisor:
         self.child: Child | None = None
         self.cur: Attempt | None = None
         self.attempts: list[Attempt] = []
-        self.sampler: TreeSampler | None = None
-        self.sample = TreeSample()
+        self.tree = AgentTree(self.say)
         self.started = time.monotonic()
         self.exit_code = 0
         self._stop_deadline: float | None = None
@@ -145,10 +136,6 @@ class Supervisor:
         self._leftovers: list[int] = []
         self.run_id = run_dir.name
         self._high_water: int | None = None  # effective steps before a crash-loop rollback
-        self.cgroup: Cgroup | None = None
-        self.guardian: Guardian | None = None
-        self._last_pgid = 0
-        self._told_tree = ""
         self._loop_pause_until = 0.0
         self._otlp: OtlpLive | None = None
 
@@ -217,15 +204,6 @@ class Supervisor:
             self.report.log_lost += lost
             self.resource_error(f"writing {rundir.AGENT_LOG}", e)
 
-    def _not_orphans(self) -> set[int]:
-        """Our own children that are not adopted leftovers: the current agent and the guardian."""
-        out = set()
-        if self.child is not None:
-            out.add(self.child.pid)
-        if self.guardian is not None:
-            out.add(self.guardian.pid)
-        return out
-
     def _on_state(self, ch: StateChange) -> None:
         """Write the change's event (the one place state changes are recorded); remember when the state changed."""
         if ch.old is not ch.new:
@@ -252,10 +230,10 @@ class Supervisor:
             del loaded
             self.server = ControlServer(self.run_dir, self.sel, ControlCommands(self).handle,
                                         on_error=self.resource_error)
-            self._start_tree()
+            self.tree.start(self.run_dir, self.lock)
         except BaseException:
             self._close_files()
-            self._release_tree()
+            self.tree.release(self.child)
             self.lock.release()
             raise
         become_subreaper()
@@ -289,15 +267,6 @@ class Supervisor:
         if not exists:
             changes.update(id=self.run_dir.name, created=rundir.utc_now())
         self.run_id = str(rundir.update_run_json(self.run_dir, **changes).get("id") or self.run_dir.name)
-
-    def _start_tree(self) -> None:
-        """The agent's tree in a cgroup of its own where Linux lets us (else: group, session, subreaper), and the guardian."""
-        if os.environ.get(ENV_NO_CGROUP) != "1":
-            self.cgroup = Cgroup.create(f"{CGROUP_PREFIX}.{os.getpid()}.{int(time.time() * 1000)}")
-        if self.cgroup is not None:
-            with contextlib.suppress(OSError):
-                self.lock.record_cgroup(self.cgroup.path)
-        self.guardian = Guardian.start(self.run_dir, self.cgroup)
 
     def _stop_leftovers(self, previous: dict[str, Any] | None) -> None:
         procs = find_leftovers(self.run_dir, previous)
@@ -333,7 +302,7 @@ class Supervisor:
             self._emergency_cleanup()
             self.signals.restore()
             self._close_files()
-            self._release_tree()
+            self.tree.release(self.child)
             self.lock.release()
         return self.exit_code
 
@@ -346,22 +315,6 @@ class Supervisor:
                 raise
             self.resource_error(what, e)
             self._loop_pause_until = time.monotonic() + 0.05  # no hot spin on a level-triggered fd that fails
-
-    def _release_tree(self) -> None:
-        """At the end: a last sweep of anything left of the agent's tree, the cgroup removed, the guardian let go."""
-        try:
-            if self._last_pgid or self.cgroup is not None:
-                kill_leftovers(self._last_pgid, 0.5, exclude=self._not_orphans(), log=self.say, cgroup=self.cgroup)
-            if self.cgroup is not None:
-                if not self.cgroup.remove():
-                    self.say(f"could not remove the cgroup {self.cgroup.path}: processes are still in it")
-                self.cgroup = None
-        except OSError as e:
-            self.say(f"could not sweep the agent's process tree: {e}")
-        finally:
-            if self.guardian is not None:
-                self.guardian.done()
-                self.guardian = None
 
     def _timeout(self) -> float:
         now = time.monotonic()
@@ -428,7 +381,7 @@ class Supervisor:
         try:
             self.secrets = SecretsPipe(self.redactor)
             env.update(self.secrets.env())
-            child = Child(argv, env, cwd=self.cwd, cgroup=self.cgroup, pass_fds=self.secrets.pass_fds)
+            child = Child(argv, env, cwd=self.cwd, cgroup=self.tree.cgroup, pass_fds=self.secrets.pass_fds)
         except OSError as e:
             self._end_secrets()
             self._spawn_failed(e, reason)
@@ -476,13 +429,10 @@ class Supervisor:
         """The attempt runs: its fds in the loop, the guardian and the lock told, the state and ``run.json`` changed."""
         assert self.log is not None and self.secrets is not None
         self.child = child
-        self._last_pgid = child.pgid
-        if self.guardian is not None:
-            self.guardian.tell(f"child {child.pid}")
+        self.tree.spawned(child)
         self.journal.new_attempt()
         self.cur = Attempt(self.attempt_no, child.pid, self.journal.records)
         self.attempts.append(self.cur)
-        self.sampler = TreeSampler(child.pid)
         self.sel.register(child.pidfd, selectors.EVENT_READ, self._on_child_exit)
         self.sel.register(child.out_fd, selectors.EVENT_READ, lambda: self._on_output("stdout"))
         self.sel.register(child.err_fd, selectors.EVENT_READ, lambda: self._on_output("stderr"))
@@ -529,50 +479,8 @@ class Supervisor:
             self.otlp.journal(new)
 
     def _is_ours(self, pid: Any, supervisor: Any = None, attempt: Any = None) -> bool:
-        """Whether a ``start`` record was written by the current attempt: its process or a descendant.
-
-        ``supervisor`` and ``attempt`` are the record's fields of those names (an SDK
-        that records its supervisor's pid): they answer even when the writer is gone
-        already; else the pid must still be found in the attempt's tree.
-        """
-        child = self.child
-        if child is None or not isinstance(pid, int) or pid <= 0:
-            return False
-        if pid == child.pid:
-            return True
-        if isinstance(supervisor, int):
-            return supervisor == os.getpid() and attempt == self.attempt_no
-        if child.cgroup is not None and child.cgroup.contains(pid):
-            return True
-        with contextlib.suppress(OSError):
-            if os.getsid(pid) == child.pgid:
-                return True
-        try:
-            return any(p.pid == child.pid for p in psutil.Process(pid).parents())
-        except psutil.Error:
-            return False  # gone already: nothing says it was ours
-
-    def _tell_guardian_tree(self, roots: set[int]) -> None:
-        """The processes outside the agent's session (adopted orphans and what they started), for the guardian.
-
-        Without a cgroup they are what a kill -9 of ours would leave that the guardian
-        cannot find by session or environment (a double-forked daemon with a cleared one).
-        """
-        if self.guardian is None or self.child is None or self.child.cgroup is not None:
-            return
-        pids = set(roots)
-        for pid in roots:
-            with contextlib.suppress(psutil.Error):
-                pids.update(c.pid for c in psutil.Process(pid).children(recursive=True))
-        items = []
-        for pid in sorted(pids):
-            start = guardian_start_time(pid)
-            if start is not None:
-                items.append(f"{pid}:{start}")
-        line = "tree " + " ".join(items)
-        if line != self._told_tree:
-            self._told_tree = line
-            self.guardian.tell(line)
+        """Whether a ``start`` record was written by the current attempt (``tree.is_ours``)."""
+        return is_ours(self.child, self.attempt_no, pid, supervisor, attempt)
 
     def _check_hang(self, now: float) -> None:
         limit = self.opts.hang_timeout
@@ -587,24 +495,17 @@ class Supervisor:
                             hang_timeout_s=limit)
 
     def _sample_metrics(self) -> None:
-        if self.sampler is None or self.child is None:
+        """The tree's figures for the status, and the memory watchdog."""
+        if self.child is None:
             return
-        mine = self._not_orphans()
-        reap_orphans(mine)  # adopted grandchildren that died meanwhile: no zombies
-        extra = {p.pid for p in own_orphans(mine)}
-        if self.child.cgroup is not None:
-            # the cgroup is the whole tree; orphans outside it (none, unless they moved out) are added
-            members = self.child.cgroup.procs()
-            self.sample = self.sampler.sample(members=sorted(extra.union(members)))
-        else:
-            extra.discard(self.child.pid)
-            self.sample = self.sampler.sample(sorted(extra))
-            self._tell_guardian_tree(extra)
+        sample = self.tree.measure(self.child)
+        if sample is None:
+            return
         limit = self.opts.max_rss
-        if limit and self.sample.rss_bytes > limit and self.sm.state is S.RUNNING:
-            self.say(f"attempt {self.attempt_no} uses {self.sample.rss_bytes} bytes of memory, over --max-rss {limit}; stopping it")
+        if limit and sample.rss_bytes > limit and self.sm.state is S.RUNNING:
+            self.say(f"attempt {self.attempt_no} uses {sample.rss_bytes} bytes of memory, over --max-rss {limit}; stopping it")
             self.begin_stop(Pending.MEMORY_LIMIT, event="memory-limit", pid=self.child.pid,
-                            rss_bytes=self.sample.rss_bytes, max_rss=limit,
+                            rss_bytes=sample.rss_bytes, max_rss=limit,
                             step=self.cur.in_flight if self.cur else None)
 
     # ------------------------------------------------------------------ stopping
@@ -639,7 +540,7 @@ class Supervisor:
         self.journal.forget_stat()
         self._guarded("reading the journal", self.poll_journal)
         grace = min(self.opts.stop_grace, 3.0)
-        exclude = {self.guardian.pid} if self.guardian is not None else set()
+        exclude = self.tree.not_orphans(None)  # the guardian
         try:
             killed = kill_leftovers(child.pgid, grace, exclude=exclude, log=self.say, cgroup=child.cgroup)
         except OSError as e:
@@ -663,7 +564,7 @@ class Supervisor:
         self._end_secrets()
         child.close()
         self.child = None
-        self.sampler = None
+        self.tree.sampler = None
         self._stop_deadline = None
         pending = self.sm.take_pending()
         cur.reason = pending.action if pending else None
@@ -694,23 +595,8 @@ class Supervisor:
         self.no_progress = d.no_progress
         self.crash_loop_rolled_back = d.crash_loop_rolled_back
         self._high_water = d.high_water
-        if d.action is Action.STOP:
-            self._finish(S.STOPPED, "stopped")
-            return
-        if d.action is Action.SUCCEED:
-            self._finish(S.SUCCEEDED, "succeeded")
-            return
-        if d.action is Action.FAIL:
-            # the agent's own last word (the SDK prints why on one line: a damaged line, a divergence)
-            tail = self.log.stderr_tail(5) if self.log is not None else []
-            last = next((ln.strip() for ln in reversed(tail) if ln.strip()), "")
-            reason = f"{d.reason}: {last}" if last else (d.reason or "")
-            self.say(f"attempt {cur.number} reported a permanent failure (exit {rundir.EXIT_FAILED}): not restarting"
-                     + (f"; it said: {last}" if last else ""))
-            self._finish(S.FAILED, "failed", reason=reason)
-            return
-        if d.action is Action.GIVE_UP:
-            self._give_up()
+        if d.action in (Action.STOP, Action.SUCCEED, Action.FAIL, Action.GIVE_UP):
+            self._end_run(d, cur)
             return
         if d.rollback is Rollback.REQUESTED:
             assert pending is not None
@@ -729,6 +615,23 @@ class Supervisor:
             self.say(f"no progress in {self.no_progress} attempt(s) in a row: restarting in {d.delay_s:.2f} s")
             assert self.report.events is not None
             self.report.persist.submit(self.report.events.flush)
+
+    def _end_run(self, d: Decision, cur: Attempt) -> None:
+        """The decision ends the run: stopped, succeeded, failed (the agent's exit 78) or given up."""
+        if d.action is Action.STOP:
+            self._finish(S.STOPPED, "stopped")
+        elif d.action is Action.SUCCEED:
+            self._finish(S.SUCCEEDED, "succeeded")
+        elif d.action is Action.FAIL:
+            # the agent's own last word (the SDK prints why on one line: a damaged line, a divergence)
+            tail = self.log.stderr_tail(5) if self.log is not None else []
+            last = next((ln.strip() for ln in reversed(tail) if ln.strip()), "")
+            reason = f"{d.reason}: {last}" if last else (d.reason or "")
+            self.say(f"attempt {cur.number} reported a permanent failure (exit {rundir.EXIT_FAILED}): not restarting"
+                     + (f"; it said: {last}" if last else ""))
+            self._finish(S.FAILED, "failed", reason=reason)
+        else:
+            self._give_up()
 
     def _crash_loop_rollback(self) -> None:
         """Roll back once to the latest checkpoint; later attempts count as progress only past the old high-water mark.
@@ -849,13 +752,13 @@ class Supervisor:
         with contextlib.suppress(ChildProcessError, subprocess.TimeoutExpired):
             child.proc.wait(timeout=5)
         with contextlib.suppress(OSError):
-            kill_leftovers(child.pgid, 0.5, exclude=self._not_orphans() - {child.pid}, cgroup=child.cgroup)
+            kill_leftovers(child.pgid, 0.5, exclude=self.tree.not_orphans(child) - {child.pid}, cgroup=child.cgroup)
         child.close()
         self.child = None
         if not self.sm.state.terminal:
             with contextlib.suppress(SupervisorError, OSError):
                 rundir.update_run_json(self.run_dir, status="stopped", ended=rundir.utc_now())
-        reap_orphans(self._not_orphans())
+        reap_orphans(self.tree.not_orphans(self.child))
 
     def _close_files(self) -> None:
         if self.otlp is not None:  # the last spans (the root among them), before the event file closes
