@@ -38,7 +38,7 @@ import random
 import threading
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, cast
 
 import orjson
 
@@ -259,38 +259,56 @@ class JournalSaver(BaseCheckpointSaver[str]):
 
     # ------------------------------------------------------------------ the lines, applied in order
     def _apply(self, rec: dict[str, Any]) -> None:
-        op = rec["op"]
-        if op == "put":
-            t, ns = rec["thread"], rec["ns"]
-            for ch, (ver, packed) in rec["blobs"].items():
-                self._blobs[(t, ns, ch, ver)] = None if packed is None else self._held(packed)
-            entry = (self._held(rec["checkpoint"]), self._held(rec["metadata"]), rec["parent"])
-            self._cps.setdefault((t, ns), {})[rec["id"]] = entry
-        elif op == "writes":
-            key = (rec["thread"], rec["ns"], rec["id"])
-            stored = self._writes.setdefault(key, {})
-            task, path = rec["task"], rec["path"]
-            for idx, ch, packed in rec["writes"]:
-                if idx >= 0 and (task, idx) in stored:
-                    continue  # a write is kept once (a retried task's writes are the same)
-                stored[(task, idx)] = (task, ch, self._held(packed), path)
-        elif op == "delete_thread":
-            self._drop(lambda t, ns, cid: t == rec["thread"], blobs_of=rec["thread"])
-        elif op == "delete_runs":
-            runs = set(rec["runs"])
-            self._drop(lambda t, ns, cid: self._run_id(t, ns, cid) in runs)
-        elif op == "prune":
-            threads = set(rec["threads"])
-            if rec["strategy"] == "delete":
-                for t in threads:
-                    self._drop(lambda t2, ns, cid, t=t: t2 == t, blobs_of=t)
-            else:
-                latest = {key: max(cps) for key, cps in self._cps.items() if key[0] in threads and cps}
-                self._drop(lambda t, ns, cid: t in threads and cid != latest.get((t, ns)))
-        elif op == "copy_thread":
-            self._copy(rec["from"], rec["to"])
+        """Replay one recorded operation onto the in-memory store."""
+        apply = self._APPLY.get(rec["op"])
+        if apply is None:
+            raise ValueError(f"unknown op {rec['op']!r}")
+        apply(self, rec)
+
+    def _apply_put(self, rec: dict[str, Any]) -> None:
+        t, ns = rec["thread"], rec["ns"]
+        for ch, (ver, packed) in rec["blobs"].items():
+            self._blobs[(t, ns, ch, ver)] = None if packed is None else self._held(packed)
+        entry = (self._held(rec["checkpoint"]), self._held(rec["metadata"]), rec["parent"])
+        self._cps.setdefault((t, ns), {})[rec["id"]] = entry
+
+    def _apply_writes(self, rec: dict[str, Any]) -> None:
+        key = (rec["thread"], rec["ns"], rec["id"])
+        stored = self._writes.setdefault(key, {})
+        task, path = rec["task"], rec["path"]
+        for idx, ch, packed in rec["writes"]:
+            if idx >= 0 and (task, idx) in stored:
+                continue  # a write is kept once (a retried task's writes are the same)
+            stored[(task, idx)] = (task, ch, self._held(packed), path)
+
+    def _apply_delete_thread(self, rec: dict[str, Any]) -> None:
+        self._drop(lambda t, ns, cid: t == rec["thread"], blobs_of=rec["thread"])
+
+    def _apply_delete_runs(self, rec: dict[str, Any]) -> None:
+        runs = set(rec["runs"])
+        self._drop(lambda t, ns, cid: self._run_id(t, ns, cid) in runs)
+
+    def _apply_prune(self, rec: dict[str, Any]) -> None:
+        threads = set(rec["threads"])
+        if rec["strategy"] == "delete":
+            for t in threads:
+                self._drop(lambda t2, ns, cid, t=t: t2 == t, blobs_of=t)
         else:
-            raise ValueError(f"unknown op {op!r}")
+            latest = {key: max(cps) for key, cps in self._cps.items() if key[0] in threads and cps}
+            self._drop(lambda t, ns, cid: t in threads and cid != latest.get((t, ns)))
+
+    def _apply_copy_thread(self, rec: dict[str, Any]) -> None:
+        self._copy(rec["from"], rec["to"])
+
+    _APPLY: ClassVar[dict[str, Callable[[JournalSaver, dict[str, Any]], None]]] = {
+        "put": _apply_put,
+        "writes": _apply_writes,
+        "delete_thread": _apply_delete_thread,
+        "delete_runs": _apply_delete_runs,
+        "prune": _apply_prune,
+        "copy_thread": _apply_copy_thread,
+    }
+    """The recorded operations by name (``op``)."""
 
     def _run_id(self, t: str, ns: str, cid: str) -> Any:
         md = self._cps[(t, ns)][cid][1]
@@ -337,7 +355,7 @@ class JournalSaver(BaseCheckpointSaver[str]):
         ]
         return CheckpointTuple(
             config={"configurable": {"thread_id": t, "checkpoint_ns": ns, "checkpoint_id": cid}},
-            checkpoint=cp,  # type: ignore[arg-type]
+            checkpoint=cast(Checkpoint, cp),  # built from the stored skeleton and its channel values
             metadata=md if md is not None else self._unpack(md_packed),
             parent_config=(
                 {"configurable": {"thread_id": t, "checkpoint_ns": ns, "checkpoint_id": parent}} if parent else None
@@ -381,12 +399,17 @@ class JournalSaver(BaseCheckpointSaver[str]):
                         break
                     if (want_id and cid != want_id) or (before_id and cid >= before_id):
                         continue
-                    entry = cps[cid]
-                    md = self._unpack(entry[1])
-                    if filter and not all(md.get(k) == v for k, v in filter.items()):
-                        continue
-                    found.append(self._tuple(t, ns, cid, entry, md))
+                    got = self._matching(t, ns, cid, cps[cid], filter)
+                    if got is not None:
+                        found.append(got)
         yield from found
+
+    def _matching(self, t: str, ns: str, cid: str, entry: Any, filter: dict[str, Any] | None) -> CheckpointTuple | None:
+        """The checkpoint's tuple if its metadata has every ``filter`` item, else ``None``."""
+        md = self._unpack(entry[1])
+        if filter and not all(md.get(k) == v for k, v in filter.items()):
+            return None
+        return self._tuple(t, ns, cid, entry, md)
 
     # ------------------------------------------------------------------ writing
     def put(
@@ -572,7 +595,7 @@ def result_from_json(data: dict[str, Any]) -> ChatResult:
     messages = messages_from_dict([g["message"] for g in gens])
     return ChatResult(
         generations=[
-            ChatGeneration(message=m, generation_info=g.get("generation_info")) for m, g in zip(messages, gens)
+            ChatGeneration(message=m, generation_info=g.get("generation_info")) for m, g in zip(messages, gens, strict=False)
         ],
         llm_output=data.get("llm_output"),
     )
