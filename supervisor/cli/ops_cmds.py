@@ -214,14 +214,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if f is None and not sealed and not args.follow:
             raise SupervisorError(f"{run_dir} has no agent.log: its agent has not run under 'agent-supervisor supervise' yet")
         out = sys.stdout.buffer
-        if args.lines is not None:
-            out.writelines(_last_lines(sealed, f.read() if f else b"", args.lines))
-        else:
-            for p in sealed:
-                with open(p, "rb") as g:
-                    _copy(g, out)
-            if f is not None:
-                _copy(f, out)
+        _print_logs(sealed, f, args.lines, out)
         out.flush()
         if args.follow:
             for chunk in _follow(run_dir, cur, f):
@@ -232,6 +225,18 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if f is not None:
             f.close()
     return 0
+
+
+def _print_logs(sealed: list[Path], f: IO[bytes] | None, lines: int | None, out: IO[bytes]) -> None:
+    """The rotated logs then the current one (``f``), whole or their last ``lines`` lines."""
+    if lines is not None:
+        out.writelines(_last_lines(sealed, f.read() if f else b"", lines))
+        return
+    for p in sealed:
+        with open(p, "rb") as g:
+            _copy(g, out)
+    if f is not None:
+        _copy(f, out)
 
 
 def _copy(f: IO[bytes], out: IO[bytes]) -> None:
