@@ -36,7 +36,7 @@ import math
 import os
 import random
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, MutableSequence, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -281,9 +281,6 @@ class JournalSaver(BaseCheckpointSaver[str]):
                 continue  # a write is kept once (a retried task's writes are the same)
             stored[(task, idx)] = (task, ch, self._held(packed), path)
 
-    def _apply_delete_thread(self, rec: dict[str, Any]) -> None:
-        self._drop(lambda t, ns, cid: t == rec["thread"], blobs_of=rec["thread"])
-
     def _apply_delete_runs(self, rec: dict[str, Any]) -> None:
         runs = set(rec["runs"])
         self._drop(lambda t, ns, cid: self._run_id(t, ns, cid) in runs)
@@ -297,16 +294,13 @@ class JournalSaver(BaseCheckpointSaver[str]):
             latest = {key: max(cps) for key, cps in self._cps.items() if key[0] in threads and cps}
             self._drop(lambda t, ns, cid: t in threads and cid != latest.get((t, ns)))
 
-    def _apply_copy_thread(self, rec: dict[str, Any]) -> None:
-        self._copy(rec["from"], rec["to"])
-
     _APPLY: ClassVar[dict[str, Callable[[JournalSaver, dict[str, Any]], None]]] = {
         "put": _apply_put,
         "writes": _apply_writes,
-        "delete_thread": _apply_delete_thread,
+        "delete_thread": lambda self, rec: self._drop(lambda t, ns, cid: t == rec["thread"], blobs_of=rec["thread"]),
         "delete_runs": _apply_delete_runs,
         "prune": _apply_prune,
-        "copy_thread": _apply_copy_thread,
+        "copy_thread": lambda self, rec: self._copy(rec["from"], rec["to"]),
     }
     """The recorded operations by name (``op``)."""
 
@@ -392,24 +386,22 @@ class JournalSaver(BaseCheckpointSaver[str]):
         with self._lock:
             found: list[CheckpointTuple] = []
             for (t, ns), cps in self._cps.items():
-                if (want_t is not None and t != want_t) or (want_ns is not None and ns != want_ns):
-                    continue
-                for cid in sorted(cps, reverse=True):
-                    if limit is not None and len(found) >= limit:
-                        break
-                    if (want_id and cid != want_id) or (before_id and cid >= before_id):
-                        continue
-                    got = self._matching(t, ns, cid, cps[cid], filter)
-                    if got is not None:
-                        found.append(got)
+                if (want_t is None or t == want_t) and (want_ns is None or ns == want_ns):
+                    self._collect(found, t, ns, cps, (want_id, before_id, filter, limit))
         yield from found
 
-    def _matching(self, t: str, ns: str, cid: str, entry: Any, filter: dict[str, Any] | None) -> CheckpointTuple | None:
-        """The checkpoint's tuple if its metadata has every ``filter`` item, else ``None``."""
-        md = self._unpack(entry[1])
-        if filter and not all(md.get(k) == v for k, v in filter.items()):
-            return None
-        return self._tuple(t, ns, cid, entry, md)
+    def _collect(self, found: MutableSequence[CheckpointTuple], t: str, ns: str, cps: dict[str, Any], want: tuple[Any, ...]) -> None:
+        """Append one thread's checkpoints, newest first, that pass ``want`` (id, before, metadata filter, limit)."""
+        want_id, before_id, filter, limit = want
+        for cid in sorted(cps, reverse=True):
+            if limit is not None and len(found) >= limit:
+                return
+            if (want_id and cid != want_id) or (before_id and cid >= before_id):
+                continue
+            entry = cps[cid]
+            md = self._unpack(entry[1])
+            if not filter or all(md.get(k) == v for k, v in filter.items()):
+                found.append(self._tuple(t, ns, cid, entry, md))
 
     # ------------------------------------------------------------------ writing
     def put(
