@@ -117,8 +117,10 @@ def parse_size(text: str) -> int:
 
 
 def format_size(n: int) -> str:
+    """A byte count for people: ``512 B``, ``1.5 KiB`` ... ``3.0 GiB``."""
+    size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
     return f"{n} B"
