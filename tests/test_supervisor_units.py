@@ -207,7 +207,8 @@ def test_a_reused_pid_is_not_a_leftover(tmp_path: Path) -> None:
 
 
 def test_tree_sampler_counts_the_whole_tree() -> None:
-    code = "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); print(p.pid, flush=True); time.sleep(30)"
+    code = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); "
+            "print(p.pid, flush=True); time.sleep(30)")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     try:
         assert parent.stdout is not None

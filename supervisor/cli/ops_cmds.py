@@ -51,7 +51,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(func=cmd_runs)
 
     for name, what in (("stop", "stop a run's supervisor and its agent"), ("restart", "restart a run's agent (it resumes)")):
-        p = sub.add_parser(name, help=what, description=f"{what[0].upper()}{what[1:]}, through its live supervisor, and wait until it has happened.")
+        p = sub.add_parser(name, help=what,
+                           description=f"{what[0].upper()}{what[1:]}, through its live supervisor, and wait until it has happened.")
         p.add_argument("run_dir", type=Path, metavar="RUN")
         p.add_argument("--no-wait", action="store_true", help="return once the supervisor has accepted the request")
         p.add_argument("--timeout", type=float, default=60.0, metavar="S", help="how long to wait (default 60 s)")

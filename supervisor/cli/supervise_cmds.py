@@ -83,27 +83,38 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--run-dir", type=Path, metavar="DIR", help="run directory to use or resume (default: a new one under ./runs/)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the agent's own output still shows)")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--resume-flag", default=d.resume_flag, metavar="FLAG", help="argument appended to CMD on restarts (a value starting with - needs =, e.g. --resume-flag=--continue)")
+    g.add_argument("--resume-flag", default=d.resume_flag, metavar="FLAG",
+                   help="argument appended to CMD on restarts (a value starting with - needs =, e.g. --resume-flag=--continue)")
     g.add_argument("--no-resume-flag", action="store_true", help="append nothing on restarts (the agent reads AGENT_SUPERVISOR_RESUME)")
-    p.add_argument("--backoff-initial", type=_positive(float), default=d.backoff_initial, metavar="S", help="first delay after an attempt without progress")
+    p.add_argument("--backoff-initial", type=_positive(float), default=d.backoff_initial, metavar="S",
+                   help="first delay after an attempt without progress")
     p.add_argument("--backoff-max", type=_positive(float), default=d.backoff_max, metavar="S", help="longest delay")
-    p.add_argument("--backoff-factor", type=_positive(float), default=d.backoff_factor, metavar="F", help="delay multiplier per attempt without progress")
+    p.add_argument("--backoff-factor", type=_positive(float), default=d.backoff_factor, metavar="F",
+                   help="delay multiplier per attempt without progress")
     p.add_argument("--backoff-jitter", type=_positive(float), default=d.backoff_jitter, metavar="J", help="random +-fraction of each delay")
-    p.add_argument("--rollback-after", type=_positive(int), default=d.rollback_after, metavar="K", help="attempts without progress before one automatic rollback to the latest checkpoint (0: never)")
-    p.add_argument("--give-up-after", type=_positive(int), default=d.give_up_after, metavar="M", help="attempts without progress before giving up (status failed)")
-    p.add_argument("--hang-timeout", type=_positive(float), default=None, metavar="S", help="restart when no journal record and no output came for S seconds (default: off)")
-    p.add_argument("--max-rss", type=_size, default=None, metavar="SIZE", help="restart when the agent's process tree uses more memory, e.g. 2G (default: off)")
-    p.add_argument("--stop-grace", type=_positive(float), default=d.stop_grace, metavar="S", help="seconds between SIGTERM and SIGKILL when stopping")
-    p.add_argument("--log-max-bytes", type=_size, default=d.log_max_bytes, metavar="SIZE", help="rotate agent.log and supervisor.jsonl at this size, e.g. 16M")
+    p.add_argument("--rollback-after", type=_positive(int), default=d.rollback_after, metavar="K",
+                   help="attempts without progress before one automatic rollback to the latest checkpoint (0: never)")
+    p.add_argument("--give-up-after", type=_positive(int), default=d.give_up_after, metavar="M",
+                   help="attempts without progress before giving up (status failed)")
+    p.add_argument("--hang-timeout", type=_positive(float), default=None, metavar="S",
+                   help="restart when no journal record and no output came for S seconds (default: off)")
+    p.add_argument("--max-rss", type=_size, default=None, metavar="SIZE",
+                   help="restart when the agent's process tree uses more memory, e.g. 2G (default: off)")
+    p.add_argument("--stop-grace", type=_positive(float), default=d.stop_grace, metavar="S",
+                   help="seconds between SIGTERM and SIGKILL when stopping")
+    p.add_argument("--log-max-bytes", type=_size, default=d.log_max_bytes, metavar="SIZE",
+                   help="rotate agent.log and supervisor.jsonl at this size, e.g. 16M")
     p.add_argument("--log-keep", type=int, default=d.log_keep, metavar="N",
-                   help=f"keep the newest N rotated agent.log and supervisor.jsonl files (default {d.log_keep}; 0 keeps all; the journal is never pruned)")
+                   help=f"keep the newest N rotated agent.log and supervisor.jsonl files "
+                        f"(default {d.log_keep}; 0 keeps all; the journal is never pruned)")
     p.add_argument("--otlp-endpoint", metavar="URL",
                    help="export the run's spans live over OTLP/HTTP to URL, e.g. http://localhost:4318 (headers from "
                         "OTEL_EXPORTER_OTLP_HEADERS; needs the [otlp] extra)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]", help="the agent's command, after --")
     p.set_defaults(func=cmd_supervise)
 
-    p = sub.add_parser("status", help="show a run's supervisor state and figures", description="Status of a run: live from its supervisor, else from its files.")
+    p = sub.add_parser("status", help="show a run's supervisor state and figures",
+                       description="Status of a run: live from its supervisor, else from its files.")
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_status)

@@ -310,7 +310,8 @@ class Redactor:
             for j, p in enumerate(shape.patterns):
                 alts.append(p.replace(b"(?P<s>", b"(?P<s%d_%d>" % (i, j)))
         self._re = re.compile(_first_byte_groups(alts, keep_order=True))
-        words = [_word(a) for s in SHAPES for a in s.anchors] + [tuple(bytes([b]) for b in a) for a in [_PEM_MARK] + [v[:4] for v in ordered]]
+        words = [_word(a) for s in SHAPES for a in s.anchors]
+        words += [tuple(bytes([b]) for b in a) for a in [_PEM_MARK] + [v[:4] for v in ordered]]
         self._prefilter = _pinned(words)
         delete, gate = _skeleton_gate(words)
         self._memo: dict[bytes, bool] = {}  # skeleton -> whether an anchor's skeleton is in it
