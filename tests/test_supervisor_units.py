@@ -368,7 +368,7 @@ def test_steps_in_flight_are_paired_by_position() -> None:
     """Concurrent steps interleave their begins and ends: the supervisor's in-flight step follows each pos."""
     from supervisor.supervise.policy import Attempt
 
-    a = Attempt(number=1, pid=1, records_at_start=0)
+    a = Attempt(number=1, pid=1)
     a.flying.update({3: "search:a", 4: "search:b", 5: "search:c"})
     assert a.in_flight == "search:a (+2 more in flight)"
     a.flying.pop(3)

@@ -39,10 +39,6 @@ class SupervisorLock:
         self._fd = -1
         self.info: dict[str, Any] = {}
 
-    @property
-    def held(self) -> bool:
-        return self._fd >= 0
-
     def acquire(self, purpose: str = "supervise") -> dict[str, Any] | None:
         """Take the lock; return what the previous (dead) holder left in it, or ``None``.
 

@@ -7,8 +7,7 @@ process). Sampled about once a second by the supervisor's loop.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import psutil
 
@@ -22,9 +21,6 @@ class TreeSample:
     rss_bytes: int = 0
     threads: int = 0
     open_files: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class TreeSampler:

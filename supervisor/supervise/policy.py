@@ -45,7 +45,6 @@ class Attempt:
 
     number: int
     pid: int
-    records_at_start: int
     progress: int = 0
     rollbacks: int = 0
     """Rollback records the attempt committed (an exit 75 without one is a crash)."""

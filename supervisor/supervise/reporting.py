@@ -58,11 +58,6 @@ class Reporter:
         self.tap: Callable[[str, int, dict[str, Any]], None] | None = None
         """Sees every event as it is emitted (the live span exporter)."""
 
-    @property
-    def deferred(self) -> int:
-        """How many events wait to be written."""
-        return len(self._deferred)
-
     def say(self, text: str) -> None:
         """A progress line on stderr (silenced by ``-q``)."""
         if self.quiet:

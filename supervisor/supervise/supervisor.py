@@ -420,7 +420,7 @@ class Supervisor:
         self.emit("exit", pid=None, code=127, signal=None, uptime_s=0.0, step=None,
                   stderr_tail=[os.fsdecode(self.redactor(os.fsencode(str(e))))],
                   progress=0, reason="spawn-failed", leftovers_killed=[])
-        self.cur = Attempt(self.attempt_no, 0, self.journal.records)
+        self.cur = Attempt(self.attempt_no, 0)
         self.cur.status = ExitStatus(127, None)
         self.attempts.append(self.cur)
         self._after_exit(self.cur, None)
@@ -431,7 +431,7 @@ class Supervisor:
         self.child = child
         self.tree.spawned(child)
         self.journal.new_attempt()
-        self.cur = Attempt(self.attempt_no, child.pid, self.journal.records)
+        self.cur = Attempt(self.attempt_no, child.pid)
         self.attempts.append(self.cur)
         self.sel.register(child.pidfd, selectors.EVENT_READ, self._on_child_exit)
         self.sel.register(child.out_fd, selectors.EVENT_READ, lambda: self._on_output("stdout"))
