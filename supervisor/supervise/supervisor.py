@@ -35,6 +35,12 @@ written waits in memory and is retried (the torn part is cut off the file), as i
 without counting as an attempt; the control socket pauses accepting. What
 happened is said on stderr at once and recorded as a ``resource-error`` event
 once ``supervisor.jsonl`` can be written again.
+
+This module holds the loop and an attempt's life (spawn, exit, the decision carried
+out). Its parts live beside it: ``policy`` (the decision, a pure function),
+``journal_watch`` (what each attempt committed), ``tree`` (the agent's processes:
+cgroup, guardian, figures, final sweep) and ``reporting`` (events, ``run.json`` and
+stderr, on a full disk too).
 """
 
 from __future__ import annotations
