@@ -51,7 +51,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(func=cmd_runs)
 
     for name, what in (("stop", "stop a run's supervisor and its agent"), ("restart", "restart a run's agent (it resumes)")):
-        p = sub.add_parser(name, help=what, description=f"{what[0].upper()}{what[1:]}, through its live supervisor, and wait until it has happened.")
+        p = sub.add_parser(name, help=what,
+                           description=f"{what[0].upper()}{what[1:]}, through its live supervisor, and wait until it has happened.")
         p.add_argument("run_dir", type=Path, metavar="RUN")
         p.add_argument("--no-wait", action="store_true", help="return once the supervisor has accepted the request")
         p.add_argument("--timeout", type=float, default=60.0, metavar="S", help="how long to wait (default 60 s)")
@@ -214,14 +215,7 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if f is None and not sealed and not args.follow:
             raise SupervisorError(f"{run_dir} has no agent.log: its agent has not run under 'agent-supervisor supervise' yet")
         out = sys.stdout.buffer
-        if args.lines is not None:
-            out.writelines(_last_lines(sealed, f.read() if f else b"", args.lines))
-        else:
-            for p in sealed:
-                with open(p, "rb") as g:
-                    _copy(g, out)
-            if f is not None:
-                _copy(f, out)
+        _print_logs(sealed, f, args.lines, out)
         out.flush()
         if args.follow:
             for chunk in _follow(run_dir, cur, f):
@@ -232,6 +226,18 @@ def cmd_logs(args: argparse.Namespace) -> int:
         if f is not None:
             f.close()
     return 0
+
+
+def _print_logs(sealed: list[Path], f: IO[bytes] | None, lines: int | None, out: IO[bytes]) -> None:
+    """The rotated logs then the current one (``f``), whole or their last ``lines`` lines."""
+    if lines is not None:
+        out.writelines(_last_lines(sealed, f.read() if f else b"", lines))
+        return
+    for p in sealed:
+        with open(p, "rb") as g:
+            _copy(g, out)
+    if f is not None:
+        _copy(f, out)
 
 
 def _copy(f: IO[bytes], out: IO[bytes]) -> None:

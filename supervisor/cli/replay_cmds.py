@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +70,15 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(func=cmd_fork)
 
 
+_FLAGS = ("--verify", "--json")
+"""The options without a value that may come before the agent's command."""
+_VALUED: dict[str, Callable[[argparse.Namespace, str], None]] = {
+    "--live": lambda a, v: setattr(a, "live", [*(a.live or []), v]),
+    "--junit": lambda a, v: setattr(a, "junit", Path(v)),
+}
+"""The options with a value (``--live STEP``, ``--live=STEP``) that may come before it."""
+
+
 def _split_command(args: argparse.Namespace) -> list[str]:
     """Take the agent's command (after ``--``) from the remainder, and the options written before it.
 
@@ -86,20 +96,14 @@ def _split_command(args: argparse.Namespace) -> list[str]:
     i = 0
     while i < len(opts):
         o = opts[i]
-        if o == "--verify":
-            args.verify = True
-        elif o == "--live" and i + 1 < len(opts):
-            args.live = (args.live or []) + [opts[i + 1]]
+        name, eq, value = o.partition("=")
+        if o in _FLAGS:
+            setattr(args, o[2:], True)
+        elif eq and name in _VALUED:
+            _VALUED[name](args, value)
+        elif o in _VALUED and i + 1 < len(opts):
+            _VALUED[o](args, opts[i + 1])
             i += 1
-        elif o.startswith("--live="):
-            args.live = (args.live or []) + [o.split("=", 1)[1]]
-        elif o == "--json":
-            args.json = True
-        elif o == "--junit" and i + 1 < len(opts):
-            args.junit = Path(opts[i + 1])
-            i += 1
-        elif o.startswith("--junit="):
-            args.junit = Path(o.split("=", 1)[1])
         else:
             raise SupervisorError(
                 f"unexpected {o!r}: put the agent's command after '--', e.g. "

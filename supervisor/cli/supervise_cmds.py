@@ -17,8 +17,8 @@ from ..core.status import RunStatus
 from ..errors import RunDirError, SupervisorError
 from ..supervise.control import run_status
 from ..supervise.metrics import format_size, parse_size
-from ..supervise.rollback import rollback
 from ..supervise.persister import is_resource_error
+from ..supervise.rollback import rollback
 from ..supervise.supervisor import EXIT_RESOURCES, Options, Supervisor
 
 
@@ -83,27 +83,38 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--run-dir", type=Path, metavar="DIR", help="run directory to use or resume (default: a new one under ./runs/)")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress lines (the agent's own output still shows)")
     g = p.add_mutually_exclusive_group()
-    g.add_argument("--resume-flag", default=d.resume_flag, metavar="FLAG", help="argument appended to CMD on restarts (a value starting with - needs =, e.g. --resume-flag=--continue)")
+    g.add_argument("--resume-flag", default=d.resume_flag, metavar="FLAG",
+                   help="argument appended to CMD on restarts (a value starting with - needs =, e.g. --resume-flag=--continue)")
     g.add_argument("--no-resume-flag", action="store_true", help="append nothing on restarts (the agent reads AGENT_SUPERVISOR_RESUME)")
-    p.add_argument("--backoff-initial", type=_positive(float), default=d.backoff_initial, metavar="S", help="first delay after an attempt without progress")
+    p.add_argument("--backoff-initial", type=_positive(float), default=d.backoff_initial, metavar="S",
+                   help="first delay after an attempt without progress")
     p.add_argument("--backoff-max", type=_positive(float), default=d.backoff_max, metavar="S", help="longest delay")
-    p.add_argument("--backoff-factor", type=_positive(float), default=d.backoff_factor, metavar="F", help="delay multiplier per attempt without progress")
+    p.add_argument("--backoff-factor", type=_positive(float), default=d.backoff_factor, metavar="F",
+                   help="delay multiplier per attempt without progress")
     p.add_argument("--backoff-jitter", type=_positive(float), default=d.backoff_jitter, metavar="J", help="random +-fraction of each delay")
-    p.add_argument("--rollback-after", type=_positive(int), default=d.rollback_after, metavar="K", help="attempts without progress before one automatic rollback to the latest checkpoint (0: never)")
-    p.add_argument("--give-up-after", type=_positive(int), default=d.give_up_after, metavar="M", help="attempts without progress before giving up (status failed)")
-    p.add_argument("--hang-timeout", type=_positive(float), default=None, metavar="S", help="restart when no journal record and no output came for S seconds (default: off)")
-    p.add_argument("--max-rss", type=_size, default=None, metavar="SIZE", help="restart when the agent's process tree uses more memory, e.g. 2G (default: off)")
-    p.add_argument("--stop-grace", type=_positive(float), default=d.stop_grace, metavar="S", help="seconds between SIGTERM and SIGKILL when stopping")
-    p.add_argument("--log-max-bytes", type=_size, default=d.log_max_bytes, metavar="SIZE", help="rotate agent.log and supervisor.jsonl at this size, e.g. 16M")
+    p.add_argument("--rollback-after", type=_positive(int), default=d.rollback_after, metavar="K",
+                   help="attempts without progress before one automatic rollback to the latest checkpoint (0: never)")
+    p.add_argument("--give-up-after", type=_positive(int), default=d.give_up_after, metavar="M",
+                   help="attempts without progress before giving up (status failed)")
+    p.add_argument("--hang-timeout", type=_positive(float), default=None, metavar="S",
+                   help="restart when no journal record and no output came for S seconds (default: off)")
+    p.add_argument("--max-rss", type=_size, default=None, metavar="SIZE",
+                   help="restart when the agent's process tree uses more memory, e.g. 2G (default: off)")
+    p.add_argument("--stop-grace", type=_positive(float), default=d.stop_grace, metavar="S",
+                   help="seconds between SIGTERM and SIGKILL when stopping")
+    p.add_argument("--log-max-bytes", type=_size, default=d.log_max_bytes, metavar="SIZE",
+                   help="rotate agent.log and supervisor.jsonl at this size, e.g. 16M")
     p.add_argument("--log-keep", type=int, default=d.log_keep, metavar="N",
-                   help=f"keep the newest N rotated agent.log and supervisor.jsonl files (default {d.log_keep}; 0 keeps all; the journal is never pruned)")
+                   help=f"keep the newest N rotated agent.log and supervisor.jsonl files "
+                        f"(default {d.log_keep}; 0 keeps all; the journal is never pruned)")
     p.add_argument("--otlp-endpoint", metavar="URL",
                    help="export the run's spans live over OTLP/HTTP to URL, e.g. http://localhost:4318 (headers from "
                         "OTEL_EXPORTER_OTLP_HEADERS; needs the [otlp] extra)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]", help="the agent's command, after --")
     p.set_defaults(func=cmd_supervise)
 
-    p = sub.add_parser("status", help="show a run's supervisor state and figures", description="Status of a run: live from its supervisor, else from its files.")
+    p = sub.add_parser("status", help="show a run's supervisor state and figures",
+                       description="Status of a run: live from its supervisor, else from its files.")
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=cmd_status)
@@ -169,53 +180,20 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     run_dir: Path = args.run_dir or Path("runs") / rundir.new_run_id()
     exists = _check_run_dir(run_dir)
     if not cmd:
-        meta = rundir.read_run_json(run_dir) if exists else {}
-        recorded = meta.get("command")
-        if not (isinstance(recorded, list) and recorded and all(isinstance(a, str) for a in recorded)):
-            raise SupervisorError(
-                "missing command: put the agent's command after '--', "
-                "e.g. agent-supervisor supervise -- python agent.py"
-            )
-        # as replay does: where the agent ran (a relative cwd from the run directory), a recorded
-        # python that no longer exists here by the interpreter that runs us
-        cwd = recorded_cwd(run_dir, meta) if "cwd" in meta else None
-        if cwd is not None and not cwd.is_dir():
-            raise SupervisorError(
-                f"the recorded working directory {cwd} no longer exists; give the command after '--': "
-                f"agent-supervisor supervise --run-dir {run_dir} -- CMD"
-            )
-        cmd = [portable_program(recorded[0]), *recorded[1:]]
+        cmd, cwd = _recorded_command(run_dir, exists)
     _check_command(cmd)
     if args.otlp_endpoint:
         from ..export.otlp_http import require
 
         require()  # the [otlp] extra is missing: one line saying what to install, before anything starts
-    if args.give_up_after < 1:
-        raise SupervisorError("--give-up-after must be at least 1")
-    opts = Options(
-        resume_flag=None if args.no_resume_flag else (args.resume_flag or None),
-        backoff_initial=args.backoff_initial,
-        backoff_max=args.backoff_max,
-        backoff_factor=args.backoff_factor,
-        backoff_jitter=min(args.backoff_jitter, 1.0),
-        rollback_after=args.rollback_after or 10**9,
-        give_up_after=args.give_up_after,
-        hang_timeout=args.hang_timeout or None,
-        max_rss=args.max_rss,
-        stop_grace=args.stop_grace,
-        quiet=args.quiet,
-        log_max_bytes=max(args.log_max_bytes, 4096),
-        log_keep=max(args.log_keep, 0),
-    )
-    created = False
+    opts = _options(args)
     if not exists:
         rundir.ensure_dir(run_dir)
-        created = True
     sup = Supervisor(run_dir, cmd, opts, cwd=str(cwd) if cwd is not None else None)
     try:
         sup.prepare()
     except SupervisorError:
-        if created:
+        if not exists:
             _remove_if_empty(run_dir)
         raise
     except OSError as e:
@@ -230,8 +208,49 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     if args.otlp_endpoint:
         from ..supervise.otlp_live import OtlpLive
 
-        sup.otlp = OtlpLive(sup.run_dir, sup.run_id, args.otlp_endpoint, known_records=sup.records).start()
+        sup.otlp = OtlpLive(sup.run_dir, sup.run_id, args.otlp_endpoint, known_records=sup.journal.records).start()
     return sup.run()
+
+
+def _recorded_command(run_dir: Path, exists: bool) -> tuple[list[str], Path | None]:
+    """No command given: the one ``run.json`` recorded, and where it ran (as replay does it)."""
+    meta = rundir.read_run_json(run_dir) if exists else {}
+    recorded = meta.get("command")
+    if not (isinstance(recorded, list) and recorded and all(isinstance(a, str) for a in recorded)):
+        raise SupervisorError(
+            "missing command: put the agent's command after '--', "
+            "e.g. agent-supervisor supervise -- python agent.py"
+        )
+    # a relative cwd is taken from the run directory; a recorded python that no longer exists here
+    # is replaced by the interpreter that runs us
+    cwd = recorded_cwd(run_dir, meta) if "cwd" in meta else None
+    if cwd is not None and not cwd.is_dir():
+        raise SupervisorError(
+            f"the recorded working directory {cwd} no longer exists; give the command after '--': "
+            f"agent-supervisor supervise --run-dir {run_dir} -- CMD"
+        )
+    return [portable_program(recorded[0]), *recorded[1:]], cwd
+
+
+def _options(args: argparse.Namespace) -> Options:
+    """The supervisor's options from the command line (bounds applied)."""
+    if args.give_up_after < 1:
+        raise SupervisorError("--give-up-after must be at least 1")
+    return Options(
+        resume_flag=None if args.no_resume_flag else (args.resume_flag or None),
+        backoff_initial=args.backoff_initial,
+        backoff_max=args.backoff_max,
+        backoff_factor=args.backoff_factor,
+        backoff_jitter=min(args.backoff_jitter, 1.0),
+        rollback_after=args.rollback_after or 10**9,
+        give_up_after=args.give_up_after,
+        hang_timeout=args.hang_timeout or None,
+        max_rss=args.max_rss,
+        stop_grace=args.stop_grace,
+        quiet=args.quiet,
+        log_max_bytes=max(args.log_max_bytes, 4096),
+        log_keep=max(args.log_keep, 0),
+    )
 
 
 def _remove_if_empty(run_dir: Path) -> None:
@@ -294,45 +313,52 @@ def cmd_status(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         return 0
     out = [f"run dir    {st['run_dir']}"]
-    state = st["state"]
-    if st.get("live"):
-        line = f"state      {state}"
-        if st.get("pid"):
-            line += f" (pid {st['pid']}, attempt {st['attempt']}, up {st.get('uptime_s') or 0:.1f} s)"
-        else:
-            line += f" (attempt {st['attempt']})"
-        if st.get("backoff_s") is not None:
-            line += f", restarting in {st.get('backoff_left_s', st['backoff_s']):.1f} s"
-        if st.get("paused"):
-            line += ", restarts paused"
-        out.append(line)
-        out.append(f"restarts   {st['restarts']}")
-        if st.get("pid"):
-            out.append(
-                f"agent tree cpu {st['cpu_percent']:.1f} %, rss {format_size(int(st['rss_bytes']))}, "
-                f"{st['threads']} threads, {st['open_files']} open files, {st.get('processes', 1)} processes"
-            )
-        out.append(f"journal    {st['records']} records" + (f"; in step {st['step']}" if st.get("step") else ""))
-        for what, n in (st.get("resource_errors") or {}).items():
-            out.append(f"resources  {what} failed {n} time(s); still supervising")
-        out.append(f"supervisor pid {st['supervisor_pid']}")
-    else:
-        out.append(f"state      {state} (no supervisor running)")
-        out.append(f"attempts   {st['attempt']}, restarts {st['restarts']}")
-        out.append(f"journal    {st['records']} records")
-        if st.get("ended"):
-            out.append(f"ended      {st['ended']}")
-        ex = st.get("last_exit")
-        if ex:
-            how = f"signal {ex.get('signal')}" if ex.get("signal") else f"code {ex.get('code')}"
-            out.append(f"last exit  attempt {ex.get('attempt')}: {how}" + (f" in step {ex['step']}" if ex.get("step") else ""))
-        if st.get("note"):
-            out.append(f"note       {st['note']}")
+    out.extend(_live_lines(st) if st.get("live") else _offline_lines(st))
     usage = _usage_line(st)
     if usage:
         out.insert(len(out) - 1 if st.get("live") else len(out), usage)
     print("\n".join(out))
     return 0
+
+
+def _live_lines(st: dict[str, Any]) -> list[str]:
+    """``status`` of a supervised run: the state, the agent's tree, the journal, the supervisor."""
+    line = f"state      {st['state']}"
+    if st.get("pid"):
+        line += f" (pid {st['pid']}, attempt {st['attempt']}, up {st.get('uptime_s') or 0:.1f} s)"
+    else:
+        line += f" (attempt {st['attempt']})"
+    if st.get("backoff_s") is not None:
+        line += f", restarting in {st.get('backoff_left_s', st['backoff_s']):.1f} s"
+    if st.get("paused"):
+        line += ", restarts paused"
+    out = [line, f"restarts   {st['restarts']}"]
+    if st.get("pid"):
+        out.append(
+            f"agent tree cpu {st['cpu_percent']:.1f} %, rss {format_size(int(st['rss_bytes']))}, "
+            f"{st['threads']} threads, {st['open_files']} open files, {st.get('processes', 1)} processes"
+        )
+    out.append(f"journal    {st['records']} records" + (f"; in step {st['step']}" if st.get("step") else ""))
+    for what, n in (st.get("resource_errors") or {}).items():
+        out.append(f"resources  {what} failed {n} time(s); still supervising")
+    out.append(f"supervisor pid {st['supervisor_pid']}")
+    return out
+
+
+def _offline_lines(st: dict[str, Any]) -> list[str]:
+    """``status`` of a run no supervisor runs: from its files (the end, the last exit, a note)."""
+    out = [f"state      {st['state']} (no supervisor running)",
+           f"attempts   {st['attempt']}, restarts {st['restarts']}",
+           f"journal    {st['records']} records"]
+    if st.get("ended"):
+        out.append(f"ended      {st['ended']}")
+    ex = st.get("last_exit")
+    if ex:
+        how = f"signal {ex.get('signal')}" if ex.get("signal") else f"code {ex.get('code')}"
+        out.append(f"last exit  attempt {ex.get('attempt')}: {how}" + (f" in step {ex['step']}" if ex.get("step") else ""))
+    if st.get("note"):
+        out.append(f"note       {st['note']}")
+    return out
 
 
 # --------------------------------------------------------------------------- rollback

@@ -32,6 +32,13 @@ def checkpoint_dir(run_dir: Path) -> Path:
     return run_dir / rundir.CHECKPOINTS
 
 
+def _file_number(p: Path) -> int:
+    """The number a checkpoint file's name starts with (``0007-name.json`` -> 7)."""
+    m = _FILE_RE.match(p.name)
+    assert m is not None, p  # checkpoint_files lists only names that match
+    return int(m.group(1))
+
+
 def checkpoint_files(run_dir: Path) -> list[Path]:
     """Checkpoint files in number order."""
     d = checkpoint_dir(run_dir)
@@ -122,7 +129,7 @@ def write_checkpoint(run_dir: Path, name: str, *, seq: int, pos: int, ts: str, s
     if last and _orphan(run_dir, last[-1], name, pos, seq):
         fname = last[-1].name
     else:
-        number = int(_FILE_RE.match(last[-1].name).group(1)) + 1 if last else 1  # type: ignore[union-attr]
+        number = _file_number(last[-1]) + 1 if last else 1
         fname = f"{number:04d}-{slugify(name)}.json"
     doc = {"name": name, "seq": seq, "pos": pos, "ts": ts, "format": rundir.FORMAT, "state": state}
     rundir.atomic_write(d / fname, orjson.dumps(doc, option=orjson.OPT_NON_STR_KEYS))

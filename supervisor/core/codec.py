@@ -68,7 +68,7 @@ import typing
 import weakref
 from collections import abc
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -287,78 +287,89 @@ def _enc_str(name: str) -> _Enc:
     return lambda v: (str(v), leaf)
 
 
+_BY_BASE: tuple[tuple[type | tuple[type, ...], _Enc], ...] = (
+    (dict, _enc_dict),
+    (list, _enc_list),
+    (tuple, _enc_tuple),
+    ((set, frozenset), _enc_set),
+    (dt.datetime, _enc_iso("datetime")),  # before date: a datetime is a date
+    (dt.date, _enc_iso("date")),
+    (dt.time, _enc_iso("time")),
+    ((bytes, bytearray, memoryview), _enc_bytes),
+)
+"""Types encoded by their base class, in the order they are tried."""
+_BY_MODULE = (("decimal", "Decimal", "decimal"), ("uuid", "UUID", "uuid"))
+"""``(module, class, tag)`` of the types encoded as ``str(value)``; looked up, not imported: a value means loaded."""
+
+
 def _encoder_for(t: type) -> _Enc:
     """How to encode values of type ``t`` (the checks run once per type)."""
     if issubclass(t, enum.Enum):
-        leaf = ("leaf", _tag("enum", t))
-
-        def enc_enum(v: Any) -> tuple[Any, _T | None]:
-            try:
-                return _enc(v.value)[0], leaf
-            except OutputEncodeError as e:
-                raise _at(e, ".value") from None
-
-        return enc_enum
+        return _enc_enum(t)
     if issubclass(t, (str, int, float)):  # a subclass (bool is in _PLAIN): its plain value
         base = str if issubclass(t, str) else int if issubclass(t, int) else float
         return lambda v: (base(v), _J)
-    if issubclass(t, dict):
-        return _enc_dict
-    if issubclass(t, list):
-        return _enc_list
-    if issubclass(t, tuple):
-        return _enc_tuple
-    if issubclass(t, (set, frozenset)):
-        return _enc_set
-    if issubclass(t, dt.datetime):
-        return _enc_iso("datetime")
-    if issubclass(t, dt.date):
-        return _enc_iso("date")
-    if issubclass(t, dt.time):
-        return _enc_iso("time")
-    if issubclass(t, (bytes, bytearray, memoryview)):
-        return _enc_bytes
-    # The modules below are looked up, not imported: a value of their type means they are loaded.
-    mod = sys.modules.get("decimal")
-    if mod is not None and issubclass(t, mod.Decimal):
-        return _enc_str("decimal")
-    mod = sys.modules.get("uuid")
-    if mod is not None and issubclass(t, mod.UUID):
-        return _enc_str("uuid")
+    for bases, enc in _BY_BASE:
+        if issubclass(t, bases):
+            return enc
+    for module, cls, tag in _BY_MODULE:
+        mod = sys.modules.get(module)
+        if mod is not None and issubclass(t, getattr(mod, cls)):
+            return _enc_str(tag)
     mod = sys.modules.get("pydantic")
     if mod is not None and issubclass(t, mod.BaseModel):
-        leaf = ("leaf", _tag("pydantic", t))
-
-        def enc_model(v: Any) -> tuple[Any, _T | None]:
-            try:
-                # by alias: what the model reads back by default (a field `async_` with the alias `async`)
-                return v.model_dump(mode="json", by_alias=True), leaf
-            except Exception as e:  # pydantic's serialization errors have no common base we may import
-                raise _unencodable(v, detail=f" whose model_dump(mode='json') failed ({_one_line(e)})") from None
-
-        return enc_model
+        return _enc_model(t)
     if dataclasses.is_dataclass(t):
-        leaf = ("leaf", _tag("dataclass", t))
-        names = [f.name for f in dataclasses.fields(t)]
+        return _enc_dataclass(t)
+    return _enc_other
 
-        def enc_dataclass(v: Any) -> tuple[Any, _T | None]:
-            out = {}
-            for name in names:
-                try:
-                    out[name] = _enc(getattr(v, name))[0]
-                except OutputEncodeError as e:
-                    raise _at(e, "." + name) from None
-            return out, leaf
 
-        return enc_dataclass
+def _enc_enum(t: type) -> _Enc:
+    leaf = ("leaf", _tag("enum", t))
 
-    def enc_other(v: Any) -> tuple[Any, _T | None]:
-        try:  # a type orjson writes itself (a numpy array, a numpy number): as it would write it
-            return orjson.loads(orjson.dumps(v, option=_WRITE_OPTS)), _J
-        except TypeError:
-            raise _unencodable(v) from None
+    def enc_enum(v: Any) -> tuple[Any, _T | None]:
+        try:
+            return _enc(v.value)[0], leaf
+        except OutputEncodeError as e:
+            raise _at(e, ".value") from None
 
-    return enc_other
+    return enc_enum
+
+
+def _enc_model(t: type) -> _Enc:
+    leaf = ("leaf", _tag("pydantic", t))
+
+    def enc_model(v: Any) -> tuple[Any, _T | None]:
+        try:
+            # by alias: what the model reads back by default (a field `async_` with the alias `async`)
+            return v.model_dump(mode="json", by_alias=True), leaf
+        except Exception as e:  # pydantic's serialization errors have no common base we may import
+            raise _unencodable(v, detail=f" whose model_dump(mode='json') failed ({_one_line(e)})") from None
+
+    return enc_model
+
+
+def _enc_dataclass(t: type) -> _Enc:
+    leaf = ("leaf", _tag("dataclass", t))
+    names = [f.name for f in dataclasses.fields(t)]
+
+    def enc_dataclass(v: Any) -> tuple[Any, _T | None]:
+        out = {}
+        for name in names:
+            try:
+                out[name] = _enc(getattr(v, name))[0]
+            except OutputEncodeError as e:
+                raise _at(e, "." + name) from None
+        return out, leaf
+
+    return enc_dataclass
+
+
+def _enc_other(v: Any) -> tuple[Any, _T | None]:
+    try:  # a type orjson writes itself (a numpy array, a numpy number): as it would write it
+        return orjson.loads(orjson.dumps(v, option=_WRITE_OPTS)), _J
+    except TypeError:
+        raise _unencodable(v) from None
 
 
 def _enc_key(k: Any) -> Any:
@@ -591,13 +602,18 @@ def _build(hint: Any) -> _Decoder:
     return _class(hint)
 
 
+_SEQ_OF: dict[Any, tuple[Callable[[Any], Any], str]] = {
+    **dict.fromkeys((list, abc.Sequence, abc.MutableSequence, abc.Iterable, abc.Collection), (list, "list")),
+    **dict.fromkeys((set, abc.Set, abc.MutableSet), (set, "set")),
+    frozenset: (frozenset, "frozenset"),
+}
+"""The generic origins decoded as a sequence of one item type: what to build, and its output_type head."""
+
+
 def _generic(hint: Any, origin: Any, args: tuple[Any, ...]) -> _Decoder:
-    if origin in (list, abc.Sequence, abc.MutableSequence, abc.Iterable, abc.Collection):
-        return _seq(list, "list", _compile(args[0]) if args else _by_node)
-    if origin in (set, abc.Set, abc.MutableSet):
-        return _seq(set, "set", _compile(args[0]) if args else _by_node)
-    if origin is frozenset:
-        return _seq(frozenset, "frozenset", _compile(args[0]) if args else _by_node)
+    seq = _SEQ_OF.get(origin)
+    if seq is not None:
+        return _seq(seq[0], seq[1], _compile(args[0]) if args else _by_node)
     if origin is tuple:
         if not args or (len(args) == 2 and args[1] is Ellipsis):
             return _seq(tuple, "tuple", _compile(args[0]) if args else _by_node)
@@ -780,7 +796,7 @@ def _literal_fields(hint: Any) -> dict[str, tuple[Any, ...]]:
     elif hasattr(hint, "model_fields"):
         try:
             hints = {k: f.annotation for k, f in hint.model_fields.items()}
-        except Exception:  # noqa: BLE001 - a model whose fields cannot be listed has no tags to use
+        except Exception:
             return {}
     else:
         return {}
@@ -823,11 +839,7 @@ def _hint_tag(hint: Any) -> str | None:
     """The output_type head a hint would be encoded as (to pick a union member by the recorded type)."""
     origin = typing.get_origin(hint)
     if origin is not None:
-        if origin in (list, abc.Sequence, abc.MutableSequence):
-            return "list"
-        if origin in (dict, abc.Mapping, abc.MutableMapping):
-            return "dict"
-        return origin.__name__ if origin in (tuple, set, frozenset) else None
+        return _origin_tag(origin)
     if not isinstance(hint, type):
         return None
     for cls, tag in ((dt.datetime, "datetime"), (dt.date, "date"), (dt.time, "time"), (bytes, "bytes")):
@@ -840,11 +852,20 @@ def _hint_tag(hint: Any) -> str | None:
     if issubclass(hint, enum.Enum):
         return _tag("enum", hint)
     if dataclasses.is_dataclass(hint):
-        return _tag("dataclass", hint)  # type: ignore[arg-type]
+        return _tag("dataclass", cast(type, hint))  # is_dataclass narrows a class to "instance or class"
     pyd = sys.modules.get("pydantic")
     if pyd is not None and issubclass(hint, pyd.BaseModel):
         return _tag("pydantic", hint)
     return None
+
+
+def _origin_tag(origin: Any) -> str | None:
+    """The output_type head of a generic alias's origin (``list[int]`` -> ``list``), ``None`` if it has none."""
+    if origin in (list, abc.Sequence, abc.MutableSequence):
+        return "list"
+    if origin in (dict, abc.Mapping, abc.MutableMapping):
+        return "dict"
+    return origin.__name__ if origin in (tuple, set, frozenset) else None
 
 
 def _converter(name: str, conv: Callable[[Any], Any], accepts: type | tuple[type, ...] = str) -> _Decoder:
@@ -895,18 +916,33 @@ def _class(cls: Any) -> _Decoder:
         return _ident
     if issubclass(cls, enum.Enum):
         return _enum(cls)
-    if issubclass(cls, dt.datetime):
-        return _converter("an ISO 8601 datetime", cls.fromisoformat)
-    if issubclass(cls, dt.date):
-        return _converter("an ISO 8601 date", cls.fromisoformat)
-    if issubclass(cls, dt.time):
-        return _converter("an ISO 8601 time", cls.fromisoformat)
+    dec = _atom_class(cls) or _record_class(cls)
+    if dec is not None:
+        return dec
+    if issubclass(cls, (str, int, float)) and cls is not bool:  # a subclass: built from the plain value
+        base = str if issubclass(cls, str) else (int, float) if issubclass(cls, float) else int
+        return _converter(f"a {cls.__qualname__}", cls, base)
+    # a list or dict (or a subclass), or a class the codec does not know: the recorded JSON, as before typed outputs
+    return _ident
+
+
+def _atom_class(cls: Any) -> _Decoder | None:
+    """The decoder of a class recorded as one JSON string or number: a date or time, bytes, a decimal, a UUID."""
+    for base, what in ((dt.datetime, "datetime"), (dt.date, "date"), (dt.time, "time")):  # datetime first
+        if issubclass(cls, base):
+            return _converter(f"an ISO 8601 {what}", cls.fromisoformat)
     if issubclass(cls, (bytes, bytearray)):
         return _converter("base64 bytes", _b64 if cls is bytes else lambda v: cls(_b64(v)))
-    if _hint_tag(cls) == "decimal":
+    tag = _hint_tag(cls)
+    if tag == "decimal":
         return _converter("a decimal number", lambda v: cls(_decimal(v)), (str, int, float))
-    if _hint_tag(cls) == "uuid":
+    if tag == "uuid":
         return _ATOM_DECODERS["uuid"]
+    return None
+
+
+def _record_class(cls: Any) -> _Decoder | None:
+    """The decoder of a class recorded as a JSON object or list of its fields: a model, a dataclass, a namedtuple."""
     pyd = sys.modules.get("pydantic")
     if pyd is not None and issubclass(cls, pyd.BaseModel):
         return _pydantic(cls, pyd)
@@ -914,12 +950,7 @@ def _class(cls: Any) -> _Decoder:
         return _dataclass(cls)
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
         return _namedtuple(cls)
-    if issubclass(cls, (str, int, float)) and cls is not bool:  # a subclass: built from the plain value
-        base = str if issubclass(cls, str) else (int, float) if issubclass(cls, float) else int
-        return _converter(f"a {cls.__qualname__}", cls, base)
-    if cls in (list, dict) or issubclass(cls, (list, dict)):
-        return _ident
-    return _ident  # a class the codec does not know: the recorded JSON, as before typed outputs
+    return None
 
 
 def _enum(cls: type[enum.Enum]) -> _Decoder:

@@ -71,11 +71,7 @@ def fork(run_dir: Path, at_seq: int, to: Path | None = None, *, history: history
     ``history`` may be passed if the caller already loaded ``run_dir``'s journal.
     """
     h = history if history is not None else history_mod.load(run_dir)
-    # history.load() parses every line (no LazyRecord): records are plain dicts
-    by_seq: dict[int, Record] = {e["seq"]: e for e in h.entries if isinstance(e, dict)}
-    if at_seq not in by_seq:
-        last = max(by_seq) if by_seq else -1
-        raise ForkError(f"no record with seq {at_seq} in {run_dir} (seqs 0 to {last}); see 'agent-supervisor log {run_dir}'")
+    at_rec = _record_at(run_dir, h, at_seq)
     target = to if to is not None else default_target(run_dir, at_seq)
     _check_target(run_dir, target)
     prefix = [e for e in h.entries if (e["seq"] if isinstance(e, dict) else e.seq) <= at_seq]
@@ -92,7 +88,7 @@ def fork(run_dir: Path, at_seq: int, to: Path | None = None, *, history: history
     except OSError as e:
         raise RunDirError(f"cannot create the fork in {parent}: {e.strerror}; choose another --to") from None
     try:
-        _build(tmp, target, run_dir, path, state, origin_id, at_seq, by_seq[at_seq], origin_meta, len(h.problems))
+        _build(tmp, target, run_dir, path, state, origin_id, at_seq, at_rec, origin_meta, len(h.problems))
         _move_into_place(tmp, target)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -101,6 +97,16 @@ def fork(run_dir: Path, at_seq: int, to: Path | None = None, *, history: history
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return target
+
+
+def _record_at(run_dir: Path, h: history_mod.History, at_seq: int) -> Record:
+    """The record the fork is made at; a ``ForkError`` naming the seqs there are if there is none."""
+    # history.load() parses every line (no LazyRecord): records are plain dicts
+    by_seq: dict[int, Record] = {e["seq"]: e for e in h.entries if isinstance(e, dict)}
+    if at_seq not in by_seq:
+        last = max(by_seq) if by_seq else -1
+        raise ForkError(f"no record with seq {at_seq} in {run_dir} (seqs 0 to {last}); see 'agent-supervisor log {run_dir}'")
+    return by_seq[at_seq]
 
 
 def _build(
@@ -116,32 +122,7 @@ def _build(
     bad_lines: int,
 ) -> None:
     id_prefix = "f" + os.urandom(4).hex()
-    new_seq: dict[int, int] = {}
-    new_id: dict[str, str] = {}
-    for i, r in enumerate(path):
-        new_seq[r["seq"]] = i
-        if isinstance(r.get("id"), str):
-            new_id[r["id"]] = f"{id_prefix}{i:x}"
-    lines: list[bytes] = []
-    copied_files: set[str] = set()
-    for i, r in enumerate(path):
-        rec = dict(r)
-        rec["origin_seq"] = r["seq"]
-        if "id" in r:
-            rec["origin_id"] = r["id"]
-        rec.pop("recorded_seq", None)  # origin_seq says it: the reader added it for a mismatched seq field
-        rec["seq"] = i
-        rec["id"] = f"{id_prefix}{i:x}"
-        for link in ("parent", "context"):
-            if isinstance(rec.get(link), str) and rec[link] in new_id:
-                rec[link] = new_id[rec[link]]
-        if rec.get("kind") == Kind.ROLLBACK and isinstance(rec.get("checkpoint_seq"), int):
-            rec["origin_checkpoint_seq"] = rec["checkpoint_seq"]
-            rec["checkpoint_seq"] = new_seq.get(rec["checkpoint_seq"], rec["checkpoint_seq"])
-        if rec.get("kind") == Kind.CHECKPOINT and isinstance(rec.get("file"), str) and origin.is_dir():
-            if _copy_checkpoint(origin, tmp, rec["file"], i):
-                copied_files.add(rec["file"])
-        lines.append(orjson.dumps(rec, option=_DUMPS) + b"\n")
+    lines = _renumbered(path, id_prefix, origin, tmp)
     n = len(lines)
     steps = sum(1 for r in path if r.get("kind", Kind.STEP) == Kind.STEP and r.get("error") is None)
     now = rundir.utc_now()
@@ -158,7 +139,8 @@ def _build(
         fork_rec["skipped_bad_lines"] = bad_lines  # they stay in the original, shown by 'log'
     lines.append(orjson.dumps(fork_rec, option=_DUMPS) + b"\n")
     cp_file = checkpoints.write_checkpoint(tmp, FORK_CHECKPOINT, seq=n + 1, pos=steps, ts=now, state=state)
-    cp_rec: Record = {"kind": Kind.CHECKPOINT, "seq": n + 1, "id": f"{id_prefix}{n + 1:x}", "ts": now, "name": FORK_CHECKPOINT, "pos": steps, "file": cp_file}
+    cp_rec: Record = {"kind": Kind.CHECKPOINT, "seq": n + 1, "id": f"{id_prefix}{n + 1:x}", "ts": now,
+                      "name": FORK_CHECKPOINT, "pos": steps, "file": cp_file}
     lines.append(orjson.dumps(cp_rec, option=_DUMPS) + b"\n")
     _write_new(tmp / rundir.JOURNAL, b"".join(lines))
     meta: dict[str, Any] = {
@@ -168,13 +150,50 @@ def _build(
         "forked_from": fork_rec["origin"],
         "format": rundir.FORMAT,
     }
+    _with_origin_command(meta, origin, target, origin_meta)
+    rundir.write_run_json(tmp, meta)
+
+
+def _renumbered(path: list[Record], id_prefix: str, origin: Path, tmp: Path) -> list[bytes]:
+    """The effective path's records as the fork's lines: new seqs and ids, links and checkpoints following them.
+
+    The original's seq and id stay in ``origin_seq`` and ``origin_id``; checkpoint files are copied into ``tmp``.
+    """
+    new_seq: dict[int, int] = {}
+    new_id: dict[str, str] = {}
+    for i, r in enumerate(path):
+        new_seq[r["seq"]] = i
+        if isinstance(r.get("id"), str):
+            new_id[r["id"]] = f"{id_prefix}{i:x}"
+    lines: list[bytes] = []
+    for i, r in enumerate(path):
+        rec = dict(r)
+        rec["origin_seq"] = r["seq"]
+        if "id" in r:
+            rec["origin_id"] = r["id"]
+        rec.pop("recorded_seq", None)  # origin_seq says it: the reader added it for a mismatched seq field
+        rec["seq"] = i
+        rec["id"] = f"{id_prefix}{i:x}"
+        for link in ("parent", "context"):
+            if isinstance(rec.get(link), str) and rec[link] in new_id:
+                rec[link] = new_id[rec[link]]
+        if rec.get("kind") == Kind.ROLLBACK and isinstance(rec.get("checkpoint_seq"), int):
+            rec["origin_checkpoint_seq"] = rec["checkpoint_seq"]
+            rec["checkpoint_seq"] = new_seq.get(rec["checkpoint_seq"], rec["checkpoint_seq"])
+        if rec.get("kind") == Kind.CHECKPOINT and isinstance(rec.get("file"), str) and origin.is_dir():
+            _copy_checkpoint(origin, tmp, rec["file"], i)
+        lines.append(orjson.dumps(rec, option=_DUMPS) + b"\n")
+    return lines
+
+
+def _with_origin_command(meta: dict[str, Any], origin: Path, target: Path, origin_meta: dict[str, Any]) -> None:
+    """The origin's working directory (resolved) and command (retargeted at the fork) in the fork's ``run.json``."""
     cwd = recorded_cwd(origin, origin_meta)
     if "cwd" in origin_meta:
         meta["cwd"] = str(cwd)  # a relative cwd is relative to the origin, not to the fork: written resolved
     cmd = origin_meta.get("command")
     if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
         meta["command"], _ = retarget_command(cmd, origin.resolve(), target.resolve(), cwd)
-    rundir.write_run_json(tmp, meta)
 
 
 def _copy_checkpoint(origin: Path, tmp: Path, fname: str, seq: int) -> bool:

@@ -219,6 +219,15 @@ def _skeleton_gate(words: list[Word]) -> tuple[bytes, re.Pattern[bytes]]:
     hex) may be gone from the skeleton: both forms are looked for. Every word keeps at least one position whole
     (its bytes are kept if not), so no skeleton of a word is empty.
     """
+    keep = _kept_bytes(words)
+    skeletons: list[Word] = []
+    for w in words:
+        skeletons.extend(_skeleton_forms(w, keep))
+    return bytes(b for b in range(256) if b not in keep), _pinned(skeletons)
+
+
+def _kept_bytes(words: list[Word]) -> set[int]:
+    """The bytes skeletons keep: every byte of the words but hex digits, and all of a word's if none of it is whole."""
     keep = {b for w in words for c in w for b in c} - _HEX
     grown = True
     while grown:
@@ -227,17 +236,19 @@ def _skeleton_gate(words: list[Word]) -> tuple[bytes, re.Pattern[bytes]]:
             if not any(keep.issuperset(c) for c in w):
                 keep.update(b for c in w for b in c)
                 grown = True
-    skeletons: list[Word] = []
-    for w in words:
-        forms: list[Word] = [()]
-        for c in w:
-            kept = bytes(b for b in c if b in keep)
-            if len(kept) == len(c):
-                forms = [f + (kept,) for f in forms]
-            elif kept:
-                forms = [f + (kept,) for f in forms] + forms
-        skeletons.extend(forms)
-    return bytes(b for b in range(256) if b not in keep), _pinned(skeletons)
+    return keep
+
+
+def _skeleton_forms(w: Word, keep: set[int]) -> list[Word]:
+    """The skeletons of one word: a position that lost some of its choices may be there or gone."""
+    forms: list[Word] = [()]
+    for c in w:
+        kept = bytes(b for b in c if b in keep)
+        if len(kept) == len(c):
+            forms = [f + (kept,) for f in forms]
+        elif kept:
+            forms = [f + (kept,) for f in forms] + forms
+    return forms
 
 
 @dataclass
@@ -299,7 +310,8 @@ class Redactor:
             for j, p in enumerate(shape.patterns):
                 alts.append(p.replace(b"(?P<s>", b"(?P<s%d_%d>" % (i, j)))
         self._re = re.compile(_first_byte_groups(alts, keep_order=True))
-        words = [_word(a) for s in SHAPES for a in s.anchors] + [tuple(bytes([b]) for b in a) for a in [_PEM_MARK] + [v[:4] for v in ordered]]
+        words = [_word(a) for s in SHAPES for a in s.anchors]
+        words += [tuple(bytes([b]) for b in a) for a in [_PEM_MARK] + [v[:4] for v in ordered]]
         self._prefilter = _pinned(words)
         delete, gate = _skeleton_gate(words)
         self._memo: dict[bytes, bool] = {}  # skeleton -> whether an anchor's skeleton is in it

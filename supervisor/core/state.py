@@ -297,7 +297,8 @@ def make_patch(old: Any, new: Any, *, fix_keys: bool = False, changed: bool = Fa
     """The JSON Patch that turns ``old`` (a JSON document) into ``new``: empty if they dump to the same bytes.
 
     Key order counts (an agent may iterate its dicts): a key moved in ``new`` is
-    removed and added again at the end, as are the keys after it. Appends to lists use ``/-``; removals from a list come from the end backwards.
+    removed and added again at the end, as are the keys after it.
+    Appends to lists use ``/-``; removals from a list come from the end backwards.
     ``fix_keys``: also convert ``new``'s non-string dict keys to JSON's strings
     in place (the SDK's state, so that it is the state a resume gives).
     ``changed``: the caller knows ``old`` and ``new`` differ as JSON (the SDK compared their dumps): they are

@@ -138,29 +138,40 @@ def read_files(run_dir: Path) -> RunFiles:
     except SupervisorError as e:  # refused: a symlink, another user's file
         events, refused = [], str(e)
     last_event = events[-1] if events else None
-    last_exit = None
-    for ev in reversed(events):  # the exit that ended the last attempt (a backoff or rollback may follow it)
-        if ev.get("event") == "spawn":
-            break
-        if ev.get("event") == "exit":
-            last_exit = ev
-            break
+    last_exit = _last_exit(events)
     try:
         tail = JournalReader(run_dir).tail(1)
     except SupervisorError as e:  # refused: a symlinked journal, another user's segment
         tail, refused = [], str(e)
     last = tail[-1] if tail else None
     last_kind = last.get("kind") if isinstance(last, dict) else None
+    alive, locked, lock_refused = _locks(run_dir, meta, is_dir)
+    refused = refused or lock_refused
+    return RunFiles(meta, last_event, last_kind, alive, locked, damaged, last_exit,
+                    last if isinstance(last, dict) else None, run_dir, refused)
+
+
+def _last_exit(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The exit that ended the last attempt (a backoff or rollback may follow it); ``None`` after a spawn."""
+    for ev in events[::-1]:
+        what = ev.get("event")
+        if what == "spawn":
+            return None
+        if what == "exit":
+            return ev
+    return None
+
+
+def _locks(run_dir: Path, meta: dict[str, Any], is_dir: bool) -> tuple[bool, bool, str | None]:
+    """Whether the recorded supervisor lives, whether an agent holds the journal lock, and why a lock was refused."""
     pid = meta.get("supervisor_pid")
     # the pid alone could be reused by another process: the supervisor also holds its lock while it lives
     try:
         alive = isinstance(pid, int) and pid_alive(pid) and is_dir and rundir.flock_held(run_dir / rundir.SUPERVISOR_LOCK)
         locked = journal_locked(run_dir) if is_dir else False
     except SupervisorError as e:  # a lock file refused (a symlink, another user's)
-        alive = locked = False
-        refused = refused or str(e)
-    return RunFiles(meta, last_event, last_kind, alive, locked, damaged, last_exit,
-                    last if isinstance(last, dict) else None, run_dir, refused)
+        return False, False, str(e)
+    return alive, locked, None
 
 
 def rolled_back_note(files: RunFiles) -> str:
@@ -193,15 +204,19 @@ def offline_state(files: RunFiles) -> tuple[str, str | None]:
         why = files.meta.get("reason")
         return status, str(why) if why and status == "failed" else None
     if status == "running":
-        ev = files.last_exit or {}
-        how = ""
-        if ev and (ev.get("code") not in (0, None) or ev.get("signal")):
-            how = f"the agent's attempt {ev.get('attempt')} exited with " + (
-                f"signal {ev['signal']}" if ev.get("signal") else f"code {ev.get('code')}") + ", then "
-        who = f"supervisor pid {pid}" if isinstance(pid, int) else "the agent (no supervisor)"
-        return CRASHED, (f"{how}{who} died without recording an end (killed?); "
-                         "resume with 'agent-supervisor supervise --run-dir'")
+        return CRASHED, _crash_note(files.last_exit or {}, pid)
     return status or "unknown", None
+
+
+def _crash_note(ev: dict[str, Any], pid: Any) -> str:
+    """Why a run says ``running`` with nobody running it: how its last attempt ended, and who died."""
+    how = ""
+    if ev and (ev.get("code") not in (0, None) or ev.get("signal")):
+        how = f"the agent's attempt {ev.get('attempt')} exited with " + (
+            f"signal {ev['signal']}" if ev.get("signal") else f"code {ev.get('code')}") + ", then "
+    who = f"supervisor pid {pid}" if isinstance(pid, int) else "the agent (no supervisor)"
+    return (f"{how}{who} died without recording an end (killed?); "
+            "resume with 'agent-supervisor supervise --run-dir'")
 
 
 def offline_status(run_dir: Path, *, details: bool = False) -> RunStatus:

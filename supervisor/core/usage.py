@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 from .history import Fold, History
 from .journal import Entry
 from .records import Kind, LazyRecord
+from .wire import USAGE_MARK
 
 __all__ = [
     "Price",
@@ -91,6 +92,30 @@ def _count(v: Any) -> int | None:
     return v if type(v) is int and v >= 0 else None
 
 
+def _tokens_of(u: dict[str, Any]) -> tuple[Tokens, bool] | None:
+    """One usage entry's tokens (a missing count is 0) and whether it had any count; ``None`` if one is malformed."""
+    n: list[int] = []
+    counted = False
+    for key in _TOKEN_KEYS:
+        v = u.get(key)
+        if v is None:
+            n.append(0)
+            continue
+        c = _count(v)
+        if c is None:
+            return None
+        n.append(c)
+        counted = True
+    return Tokens(n[0], n[1], n[2]), counted
+
+
+def _name(v: Any, fallback: Any) -> str | None:
+    """An entry's model or provider: its own if a non-empty string, else the step call's if a string."""
+    if isinstance(v, str) and v:
+        return v
+    return fallback if isinstance(fallback, str) else None
+
+
 def usage_entries(rec: Mapping[str, Any]) -> list[tuple[str | None, str | None, Tokens]] | None:
     """Each entry of the record's ``usage`` list as ``(model, provider, tokens)``.
 
@@ -110,26 +135,12 @@ def usage_entries(rec: Mapping[str, Any]) -> list[tuple[str | None, str | None, 
     for u in usage:
         if not isinstance(u, dict):
             return None
-        n: list[int] = []
-        for key in _TOKEN_KEYS:
-            v = u.get(key)
-            if v is None:
-                n.append(0)
-                continue
-            c = _count(v)
-            if c is None:
-                return None
-            n.append(c)
-            counted = True
-        model = u.get("model")
-        provider = u.get("provider")
-        out.append(
-            (
-                model if isinstance(model, str) and model else c_model if isinstance(c_model, str) else None,
-                provider if isinstance(provider, str) and provider else c_provider if isinstance(c_provider, str) else None,
-                Tokens(n[0], n[1], n[2]),
-            )
-        )
+        got = _tokens_of(u)
+        if got is None:
+            return None
+        tokens, any_count = got
+        counted = counted or any_count
+        out.append((_name(u.get("model"), c_model), _name(u.get("provider"), c_provider), tokens))
     return out if counted else None
 
 
@@ -246,7 +257,7 @@ class UsageFold:
         f = self._fold
         rec: Mapping[str, Any] | None
         if type(entry) is LazyRecord:
-            if b'"usage"' not in entry.raw:  # most steps: no parse (a lazy line is a successful step)
+            if USAGE_MARK not in entry.raw:  # most steps: no parse (a lazy line is a successful step)
                 f.add(entry)
                 return
             rec = entry.record()
@@ -259,17 +270,7 @@ class UsageFold:
             return
         kind = rec.get("kind", Kind.STEP)
         if kind == Kind.STEP:
-            entries = usage_entries(rec)
-            if entries is None:
-                return
-            t = Tokens.sum(e[2] for e in entries)
-            cost = self._price(rec) if self._price is not None else None
-            self._total.add(t, cost)
-            for model, _, et in entries:
-                key = model or ""
-                self._by_model[key] = self._by_model.get(key, ZERO).plus(et)
-            if rec.get("error") is None:
-                self._effective.add(t, cost)
+            self._add_step(rec)
         elif kind == Kind.CHECKPOINT:
             self._at_cp.append(self._effective.copy())  # the fold appended it to f.checkpoints too
         elif kind == Kind.ROLLBACK:
@@ -282,6 +283,20 @@ class UsageFold:
             self._attempts += 1
             if rec.get("resume") is not False:
                 self._saved.add_sum(self._effective)
+
+    def _add_step(self, rec: Mapping[str, Any]) -> None:
+        """A step's usage: in the totals and by model; in the effective sum if it succeeded."""
+        entries = usage_entries(rec)
+        if entries is None:
+            return
+        t = Tokens.sum(e[2] for e in entries)
+        cost = self._price(rec) if self._price is not None else None
+        self._total.add(t, cost)
+        for model, _, et in entries:
+            key = model or ""
+            self._by_model[key] = self._by_model.get(key, ZERO).plus(et)
+        if rec.get("error") is None:
+            self._effective.add(t, cost)
 
     def extend(self, entries: Iterable[Entry | LazyRecord]) -> None:
         for e in entries:

@@ -39,3 +39,7 @@ BEGIN_HEAD = b'{"kind":"begin",'
 START_HEAD = b'{"kind":"start",'
 ROLLBACK_HEAD = b'{"kind":"rollback",'
 CHECKPOINT_HEAD = b'{"kind":"checkpoint",'
+
+# --- rest (usage fold): marker words ----------------------------------------------------------
+USAGE_MARK = b'"usage"'
+"""In every line that has a ``usage`` key (and in some that only mention the word): the usage fold parses only those."""

@@ -48,7 +48,7 @@ from ..core import rundir
 from ..core.events import read_events
 from ..core.history import Pairing, fold
 from ..core.journal import JournalReader
-from ..core.records import Kind, step_name
+from ..core.records import Kind, Record, step_name
 from ..core.redact import Redactor
 from ..core.usage import Price, RunUsage, UsageFold, call_of, usage_entries
 
@@ -151,7 +151,7 @@ class _Attempt:
     exited: bool = False
     status: tuple[int, str] = (STATUS_UNSET, "")
     emitted: bool = False
-    interrupted: list[Mapping[str, Any]] = field(default_factory=list)
+    interrupted: list[Record] = field(default_factory=list)
     """Begins of this attempt whose step never came (their spans end with the attempt)."""
 
     def see(self, ns: int) -> None:
@@ -208,7 +208,7 @@ class SpanBuilder:
         self.latest: dict[int, str] = {}  # attempt number -> key of its latest instance
         self.cur: str | None = None  # the attempt of the last start record
         self.pairing = Pairing()
-        self.begins: dict[int, tuple[Mapping[str, Any], str | None]] = {}  # begin seq -> (begin, attempt key)
+        self.begins: dict[int, tuple[Record, str | None]] = {}  # begin seq -> (begin, attempt key)
         self.root_events: list[SpanEvent] = []
         self.first_ns: int | None = ts_ns(self.meta.get("created"))
         self.last_ns: int | None = self.first_ns
@@ -276,16 +276,16 @@ class SpanBuilder:
             self.root_events.append(ev)
 
     # ------------------------------------------------------------------ journal
-    def record(self, rec: Mapping[str, Any]) -> list[Span]:
+    def record(self, rec: Record) -> list[Span]:
         """Take the next journal record (a dict; bad lines are not passed); return the spans it finishes."""
-        self.usage.add(rec)  # type: ignore[arg-type]
+        self.usage.add(rec)
         kind = rec.get("kind", Kind.STEP)
         ns = self._when(rec.get("ts"))
         att = rec.get("attempt")
         out: list[Span] = []
         if kind == Kind.START:
             out.extend(self._close_open(ns))
-            self.pairing.add(rec)  # type: ignore[arg-type]
+            self.pairing.add(rec)
             if isinstance(att, int) and not isinstance(att, bool):
                 a = self._attempt(att, by="start")
                 a.started = True
@@ -301,17 +301,17 @@ class SpanBuilder:
         if attempt is not None and attempt in self.attempts and not self.attempts[attempt].emitted:
             self.attempts[attempt].see(ns)
         if kind == Kind.BEGIN:
-            self.pairing.add(rec)  # type: ignore[arg-type]
+            self.pairing.add(rec)
             self.begins[int(rec.get("seq", -1))] = (rec, attempt)
         elif kind == Kind.STEP:
             begin = self._begin_of(rec)
-            self.pairing.add(rec)  # type: ignore[arg-type]
+            self.pairing.add(rec)
             out.append(self._step_span(rec, begin, attempt, ns))
         elif kind == Kind.CHECKPOINT:
             self._event_on(attempt, SpanEvent("checkpoint", ns, self._fields(rec, ("name", "file", "seq"))))
         elif kind == Kind.ROLLBACK:
             out.extend(self._close_open(ns))
-            self.pairing.add(rec)  # type: ignore[arg-type]
+            self.pairing.add(rec)
             self._event_on(attempt, SpanEvent(
                 "rollback", ns, self._fields(rec, ("checkpoint", "checkpoint_seq", "reason", "by", "failed_step", "seq"))))
         elif kind == Kind.FORK:
@@ -322,7 +322,7 @@ class SpanBuilder:
     def _fields(rec: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
         return {f"agent_supervisor.{k}": _scalar(rec[k]) for k in keys if rec.get(k) is not None}
 
-    def _begin_of(self, rec: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None] | None:
+    def _begin_of(self, rec: Record) -> tuple[Record, str | None] | None:
         """The open begin a step record closes, as :class:`Pairing` pairs them (by pos, else the unnumbered one)."""
         p = self.pairing
         if not p.open:
@@ -350,7 +350,7 @@ class SpanBuilder:
         self.begins.clear()
         return out
 
-    def _open_span(self, b: Mapping[str, Any], attempt: str | None, end_ns: int, *, interrupted: bool) -> Span:
+    def _open_span(self, b: Record, attempt: str | None, end_ns: int, *, interrupted: bool) -> Span:
         """The span of a begin without its step: interrupted (ERROR), or still in flight at the export."""
         s = self._step_span(b, (b, attempt), attempt, end_ns, begin_only=True)
         if interrupted:
@@ -360,16 +360,12 @@ class SpanBuilder:
         return s
 
     def _step_span(
-        self, rec: Mapping[str, Any], begin: tuple[Mapping[str, Any], str | None] | None, attempt: str | None,
+        self, rec: Record, begin: tuple[Record, str | None] | None, attempt: str | None,
         end_ns: int, *, begin_only: bool = False,
     ) -> Span:
         seq = int(rec.get("seq", -1))
-        if begin is not None:
-            start = self._when(begin[0].get("ts"))
-        else:
-            dur = rec.get("dur_ms")
-            start = end_ns - int(dur * 1e6) if isinstance(dur, (int, float)) and not begin_only and dur >= 0 else end_ns
-        name = step_name(rec)  # type: ignore[arg-type]
+        start = self._step_start(rec, begin, end_ns, begin_only)
+        name = step_name(rec)
         attrs: dict[str, Any] = {"agent_supervisor.step": name, "agent_supervisor.seq": seq}
         for k in ("pos", "k", "attempt", "key"):
             v = rec.get(k)
@@ -377,68 +373,55 @@ class SpanBuilder:
                 attrs[f"agent_supervisor.{k}"] = v
         if seq in self.abandoned:
             attrs["agent_supervisor.abandoned"] = True
-        kind = KIND_INTERNAL
-        span_name = name or "step"
         call = call_of(rec)
-        if call is not None and call["kind"] == "model":
-            model = call.get("model") if isinstance(call.get("model"), str) else None
-            provider = call.get("provider") if isinstance(call.get("provider"), str) else None
-            kind = KIND_CLIENT
-            span_name = f"chat {model}" if model else "chat"
-            attrs["gen_ai.operation.name"] = "chat"
-            if provider:
-                attrs["gen_ai.provider.name"] = provider
-            if model:
-                attrs["gen_ai.request.model"] = model
-        elif call is not None and call["kind"] == "tool":
-            tool = call.get("tool") if isinstance(call.get("tool"), str) else None
-            span_name = f"execute_tool {tool}" if tool else "execute_tool"
-            attrs["gen_ai.operation.name"] = "execute_tool"
-            attrs["gen_ai.tool.type"] = "function"
-            if tool:
-                attrs["gen_ai.tool.name"] = tool
-            cid = call.get("call_id")
-            if isinstance(cid, (str, int)) and not isinstance(cid, bool):
-                attrs["gen_ai.tool.call.id"] = str(cid)
-        entries = usage_entries(rec)
-        if entries:
-            attrs["gen_ai.usage.input_tokens"] = sum(t.input for _, _, t in entries)
-            attrs["gen_ai.usage.output_tokens"] = sum(t.output for _, _, t in entries)
-            cached = sum(t.cached for _, _, t in entries)
-            if cached:
-                attrs["gen_ai.usage.cache_read.input_tokens"] = cached
-            resp = entries[0][0]
-            if resp:
-                attrs["gen_ai.response.model"] = resp
-                attrs.setdefault("gen_ai.request.model", resp)
-            if self.price is not None:
-                cost = self.price(rec)
-                if cost is not None:
-                    attrs["agent_supervisor.cost_usd"] = cost
+        kind, span_name = _call_attrs(call, attrs) if call is not None else (KIND_INTERNAL, name or "step")
+        self._usage_attrs(rec, attrs)
         s = Span(self.trace, span_id(self.run_id, f"step:{seq}"), self._parent(attempt), span_name,
                  start, max(end_ns, start), kind, attrs)
         err = rec.get("error")
         if rec.get("kind", Kind.STEP) == Kind.STEP and err is not None:
-            etype = err.get("type") if isinstance(err, dict) else None
-            msg = err.get("message") if isinstance(err, dict) else err
-            ev: dict[str, Any] = {"exception.type": str(etype or "Error"), "exception.message": str(msg or "")}
-            if isinstance(err, dict) and isinstance(err.get("traceback"), str):
-                ev["exception.stacktrace"] = err["traceback"]
-            s.events.append(SpanEvent("exception", end_ns, ev))
-            s.status_code, s.status_message = STATUS_ERROR, str(msg or etype or "failed")
-            attrs["error.type"] = str(etype or "Error")
-            if rec.get("transient"):
-                attrs["agent_supervisor.transient"] = True
+            _error_on(s, err, end_ns, transient=bool(rec.get("transient")))
         if self.content:
-            if "inputs" in rec:
-                attrs["agent_supervisor.inputs"] = self._content(rec["inputs"])
-                if call is not None and call["kind"] == "tool":
-                    attrs["gen_ai.tool.call.arguments"] = attrs["agent_supervisor.inputs"]
-            if "output" in rec and not begin_only:
-                attrs["agent_supervisor.output"] = self._content(rec["output"])
-                if call is not None and call["kind"] == "tool":
-                    attrs["gen_ai.tool.call.result"] = attrs["agent_supervisor.output"]
+            self._content_attrs(rec, call, attrs, begin_only)
         return s
+
+    def _step_start(self, rec: Record, begin: tuple[Record, str | None] | None, end_ns: int, begin_only: bool) -> int:
+        """When a step's span starts: its begin's time, else its end less its duration."""
+        if begin is not None:
+            return self._when(begin[0].get("ts"))
+        dur = rec.get("dur_ms")
+        return end_ns - int(dur * 1e6) if isinstance(dur, (int, float)) and not begin_only and dur >= 0 else end_ns
+
+    def _usage_attrs(self, rec: Record, attrs: dict[str, Any]) -> None:
+        """The GenAI token counts (and the cost, with a price) of a step that recorded its usage."""
+        entries = usage_entries(rec)
+        if not entries:
+            return
+        attrs["gen_ai.usage.input_tokens"] = sum(t.input for _, _, t in entries)
+        attrs["gen_ai.usage.output_tokens"] = sum(t.output for _, _, t in entries)
+        cached = sum(t.cached for _, _, t in entries)
+        if cached:
+            attrs["gen_ai.usage.cache_read.input_tokens"] = cached
+        resp = entries[0][0]
+        if resp:
+            attrs["gen_ai.response.model"] = resp
+            attrs.setdefault("gen_ai.request.model", resp)
+        if self.price is not None:
+            cost = self.price(rec)
+            if cost is not None:
+                attrs["agent_supervisor.cost_usd"] = cost
+
+    def _content_attrs(self, rec: Record, call: dict[str, Any] | None, attrs: dict[str, Any], begin_only: bool) -> None:
+        """Inputs and output (redacted), with ``content=True``; a tool call's arguments and result as GenAI names them."""
+        tool = call is not None and call["kind"] == "tool"
+        if "inputs" in rec:
+            attrs["agent_supervisor.inputs"] = self._content(rec["inputs"])
+            if tool:
+                attrs["gen_ai.tool.call.arguments"] = attrs["agent_supervisor.inputs"]
+        if "output" in rec and not begin_only:
+            attrs["agent_supervisor.output"] = self._content(rec["output"])
+            if tool:
+                attrs["gen_ai.tool.call.result"] = attrs["agent_supervisor.output"]
 
     # ------------------------------------------------------------------ supervisor events
     def event(self, ev: Mapping[str, Any]) -> list[Span]:
@@ -449,38 +432,10 @@ class SpanBuilder:
         ns = self._when(ev.get("ts"))
         att = ev.get("attempt")
         n = att if isinstance(att, int) and not isinstance(att, bool) and att > 0 else None
-        out: list[Span] = []
         if name == "spawn" and n is not None:
-            a = self._attempt(n, by="spawn")
-            a.spawned = True
-            for prev in self._in_order() if self.live else ():  # the attempts before it are over: out now
-                if prev is not a and prev.order < a.order and not prev.emitted:
-                    for seq, (b, at) in sorted(self.begins.items()):  # their open steps were interrupted
-                        if at == prev.key:
-                            prev.interrupted.append(b)
-                            del self.begins[seq]
-                    out.extend(self._emit_attempt(prev))
-            a.see(ns)
-            a.attrs["agent_supervisor.resume"] = bool(ev.get("resume"))
-            if isinstance(ev.get("pid"), int):
-                a.attrs["process.pid"] = ev["pid"]
-        elif name == "exit" and n is not None:
-            a = self._attempt(n)
-            a.see(ns)
-            a.exited = True
-            code, sig = ev.get("code"), ev.get("signal")
-            if isinstance(code, int):
-                a.attrs["process.exit.code"] = code
-            if sig:
-                a.attrs["agent_supervisor.exit.signal"] = str(sig)
-            for k in ("step", "progress", "uptime_s", "reason"):
-                if ev.get(k) is not None:
-                    a.attrs[f"agent_supervisor.exit.{k}"] = _scalar(ev[k])
-            where = f" in step {ev['step']}" if ev.get("step") else ""
-            if sig:
-                a.status = (STATUS_ERROR, f"killed by signal {sig}{where}")
-            elif isinstance(code, int) and code not in (0, EXIT_RESTART):
-                a.status = (STATUS_ERROR, f"exit code {code}{where}")
+            return self._on_spawn(n, ns, ev)
+        if name == "exit" and n is not None:
+            self._on_exit(n, ns, ev)
         elif name == "restart":
             target = self.latest.get(n - 1) if n is not None and n > 1 else None
             self._event_on(target, SpanEvent("restart", ns, self._ev_attrs(ev)))
@@ -488,7 +443,44 @@ class SpanBuilder:
             self._event_on(self.latest.get(n) if n is not None else None, SpanEvent(name, ns, self._ev_attrs(ev)))
         else:  # supervisor-start, succeeded, and events of a later version
             self.root_events.append(SpanEvent(name, ns, self._ev_attrs(ev)))
+        return []
+
+    def _on_spawn(self, n: int, ns: int, ev: Mapping[str, Any]) -> list[Span]:
+        """A spawn: a new attempt span; live, the attempts before it are over and go out now."""
+        out: list[Span] = []
+        a = self._attempt(n, by="spawn")
+        a.spawned = True
+        for prev in self._in_order() if self.live else ():
+            if prev is not a and prev.order < a.order and not prev.emitted:
+                for seq, (b, at) in sorted(self.begins.items()):  # their open steps were interrupted
+                    if at == prev.key:
+                        prev.interrupted.append(b)
+                        del self.begins[seq]
+                out.extend(self._emit_attempt(prev))
+        a.see(ns)
+        a.attrs["agent_supervisor.resume"] = bool(ev.get("resume"))
+        if isinstance(ev.get("pid"), int):
+            a.attrs["process.pid"] = ev["pid"]
         return out
+
+    def _on_exit(self, n: int, ns: int, ev: Mapping[str, Any]) -> None:
+        """An attempt's exit: its code or signal, and an ERROR status for a crash."""
+        a = self._attempt(n)
+        a.see(ns)
+        a.exited = True
+        code, sig = ev.get("code"), ev.get("signal")
+        if isinstance(code, int):
+            a.attrs["process.exit.code"] = code
+        if sig:
+            a.attrs["agent_supervisor.exit.signal"] = str(sig)
+        for k in ("step", "progress", "uptime_s", "reason"):
+            if ev.get(k) is not None:
+                a.attrs[f"agent_supervisor.exit.{k}"] = _scalar(ev[k])
+        where = f" in step {ev['step']}" if ev.get("step") else ""
+        if sig:
+            a.status = (STATUS_ERROR, f"killed by signal {sig}{where}")
+        elif isinstance(code, int) and code not in (0, EXIT_RESTART):
+            a.status = (STATUS_ERROR, f"exit code {code}{where}")
 
     @staticmethod
     def _ev_attrs(ev: Mapping[str, Any]) -> dict[str, Any]:
@@ -677,3 +669,39 @@ def write_otlp_json_spans(run_id: str, spans: list[Span], out: Path) -> int:
         tmp.unlink(missing_ok=True)
         raise
     return len(spans)
+
+
+def _call_attrs(call: dict[str, Any], attrs: dict[str, Any]) -> tuple[int, str]:
+    """A model or tool call's GenAI attributes; its span kind and name (``chat {model}``, ``execute_tool {name}``)."""
+    if call["kind"] == "model":
+        model = call.get("model") if isinstance(call.get("model"), str) else None
+        provider = call.get("provider") if isinstance(call.get("provider"), str) else None
+        attrs["gen_ai.operation.name"] = "chat"
+        if provider:
+            attrs["gen_ai.provider.name"] = provider
+        if model:
+            attrs["gen_ai.request.model"] = model
+        return KIND_CLIENT, f"chat {model}" if model else "chat"
+    tool = call.get("tool") if isinstance(call.get("tool"), str) else None
+    attrs["gen_ai.operation.name"] = "execute_tool"
+    attrs["gen_ai.tool.type"] = "function"
+    if tool:
+        attrs["gen_ai.tool.name"] = tool
+    cid = call.get("call_id")
+    if isinstance(cid, (str, int)) and not isinstance(cid, bool):
+        attrs["gen_ai.tool.call.id"] = str(cid)
+    return KIND_INTERNAL, f"execute_tool {tool}" if tool else "execute_tool"
+
+
+def _error_on(s: Span, err: Any, end_ns: int, *, transient: bool) -> None:
+    """A failed step: an ``exception`` event and an ERROR status on its span."""
+    etype = err.get("type") if isinstance(err, dict) else None
+    msg = err.get("message") if isinstance(err, dict) else err
+    ev: dict[str, Any] = {"exception.type": str(etype or "Error"), "exception.message": str(msg or "")}
+    if isinstance(err, dict) and isinstance(err.get("traceback"), str):
+        ev["exception.stacktrace"] = err["traceback"]
+    s.events.append(SpanEvent("exception", end_ns, ev))
+    s.status_code, s.status_message = STATUS_ERROR, str(msg or etype or "failed")
+    s.attributes["error.type"] = str(etype or "Error")
+    if transient:
+        s.attributes["agent_supervisor.transient"] = True

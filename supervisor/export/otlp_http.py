@@ -32,7 +32,7 @@ TRACES_PATH = "/v1/traces"
 def require() -> None:
     """Raise a user error (one line, what to install) if the OTLP/HTTP exporter is not installed."""
     try:
-        import opentelemetry.exporter.otlp.proto.http.trace_exporter  # noqa: F401
+        import opentelemetry.exporter.otlp.proto.http.trace_exporter
         import opentelemetry.sdk.trace  # noqa: F401
     except ImportError as e:
         raise SupervisorError(
@@ -73,12 +73,14 @@ class OtlpSender:
         require()
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.resources import Resource
+        from opentelemetry.sdk.trace.export import SpanExporter
         from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
         from .. import __version__
 
         self.url = traces_url(endpoint) if endpoint else None
-        self._exporter = OTLPSpanExporter(endpoint=self.url, timeout=timeout)
+        # typed as the SDK's interface, whose methods are annotated (the exporter's shutdown is not)
+        self._exporter: SpanExporter = OTLPSpanExporter(endpoint=self.url, timeout=timeout)
         self.url = self.url or str(getattr(self._exporter, "_endpoint", "") or endpoint_from_env() or "")
         self._resource = Resource.create(resource_attributes(run_id))
         self._scope = InstrumentationScope(SCOPE, __version__)
@@ -134,4 +136,4 @@ class OtlpSender:
         return False
 
     def close(self) -> None:
-        self._exporter.shutdown()  # type: ignore[no-untyped-call]
+        self._exporter.shutdown()

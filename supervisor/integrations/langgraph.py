@@ -36,9 +36,9 @@ import math
 import os
 import random
 import threading
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, MutableSequence, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, cast
 
 import orjson
 
@@ -259,38 +259,50 @@ class JournalSaver(BaseCheckpointSaver[str]):
 
     # ------------------------------------------------------------------ the lines, applied in order
     def _apply(self, rec: dict[str, Any]) -> None:
-        op = rec["op"]
-        if op == "put":
-            t, ns = rec["thread"], rec["ns"]
-            for ch, (ver, packed) in rec["blobs"].items():
-                self._blobs[(t, ns, ch, ver)] = None if packed is None else self._held(packed)
-            entry = (self._held(rec["checkpoint"]), self._held(rec["metadata"]), rec["parent"])
-            self._cps.setdefault((t, ns), {})[rec["id"]] = entry
-        elif op == "writes":
-            key = (rec["thread"], rec["ns"], rec["id"])
-            stored = self._writes.setdefault(key, {})
-            task, path = rec["task"], rec["path"]
-            for idx, ch, packed in rec["writes"]:
-                if idx >= 0 and (task, idx) in stored:
-                    continue  # a write is kept once (a retried task's writes are the same)
-                stored[(task, idx)] = (task, ch, self._held(packed), path)
-        elif op == "delete_thread":
-            self._drop(lambda t, ns, cid: t == rec["thread"], blobs_of=rec["thread"])
-        elif op == "delete_runs":
-            runs = set(rec["runs"])
-            self._drop(lambda t, ns, cid: self._run_id(t, ns, cid) in runs)
-        elif op == "prune":
-            threads = set(rec["threads"])
-            if rec["strategy"] == "delete":
-                for t in threads:
-                    self._drop(lambda t2, ns, cid, t=t: t2 == t, blobs_of=t)
-            else:
-                latest = {key: max(cps) for key, cps in self._cps.items() if key[0] in threads and cps}
-                self._drop(lambda t, ns, cid: t in threads and cid != latest.get((t, ns)))
-        elif op == "copy_thread":
-            self._copy(rec["from"], rec["to"])
+        """Replay one recorded operation onto the in-memory store."""
+        apply = self._APPLY.get(rec["op"])
+        if apply is None:
+            raise ValueError(f"unknown op {rec['op']!r}")
+        apply(self, rec)
+
+    def _apply_put(self, rec: dict[str, Any]) -> None:
+        t, ns = rec["thread"], rec["ns"]
+        for ch, (ver, packed) in rec["blobs"].items():
+            self._blobs[(t, ns, ch, ver)] = None if packed is None else self._held(packed)
+        entry = (self._held(rec["checkpoint"]), self._held(rec["metadata"]), rec["parent"])
+        self._cps.setdefault((t, ns), {})[rec["id"]] = entry
+
+    def _apply_writes(self, rec: dict[str, Any]) -> None:
+        key = (rec["thread"], rec["ns"], rec["id"])
+        stored = self._writes.setdefault(key, {})
+        task, path = rec["task"], rec["path"]
+        for idx, ch, packed in rec["writes"]:
+            if idx >= 0 and (task, idx) in stored:
+                continue  # a write is kept once (a retried task's writes are the same)
+            stored[(task, idx)] = (task, ch, self._held(packed), path)
+
+    def _apply_delete_runs(self, rec: dict[str, Any]) -> None:
+        runs = set(rec["runs"])
+        self._drop(lambda t, ns, cid: self._run_id(t, ns, cid) in runs)
+
+    def _apply_prune(self, rec: dict[str, Any]) -> None:
+        threads = set(rec["threads"])
+        if rec["strategy"] == "delete":
+            for t in threads:
+                self._drop(lambda t2, ns, cid, t=t: t2 == t, blobs_of=t)
         else:
-            raise ValueError(f"unknown op {op!r}")
+            latest = {key: max(cps) for key, cps in self._cps.items() if key[0] in threads and cps}
+            self._drop(lambda t, ns, cid: t in threads and cid != latest.get((t, ns)))
+
+    _APPLY: ClassVar[dict[str, Callable[[JournalSaver, dict[str, Any]], None]]] = {
+        "put": _apply_put,
+        "writes": _apply_writes,
+        "delete_thread": lambda self, rec: self._drop(lambda t, ns, cid: t == rec["thread"], blobs_of=rec["thread"]),
+        "delete_runs": _apply_delete_runs,
+        "prune": _apply_prune,
+        "copy_thread": lambda self, rec: self._copy(rec["from"], rec["to"]),
+    }
+    """The recorded operations by name (``op``)."""
 
     def _run_id(self, t: str, ns: str, cid: str) -> Any:
         md = self._cps[(t, ns)][cid][1]
@@ -337,7 +349,7 @@ class JournalSaver(BaseCheckpointSaver[str]):
         ]
         return CheckpointTuple(
             config={"configurable": {"thread_id": t, "checkpoint_ns": ns, "checkpoint_id": cid}},
-            checkpoint=cp,  # type: ignore[arg-type]
+            checkpoint=cast(Checkpoint, cp),  # built from the stored skeleton and its channel values
             metadata=md if md is not None else self._unpack(md_packed),
             parent_config=(
                 {"configurable": {"thread_id": t, "checkpoint_ns": ns, "checkpoint_id": parent}} if parent else None
@@ -374,19 +386,22 @@ class JournalSaver(BaseCheckpointSaver[str]):
         with self._lock:
             found: list[CheckpointTuple] = []
             for (t, ns), cps in self._cps.items():
-                if (want_t is not None and t != want_t) or (want_ns is not None and ns != want_ns):
-                    continue
-                for cid in sorted(cps, reverse=True):
-                    if limit is not None and len(found) >= limit:
-                        break
-                    if (want_id and cid != want_id) or (before_id and cid >= before_id):
-                        continue
-                    entry = cps[cid]
-                    md = self._unpack(entry[1])
-                    if filter and not all(md.get(k) == v for k, v in filter.items()):
-                        continue
-                    found.append(self._tuple(t, ns, cid, entry, md))
+                if (want_t is None or t == want_t) and (want_ns is None or ns == want_ns):
+                    self._collect(found, t, ns, cps, (want_id, before_id, filter, limit))
         yield from found
+
+    def _collect(self, found: MutableSequence[CheckpointTuple], t: str, ns: str, cps: dict[str, Any], want: tuple[Any, ...]) -> None:
+        """Append one thread's checkpoints, newest first, that pass ``want`` (id, before, metadata filter, limit)."""
+        want_id, before_id, filter, limit = want
+        for cid in sorted(cps, reverse=True):
+            if limit is not None and len(found) >= limit:
+                return
+            if (want_id and cid != want_id) or (before_id and cid >= before_id):
+                continue
+            entry = cps[cid]
+            md = self._unpack(entry[1])
+            if not filter or all(md.get(k) == v for k, v in filter.items()):
+                found.append(self._tuple(t, ns, cid, entry, md))
 
     # ------------------------------------------------------------------ writing
     def put(
@@ -572,7 +587,7 @@ def result_from_json(data: dict[str, Any]) -> ChatResult:
     messages = messages_from_dict([g["message"] for g in gens])
     return ChatResult(
         generations=[
-            ChatGeneration(message=m, generation_info=g.get("generation_info")) for m, g in zip(messages, gens)
+            ChatGeneration(message=m, generation_info=g.get("generation_info")) for m, g in zip(messages, gens, strict=False)
         ],
         llm_output=data.get("llm_output"),
     )

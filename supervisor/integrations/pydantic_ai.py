@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic
+from typing import TYPE_CHECKING, Any, Generic, Literal, cast
 
 try:
     from pydantic import TypeAdapter
@@ -151,6 +151,9 @@ class JournaledModel(WrapperModel):
         yield  # pragma: no cover - an async generator, for asynccontextmanager
 
 
+_DeferredKind = Literal["external", "question"]
+
+
 @dataclass
 class ToolRaised:
     """A tool's answer that Pydantic AI raises rather than returns (``ModelRetry``, ``ToolFailed``, ``CallDeferred``,
@@ -176,7 +179,8 @@ class ToolRaised:
         make: dict[str, Callable[[], Exception]] = {
             "ModelRetry": lambda: ModelRetry(self.message or ""),
             "ToolFailed": lambda: ToolFailed(self.message or ""),
-            "CallDeferred": lambda: CallDeferred(self.metadata, kind=self.kind or "external"),  # type: ignore[arg-type]
+            # the kind was recorded from a CallDeferred: one of the kinds it accepts
+            "CallDeferred": lambda: CallDeferred(self.metadata, kind=cast(_DeferredKind, self.kind or "external")),
             "ApprovalRequired": lambda: ApprovalRequired(self.metadata),
         }
         return make[self.exception]()

@@ -43,8 +43,8 @@ import orjson
 from ..core import rundir
 from ..core import state as state_mod
 from ..core.command import portable_program, recorded_cwd, retarget_command
-from ..core.redact import argv_is_redacted
 from ..core.records import preview
+from ..core.redact import argv_is_redacted
 from ..errors import ReplayError, RunDirError
 from ..supervise.process import stop_tree
 from .session import ENV_REPLAY_REPORT, ReplayMode, read_report
@@ -398,7 +398,8 @@ def format_result(res: ReplayResult) -> list[str]:
         else:
             lines.append(f"live step {s['step']!r} at {where}: output unchanged")
     for s in r.get("new_steps", []):
-        lines.append(f"live step {s['step']!r} at position {s.get('position')}: new (not in the journal): {preview(s.get('new_output'), 80)}")
+        lines.append(f"live step {s['step']!r} at position {s.get('position')}: new (not in the journal): "
+                     f"{preview(s.get('new_output'), 80)}")
     for c in r.get("input_changes", []):
         lines.append(
             f"warning: step {c.get('step')!r} at position {c.get('position')} was served from the journal "
@@ -437,12 +438,15 @@ def summary_line(res: ReplayResult) -> str:
         checked = f"inputs checked for {r.get('inputs_checked', 0)}"
         if r.get("inputs_unchecked"):
             checked += f", {r['inputs_unchecked']} without recorded inputs"
-        verdict = "replay verified" if res.exit_code == EXIT_OK else f"replay FAILED ({_plural(n_div, 'divergence')})" if n_div else "replay FAILED"
-        return f"{verdict}: {r.get('replayed', 0)} of {r.get('journal_steps', '?')} steps replayed in {secs} ({checked}); no step function ran"
+        failed = f"replay FAILED ({_plural(n_div, 'divergence')})" if n_div else "replay FAILED"
+        verdict = "replay verified" if res.exit_code == EXIT_OK else failed
+        return (f"{verdict}: {r.get('replayed', 0)} of {r.get('journal_steps', '?')} steps replayed "
+                f"in {secs} ({checked}); no step function ran")
     live = r.get("live", [])
     n_changed = sum(1 for s in live if s.get("changed"))
     pats = ", ".join(repr(p) for p in res.mode.patterns)
-    verdict = "partial replay" if res.exit_code == EXIT_OK else f"partial replay FAILED ({_plural(n_div, 'divergence')})" if n_div else "partial replay FAILED"
+    failed = f"partial replay FAILED ({_plural(n_div, 'divergence')})" if n_div else "partial replay FAILED"
+    verdict = "partial replay" if res.exit_code == EXIT_OK else failed
     return (
         f"{verdict}: {r.get('replayed', 0)} steps served from the journal, {len(live) + len(r.get('new_steps', []))} "
         f"run live (matching {pats}), {n_changed} outputs changed, in {secs}"

@@ -115,8 +115,6 @@ class AgentLog:
         self._tail: deque[str] = deque(maxlen=tail_lines)
         self._tee_fds: dict[str, int] = {}
         self._tee_pending: dict[str, bytearray] = {}
-        self.dropped_bytes = 0
-        """Terminal bytes dropped because a piped stdout/stderr stayed full (the file has them all)."""
         if tee:
             for name, f in (("stdout", sys.stdout), ("stderr", sys.stderr)):
                 try:
@@ -215,8 +213,7 @@ class AgentLog:
             return
         pending = self._tee_pending.setdefault(stream, bytearray())
         if len(pending) + len(data) > TEE_BUFFER:
-            self.dropped_bytes += len(data)  # the reader is stuck: the file still gets everything
-            return
+            return  # the reader is stuck: the terminal loses these bytes, the file still gets everything
         pending += data
         self.flush_tee()
 

@@ -70,12 +70,12 @@ class ControlCommands:
             "attempt": sup.attempt_no,
             "uptime_s": round(child.uptime, 3) if child else None,
             "restarts": sup.restarts,
-            "cpu_percent": sup.sample.cpu_percent if child else 0.0,
-            "rss_bytes": sup.sample.rss_bytes if child else 0,
-            "threads": sup.sample.threads if child else 0,
-            "open_files": sup.sample.open_files if child else 0,
-            "processes": sup.sample.processes if child else 0,
-            "records": sup.records,
+            "cpu_percent": sup.tree.sample.cpu_percent if child else 0.0,
+            "rss_bytes": sup.tree.sample.rss_bytes if child else 0,
+            "threads": sup.tree.sample.threads if child else 0,
+            "open_files": sup.tree.sample.open_files if child else 0,
+            "processes": sup.tree.sample.processes if child else 0,
+            "records": sup.journal.records,
             "step": sup.cur.in_flight if sup.cur and child else None,
             "paused": sm.paused,
             "attempts_without_progress": sup.no_progress,
@@ -84,8 +84,8 @@ class ControlCommands:
             "supervisor_uptime_s": round(time.monotonic() - sup.started, 3),
             "live": True,
         }
-        if sup.resource_totals:
-            st["resource_errors"] = dict(sup.resource_totals)  # what ran out since the start, and how often
+        if sup.report.resource_totals:
+            st["resource_errors"] = dict(sup.report.resource_totals)  # what ran out since the start, and how often
         if sm.state is S.BACKOFF and sm.backoff_until is not None:
             st["backoff_s"] = sm.backoff_s
             st["backoff_left_s"] = round(max(0.0, sm.backoff_until - time.monotonic()), 3)
@@ -135,7 +135,7 @@ class ControlCommands:
         by = str(req.get("by") or "user")
         sup.poll_journal()
         try:
-            resolve_checkpoint(sup.fold, ref)
+            resolve_checkpoint(sup.journal.fold, ref)
         except SupervisorError as e:
             reply({"ok": False, "error": str(e)})
             return

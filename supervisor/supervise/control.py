@@ -144,7 +144,6 @@ class ControlServer:
         """Connections holding whole request lines not handled yet (``pump`` takes them)."""
         self.refused = 0
         """Connections closed at once because ``MAX_CONNECTIONS`` were open."""
-        self.accept_errors = 0
         self._accept_paused_until: float | None = None
         self.path.unlink(missing_ok=True)  # left by a supervisor killed with -9; we hold the lock
         self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -178,7 +177,6 @@ class ControlServer:
         except OSError as e:
             if e.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
                 # the connection waits in the backlog; without a pause the loop would spin on it
-                self.accept_errors += 1
                 self._on_error(f"accepting a control connection (paused {ACCEPT_BACKOFF_S:g} s)", e)
                 with contextlib.suppress(KeyError, ValueError):
                     self._sel.unregister(self._sock)
@@ -239,10 +237,6 @@ class ControlServer:
             self._accept_paused_until = None
             with contextlib.suppress(KeyError, ValueError):
                 self._sel.register(self._sock, selectors.EVENT_READ, self._accept)
-
-    @property
-    def connections(self) -> int:
-        return len(self._conns)
 
     def _dispatch(self, c: _Conn, line: bytes) -> None:
         try:

@@ -104,34 +104,44 @@ def sweep_once(supervisor: int, run_dir: str, child: int | None, cgroup: str | N
         if pid != me and not _zombie(pid) and start_time(pid) == start and _kill(pid):
             hit.add(pid)
     if cgroup:
-        # the members are read before cgroup.kill: once it has run they may be gone already, and
-        # a sweep that counted nothing would say nothing (a loaded machine showed it)
-        members = [pid for pid in _cgroup_procs(cgroup) if pid != me and not _zombie(pid)]
-        try:
-            with open(os.path.join(cgroup, "cgroup.kill"), "wb") as f:
-                f.write(b"1")
-            hit.update(members)
-        except OSError:
-            pass  # gone already, or no cgroup.kill: each member is killed one by one, below
-        for pid in _cgroup_procs(cgroup):
-            if pid != me and not _zombie(pid) and _kill(pid):
-                hit.add(pid)
+        hit |= _sweep_cgroup(cgroup, me)
     sup = str(supervisor).encode()
     target = run_dir.encode()
     for pid in _pids():
         if pid in (me, supervisor) or pid in hit or _zombie(pid):
             continue
-        try:
-            in_session = child is not None and os.getsid(pid) == child
-        except OSError:
-            continue
-        if not in_session:
-            env = _environ(pid)
-            if env.get(ENV_SUPERVISED.encode()) != sup or env.get(ENV_RUN_DIR.encode()) != target:
-                continue
-        if _kill(pid):
+        if _of_the_tree(pid, child, sup, target) and _kill(pid):
             hit.add(pid)
     return hit
+
+
+def _sweep_cgroup(cgroup: str, me: int) -> set[int]:
+    """The cgroup's members, killed by ``cgroup.kill`` and then one by one (what the first could not)."""
+    hit: set[int] = set()
+    # the members are read before cgroup.kill: once it has run they may be gone already, and
+    # a sweep that counted nothing would say nothing (a loaded machine showed it)
+    members = [pid for pid in _cgroup_procs(cgroup) if pid != me and not _zombie(pid)]
+    try:
+        with open(os.path.join(cgroup, "cgroup.kill"), "wb") as f:
+            f.write(b"1")
+        hit.update(members)
+    except OSError:
+        pass  # gone already, or no cgroup.kill: each member is killed one by one, below
+    for pid in _cgroup_procs(cgroup):
+        if pid != me and not _zombie(pid) and _kill(pid):
+            hit.add(pid)
+    return hit
+
+
+def _of_the_tree(pid: int, child: int | None, sup: bytes, target: bytes) -> bool:
+    """Whether a process is the agent's: in its session, or with the supervisor's pid and run dir in its environment."""
+    try:
+        if child is not None and os.getsid(pid) == child:
+            return True
+    except OSError:
+        return False  # gone
+    env = _environ(pid)
+    return env.get(ENV_SUPERVISED.encode()) == sup and env.get(ENV_RUN_DIR.encode()) == target
 
 
 def sweep(supervisor: int, run_dir: str, child: int | None, cgroup: str | None,
@@ -223,8 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGPIPE):
         signal.signal(sig, signal.SIG_IGN)  # only the supervisor's end of the pipe ends us
-    child: int | None = None
-    known: dict[int, int] = {}
+    told = _Told()
     buf = b""
     while True:
         try:
@@ -238,21 +247,9 @@ def main(argv: list[str] | None = None) -> int:
         buf += data
         *lines, buf = buf.split(b"\n")
         for line in lines:
-            word, _, rest = line.partition(b" ")
-            if word == b"done":
+            if told.take(line):
                 return 0
-            if word == b"child":
-                try:
-                    child = int(rest)
-                except ValueError:
-                    child = None
-            elif word == b"tree":
-                known = {}
-                for item in rest.split():
-                    pid, _, start = item.partition(b":")
-                    if pid.isdigit() and start.isdigit():
-                        known[int(pid)] = int(start)
-    killed = sweep(args.supervisor, args.run_dir, child, args.cgroup, known)
+    killed = sweep(args.supervisor, args.run_dir, told.child, args.cgroup, told.known)
     if killed:
         try:
             sys.stderr.write(
@@ -262,8 +259,34 @@ def main(argv: list[str] | None = None) -> int:
             )
             sys.stderr.flush()
         except (OSError, ValueError):
-            pass
+            pass  # no stderr left to say it on: the sweep is done all the same
     return 0
+
+
+class _Told:
+    """What the supervisor told the guardian so far: the current child, the tree outside its session."""
+
+    def __init__(self) -> None:
+        self.child: int | None = None
+        self.known: dict[int, int] = {}
+
+    def take(self, line: bytes) -> bool:
+        """Take one line (``child PID``, ``tree PID:START ...``, ``done``); ``True`` for ``done``."""
+        word, _, rest = line.partition(b" ")
+        if word == b"done":
+            return True
+        if word == b"child":
+            try:
+                self.child = int(rest)
+            except ValueError:
+                self.child = None
+        elif word == b"tree":
+            self.known = {}
+            for item in rest.split():
+                pid, _, start = item.partition(b":")
+                if pid.isdigit() and start.isdigit():
+                    self.known[int(pid)] = int(start)
+        return False
 
 
 if __name__ == "__main__":

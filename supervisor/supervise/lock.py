@@ -39,10 +39,6 @@ class SupervisorLock:
         self._fd = -1
         self.info: dict[str, Any] = {}
 
-    @property
-    def held(self) -> bool:
-        return self._fd >= 0
-
     def acquire(self, purpose: str = "supervise") -> dict[str, Any] | None:
         """Take the lock; return what the previous (dead) holder left in it, or ``None``.
 
@@ -130,24 +126,6 @@ def _held_message(run_dir: Path, holder: dict[str, Any] | None) -> str:
     )
 
 
-def read_holder(run_dir: Path) -> dict[str, Any] | None:
-    """The lock's content if a live process holds it, else ``None`` (no file or a stale one)."""
-    path = run_dir / rundir.SUPERVISOR_LOCK
-    try:
-        fd = rundir.open_run_file(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _parse(os.pread(fd, _SIZE, 0)) or {}
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
-
-
 # --------------------------------------------------------------------------- leftovers
 
 
@@ -170,21 +148,10 @@ def find_leftovers(run_dir: Path, previous: dict[str, Any] | None) -> list[psuti
     """
     if not previous:
         return []
-    found: dict[int, psutil.Process] = {}
-    cg = recorded_cgroup(previous)
-    if cg is not None:
-        for pid in cg.procs():
-            with contextlib.suppress(psutil.Error):
-                found[pid] = psutil.Process(pid)
+    found = _recorded_processes(previous)
     child = previous.get("child") or {}
     cpid, ctime = child.get("pid"), child.get("create_time")
-    if isinstance(cpid, int):
-        try:
-            p = psutil.Process(cpid)
-            if _same_process(p, ctime):
-                found[p.pid] = p
-        except psutil.Error:
-            pass  # the recorded child is gone: nothing of it to stop
+    session = (cpid, ctime) if isinstance(cpid, int) and isinstance(ctime, (int, float)) else None
     old_sup = str(previous.get("pid", ""))
     target = str(run_dir.resolve())
     me = os.getpid()
@@ -192,18 +159,47 @@ def find_leftovers(run_dir: Path, previous: dict[str, Any] | None) -> list[psuti
         if p.pid == me or p.pid in found:
             continue
         try:
-            if isinstance(cpid, int) and isinstance(ctime, (int, float)):
-                if os.getsid(p.pid) == cpid and p.info["create_time"] >= ctime - 0.05:
-                    found[p.pid] = p
-                    continue
-            if p.info["uids"] is None or p.info["uids"].real != os.getuid():
-                continue
-            env = p.environ()
-            if env.get(rundir.ENV_SUPERVISED) == old_sup and env.get(rundir.ENV_RUN_DIR) == target:
+            if _in_session(p, session) or _names_the_run(p, old_sup, target):
                 found[p.pid] = p
         except (psutil.Error, ProcessLookupError, PermissionError):
             continue  # gone, or not ours to read
     return [p for p in found.values() if _running(p)]
+
+
+def _recorded_processes(previous: dict[str, Any]) -> dict[int, psutil.Process]:
+    """The members of the recorded cgroup, and the recorded child if it is still the same process."""
+    found: dict[int, psutil.Process] = {}
+    cg = recorded_cgroup(previous)
+    if cg is not None:
+        for pid in cg.procs():
+            with contextlib.suppress(psutil.Error):
+                found[pid] = psutil.Process(pid)
+    child = previous.get("child") or {}
+    cpid = child.get("pid")
+    if isinstance(cpid, int):
+        try:
+            p = psutil.Process(cpid)
+            if _same_process(p, child.get("create_time")):
+                found[p.pid] = p
+        except psutil.Error:
+            pass  # the recorded child is gone: nothing of it to stop
+    return found
+
+
+def _in_session(p: psutil.Process, session: tuple[int, float] | None) -> bool:
+    """In the recorded child's session, and started no earlier than the child (not a reused session id)."""
+    if session is None:
+        return False
+    sid, ctime = session
+    return bool(os.getsid(p.pid) == sid and p.info["create_time"] >= ctime - 0.05)
+
+
+def _names_the_run(p: psutil.Process, old_sup: str, target: str) -> bool:
+    """Our user's process whose environment names the dead supervisor and this run directory."""
+    if p.info["uids"] is None or p.info["uids"].real != os.getuid():
+        return False
+    env = p.environ()
+    return env.get(rundir.ENV_SUPERVISED) == old_sup and env.get(rundir.ENV_RUN_DIR) == target
 
 
 def recorded_cgroup(previous: dict[str, Any] | None) -> Cgroup | None:

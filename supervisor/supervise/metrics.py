@@ -7,8 +7,7 @@ process). Sampled about once a second by the supervisor's loop.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+from dataclasses import dataclass
 
 import psutil
 
@@ -22,9 +21,6 @@ class TreeSample:
     rss_bytes: int = 0
     threads: int = 0
     open_files: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class TreeSampler:
@@ -117,8 +113,10 @@ def parse_size(text: str) -> int:
 
 
 def format_size(n: int) -> str:
+    """A byte count for people: ``512 B``, ``1.5 KiB`` ... ``3.0 GiB``."""
+    size = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
     return f"{n} B"

@@ -25,12 +25,15 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core import rundir
 from ..core.journal import JournalReader
 
 __all__ = ["OtlpLive"]
+
+if TYPE_CHECKING:  # imported when the thread starts: the exporter costs nothing until then
+    from ..export.otlp import Span, SpanBuilder
 
 _STOP = object()
 
@@ -93,22 +96,18 @@ class OtlpLive:
 
     # the thread
     def _run(self) -> None:
-        from ..export.otlp import SpanBuilder, Span
+        from ..export.otlp import SpanBuilder
         from ..export.otlp_http import OtlpSender
         from ..export.pricing import step_cost
 
         try:
             sender = OtlpSender(self.run_id, self.endpoint, timeout=self.timeout)
-        except Exception as e:  # noqa: BLE001 - reported in supervisor.jsonl; the run goes on without export
+        except Exception as e:
             self._fail(f"{type(e).__name__}: {e}", 0)
             return
         self.url = sender.url
         builder = SpanBuilder(self.run_id, rundir.read_run_json(self.run_dir), price=step_cost, live=True)
-        if self.known_records:
-            for ent in JournalReader(self.run_dir).load(lazy=True):  # unparsed unless they carry usage
-                if (ent["seq"] if isinstance(ent, dict) else ent.seq) >= self.known_records:
-                    break
-                builder.preload(ent)
+        self._preload(builder)
         pending: list[Span] = []
         next_send = time.monotonic() + self.interval
         stop = False
@@ -117,17 +116,9 @@ class OtlpLive:
                 item = self._q.get(timeout=max(0.0, next_send - time.monotonic()))
             except queue.Empty:
                 item = None
-            if item is _STOP:
-                stop = True
-                pending.extend(builder.finish())
-            elif item is not None:
-                what, data = item
-                if what == "j":
-                    for rec in data:
-                        if isinstance(rec, dict):
-                            pending.extend(builder.record(rec))
-                else:
-                    pending.extend(builder.event(data))
+            stop = item is _STOP
+            if item is not None:
+                pending.extend(self._spans_of(builder, item))
             if pending and (stop or len(pending) >= self.batch or time.monotonic() >= next_send):
                 if stop:
                     self._paused_until = 0.0  # the last spans (the root among them) are tried whatever happened
@@ -136,6 +127,29 @@ class OtlpLive:
             if time.monotonic() >= next_send:
                 next_send = time.monotonic() + self.interval
         sender.close()
+
+    def _preload(self, builder: SpanBuilder) -> None:
+        """The records from before this exporter started count in the totals (unparsed unless they carry usage)."""
+        if not self.known_records:
+            return
+        for ent in JournalReader(self.run_dir).load(lazy=True):
+            if (ent["seq"] if isinstance(ent, dict) else ent.seq) >= self.known_records:
+                break
+            builder.preload(ent)
+
+    @staticmethod
+    def _spans_of(builder: SpanBuilder, item: Any) -> list[Span]:
+        """The spans one queued item finishes: the stop (all that is left), journal records, or an event."""
+        if item is _STOP:
+            return builder.finish()
+        what, data = item
+        if what != "j":
+            return builder.event(data)
+        out: list[Span] = []
+        for rec in data:
+            if isinstance(rec, dict):
+                out.extend(builder.record(rec))
+        return out
 
     def _send(self, sender: Any, spans: list[Any]) -> None:
         if time.monotonic() < self._paused_until:

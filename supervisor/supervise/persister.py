@@ -60,7 +60,7 @@ class Persister:
                 if fn is None:
                     return
                 fn()
-            except BaseException as e:  # noqa: BLE001 - kept and reported by the loop, never swallowed
+            except BaseException as e:
                 self.errors.append(e)
             finally:
                 self._q.task_done()

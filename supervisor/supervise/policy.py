@@ -45,7 +45,6 @@ class Attempt:
 
     number: int
     pid: int
-    records_at_start: int
     progress: int = 0
     rollbacks: int = 0
     """Rollback records the attempt committed (an exit 75 without one is a crash)."""
@@ -179,29 +178,14 @@ def decide(facts: Facts, opts: Options, rng: random.Random | None = None) -> Dec
     f = facts
     same = Decision(Action.STOP, no_progress=f.no_progress, crash_loop_rolled_back=f.crash_loop_rolled_back,
                     high_water=f.high_water)
-    # a request the supervisor stopped the agent for wins over how the agent exited
-    if f.pending is Pending.STOP:
-        return replace(same, reason="stopped")
-    if f.pending is Pending.ROLLBACK:
-        return replace(same, action=Action.PAUSE if f.paused else Action.RESTART, reason="rollback",
-                       rollback=Rollback.REQUESTED)
-    if f.pending is Pending.RESTART:
-        return replace(same, action=Action.PAUSE if f.paused else Action.RESTART, reason="request")
-    if f.pending is None and f.code == 0:
-        return replace(same, action=Action.SUCCEED, reason="succeeded")
-    if f.pending is None and f.code == rundir.EXIT_FAILED:
-        return replace(same, action=Action.FAIL, reason=f"the agent exited {rundir.EXIT_FAILED} (permanent failure)")
+    by_request = _by_request(f, same)
+    if by_request is not None:
+        return by_request
     # a crash, or a stop by the hang or memory watchdog: progress decides between now and a backoff
     # exit 75 says "I appended a rollback, restart me": without the record it is a crash like any other,
     # or an agent that only exits 75 would be restarted at once, forever
     asked_rollback = f.code == rundir.EXIT_ROLLBACK and f.rolled_back
-    progress = f.progress > 0 or asked_rollback
-    high_water = f.high_water
-    if progress and high_water is not None:
-        # after a crash-loop rollback, re-running the abandoned steps is not new ground
-        progress = f.effective_steps > high_water
-        if progress:
-            high_water = None
+    progress, high_water = _progress(f, f.progress > 0 or asked_rollback)
     no_progress = 0 if progress else f.no_progress + 1
     rolled_back = False if progress else f.crash_loop_rolled_back
     d = Decision(Action.RESTART, no_progress=no_progress, crash_loop_rolled_back=rolled_back,
@@ -217,3 +201,35 @@ def decide(facts: Facts, opts: Options, rng: random.Random | None = None) -> Dec
     if progress:
         return d
     return replace(d, action=Action.BACKOFF, delay_s=backoff_delay(opts, no_progress, rng))
+
+
+def _by_request(f: Facts, same: Decision) -> Decision | None:
+    """The decision a stop request or the agent's own exit code settles (else ``None``: progress decides).
+
+    A request the supervisor stopped the agent for wins over how the agent exited.
+    """
+    if f.pending is Pending.STOP:
+        return replace(same, reason="stopped")
+    if f.pending is Pending.ROLLBACK:
+        return replace(same, action=Action.PAUSE if f.paused else Action.RESTART, reason="rollback",
+                       rollback=Rollback.REQUESTED)
+    if f.pending is Pending.RESTART:
+        return replace(same, action=Action.PAUSE if f.paused else Action.RESTART, reason="request")
+    if f.pending is None and f.code == 0:
+        return replace(same, action=Action.SUCCEED, reason="succeeded")
+    if f.pending is None and f.code == rundir.EXIT_FAILED:
+        return replace(same, action=Action.FAIL, reason=f"the agent exited {rundir.EXIT_FAILED} (permanent failure)")
+    return None
+
+
+def _progress(f: Facts, progress: bool) -> tuple[bool, int | None]:
+    """Whether the attempt counts as progress, and the high-water mark kept for the next one.
+
+    After a crash-loop rollback, re-running the abandoned steps is not new ground: only steps past the mark count.
+    """
+    high_water = f.high_water
+    if progress and high_water is not None:
+        progress = f.effective_steps > high_water
+        if progress:
+            high_water = None
+    return progress, high_water

@@ -114,9 +114,6 @@ class StateMachine:
     backoff_until: float | None = None
     backoff_s: float = 0.0
 
-    def can(self, new: ProcessState) -> bool:
-        return new in TRANSITIONS[self.state]
-
     def change(self, new: ProcessState, *, event: str | None = None, **info: Any) -> StateChange:
         """Move to ``new`` and record its entry event; raise ``InvalidTransition`` if it is not allowed from here.
 

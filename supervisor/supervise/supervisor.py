@@ -35,65 +35,61 @@ written waits in memory and is retried (the torn part is cut off the file), as i
 without counting as an attempt; the control socket pauses accepting. What
 happened is said on stderr at once and recorded as a ``resource-error`` event
 once ``supervisor.jsonl`` can be written again.
+
+This module holds the loop and an attempt's life (spawn, exit, the decision carried
+out). Its parts live beside it: ``policy`` (the decision, a pure function),
+``journal_watch`` (what each attempt committed), ``tree`` (the agent's processes:
+cgroup, guardian, figures, final sweep) and ``reporting`` (events, ``run.json`` and
+stderr, on a full disk too).
 """
 
 from __future__ import annotations
 
-import collections
 import contextlib
-import errno
 import os
 import selectors
 import signal
 import subprocess
-import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from ..core import rundir
-from ..core.events import EVENTS, EventLog, read_events
-from ..core.history import Fold
-from ..core.journal import JournalReader, journal_locked
-from ..core.records import Kind, step_name
+from ..core.events import EventLog, read_events
+from ..core.journal import journal_locked
+from ..core.records import Kind
 from ..core.redact import Redactor, argv_is_redacted, redact_argv
 from ..errors import JournalLockedError, SupervisorError
 from .agentlog import AgentLog
 from .commands import ControlCommands
 from .control import ControlServer, Reply
-from .guardian import Guardian
-from .guardian import start_time as guardian_start_time
+from .journal_watch import JOURNAL_POLL_S, JournalWatch
 from .lock import SupervisorLock, find_leftovers, remove_recorded_cgroup, stop_processes
-from .metrics import TreeSample, TreeSampler
 from .otlp_live import OtlpLive
-from .persister import Persister, cut_torn_tail, is_resource_error
+from .persister import cut_torn_tail, is_resource_error
 from .policy import (
     Action,
     Attempt,
+    Decision,
     Facts,
     Options,
     Pending,
     Rollback,
     decide,
-    is_progress,
 )
 from .process import (
-    CGROUP_PREFIX,
-    Cgroup,
     Child,
     ExitStatus,
     become_subreaper,
     kill_leftovers,
-    own_orphans,
     reap_orphans,
 )
+from .reporting import RETRY_WRITE_S, Reporter
 from .rollback import append_rollback
 from .secrets import SecretsPipe
 from .signals import SignalInbox
 from .states import ProcessState, StateChange, StateMachine, StopRequest
+from .tree import AgentTree, is_ours
 
 __all__ = ["EXIT_GAVE_UP", "Options", "Supervisor"]
 
@@ -101,17 +97,7 @@ S = ProcessState
 EXIT_GAVE_UP = 1
 """The supervisor's exit code when the run failed (gave up, or the agent exited 78)."""
 
-JOURNAL_POLL_S = 0.1
 METRICS_INTERVAL_S = 1.0
-RETRY_WRITE_S = 1.0
-"""How often a write that failed for want of resources (disk full) is tried again."""
-RESOURCE_REPORT_S = 10.0
-"""At most one ``resource-error`` event (and one stderr line per kind of error) in this many seconds."""
-FINAL_WRITE_S = 10.0
-"""How long the final status keeps being retried on a full disk before the supervisor exits anyway."""
-MAX_DEFERRED_EVENTS = 10_000
-ENV_NO_CGROUP = "AGENT_SUPERVISOR_NO_CGROUP"
-"""Set to 1 to keep the agent out of a cgroup (the group, session and subreaper sweep only): tests, odd hosts."""
 EXIT_RESOURCES = 75
 """The supervisor's exit code when it could not start or record its end for want of resources (EX_TEMPFAIL)."""
 
@@ -132,11 +118,11 @@ class Supervisor:
         self.state_since = rundir.utc_now()
         self.sel = selectors.DefaultSelector()
         self.lock = SupervisorLock(self.run_dir)
-        self.events: EventLog | None = None
+        self.report = Reporter(self.run_dir, quiet=opts.quiet)
+        """Stderr lines, events and ``run.json`` changes, kept going when resources run out."""
         self.log: AgentLog | None = None
         self.server: ControlServer | None = None
-        self.reader = JournalReader(self.run_dir)
-        self.records = 0
+        self.journal = JournalWatch(self.run_dir, is_ours=self._is_ours, say=self.say)
         self.attempt_no = 0
         self.restarts = 0
         self.no_progress = 0
@@ -144,122 +130,43 @@ class Supervisor:
         self.child: Child | None = None
         self.cur: Attempt | None = None
         self.attempts: list[Attempt] = []
-        self.sampler: TreeSampler | None = None
-        self.sample = TreeSample()
+        self.tree = AgentTree(self.say)
         self.started = time.monotonic()
         self.exit_code = 0
         self._stop_deadline: float | None = None
         self._backoff_reason = "crash"  # the restart event after a backoff names the exit that caused it
         self._next_poll = 0.0
         self._next_metrics = 0.0
-        self._journal_stat: tuple[int, int] = (-1, -1)
         self.signals = SignalInbox(self.sel, self._on_stop_signal)
         self._stop_signal: int | None = None
         self._leftovers: list[int] = []
         self.run_id = run_dir.name
-        self.persist = Persister()
         self._high_water: int | None = None  # effective steps before a crash-loop rollback
-        # the effective history, folded incrementally from what poll_journal reads (flat memory):
-        # the effective step count and the checkpoint a rollback names, without re-reading the journal
-        self.fold = Fold(keep=False)
-        # whose records the journal is getting now: True the current attempt's tree, False another
-        # process (an agent run by hand holding the journal lock), None not known (credited: an agent
-        # that writes the journal without the SDK has no start record)
-        self._writer_ours: bool | None = None
-        self._writer_pid: int | None = None
-        self.cgroup: Cgroup | None = None
-        self.guardian: Guardian | None = None
-        self._last_pgid = 0
-        self._told_tree = ""
-        # resources running out: what failed, since when; what waits to be written
-        self._deferred: collections.deque[tuple[str, int, dict[str, Any]]] = collections.deque()
-        self._deferred_dropped = 0
-        self._events_retry_at: float | None = None
-        self._rj_pending: dict[str, Any] = {}
-        self._rj_lock = threading.Lock()
-        self._rj_retry_at: float | None = None
-        self._problems: dict[str, dict[str, Any]] = {}
-        self.resource_totals: dict[str, int] = {}
-        """``"writing agent.log: ENOSPC"`` -> how often, since the start (the live status shows it)."""
-        self._said: dict[str, float] = {}
-        self._next_report = 0.0
-        self._log_lost = 0
         self._loop_pause_until = 0.0
-        self.otlp: OtlpLive | None = None
+        self._otlp: OtlpLive | None = None
+
+    @property
+    def otlp(self) -> OtlpLive | None:
         """``supervise --otlp-endpoint``: the live span exporter (fed what the journal watcher reads and the events)."""
+        return self._otlp
+
+    @otlp.setter
+    def otlp(self, exporter: OtlpLive | None) -> None:
+        self._otlp = exporter
+        self.report.tap = exporter.event if exporter is not None else None
 
     # ------------------------------------------------------------------ output
     def say(self, text: str) -> None:
         """A progress line on stderr (silenced by ``-q``)."""
-        if self.opts.quiet:
-            return
-        with contextlib.suppress(OSError, ValueError):
-            sys.stderr.write(f"agent-supervisor: {text}\n")
-            sys.stderr.flush()
+        self.report.say(text)
 
     def emit(self, event: str, **fields: Any) -> None:
-        """Append an event; on a full disk it waits in memory (with its time) and is retried."""
-        if self.events is None:
-            return
-        if len(self._deferred) >= MAX_DEFERRED_EVENTS:
-            self._deferred.popleft()
-            self._deferred_dropped += 1
-        self._deferred.append((event, self.attempt_no, {"ts": rundir.utc_now(), **fields}))
-        if self.otlp is not None:
-            self.otlp.event(event, self.attempt_no, self._deferred[-1][2])
-        if self._events_retry_at is None:
-            self._flush_events()
-
-    def _flush_events(self) -> bool:
-        """Write the events that wait; ``False`` (and a retry later) if the disk still refuses."""
-        events = self.events
-        if events is None:
-            return False
-        while self._deferred:
-            event, attempt, fields = self._deferred[0]
-            try:
-                events.emit(event, attempt, **fields)
-            except OSError as e:
-                if not is_resource_error(e):
-                    raise
-                cut_torn_tail(events.path)
-                self._events_retry_at = time.monotonic() + RETRY_WRITE_S
-                self.resource_error(f"writing {rundir.SUPERVISOR_EVENTS}", e)
-                return False
-            self._deferred.popleft()
-        self._events_retry_at = None
-        return True
+        """Append an event (with its time); on a full disk it waits in memory and is retried."""
+        self.report.emit(event, self.attempt_no, {"ts": rundir.utc_now(), **fields})
 
     def resource_error(self, what: str, e: OSError) -> None:
-        """A resource ran out: say so (once per kind every ``RESOURCE_REPORT_S``), keep it for the event."""
-        name = errno.errorcode.get(e.errno or 0, str(e.errno))
-        key = f"{what}: {name}"
-        now = time.monotonic()
-        p = self._problems.setdefault(key, {"what": what, "errno": name, "error": e.strerror or str(e),
-                                            "count": 0, "first": rundir.utc_now()})
-        p["count"] += 1
-        p["last"] = rundir.utc_now()
-        self.resource_totals[key] = self.resource_totals.get(key, 0) + 1
-        if now >= self._said.get(key, 0.0):
-            self._said[key] = now + RESOURCE_REPORT_S
-            self.say(f"{what} failed: {e.strerror or e} ({name}); still supervising, retrying")
-
-    def _report_resources(self, now: float) -> None:
-        """Record what ran out as one ``resource-error`` event, once the event file takes writes again."""
-        if not self._problems or self._deferred or now < self._next_report or self.events is None:
-            return
-        self._next_report = now + RESOURCE_REPORT_S
-        problems, self._problems = list(self._problems.values()), {}
-        fields: dict[str, Any] = {"errors": problems}
-        if self._deferred_dropped:
-            fields["events_dropped"] = self._deferred_dropped
-            self._deferred_dropped = 0
-        if self._log_lost:
-            fields["agent_log_bytes_lost"] = self._log_lost
-            self._log_lost = 0
-        if "resource-error" in EVENTS:
-            self.emit("resource-error", **fields)
-        # else: a core without the event: the stderr lines said it
+        """A resource ran out: said on stderr, recorded as a ``resource-error`` event once it can be."""
+        self.report.resource_error(what, e)
 
     def _report_export(self) -> None:
         """The live exporter's failure, once, as an ``export-error`` event (never fatal)."""
@@ -267,35 +174,6 @@ class Supervisor:
         for fields in self.otlp.take_reports():
             self.say(f"could not export spans to {fields.get('endpoint')}: {fields.get('error')}; the run goes on")
             self.emit("export-error", **fields)
-
-    def _run_json(self, **changes: Any) -> None:
-        """Change ``run.json`` off the loop (the persister thread); on a full disk it is retried."""
-        with self._rj_lock:
-            self._rj_pending.update(changes)
-        self._rj_retry_at = None
-        run_dir, lock, pending = self.run_dir, self._rj_lock, self._rj_pending
-
-        def write() -> None:
-            with lock:
-                snap = dict(pending)
-            if not snap:
-                return
-            rundir.update_run_json(run_dir, **snap)
-            with lock:
-                for k, v in snap.items():
-                    if k in pending and pending[k] is v:
-                        del pending[k]
-
-        self.persist.submit(write)
-
-    def _persist_errors(self, now: float) -> None:
-        for e in self.persist.take_errors():
-            if isinstance(e, OSError) and is_resource_error(e):
-                self.resource_error("writing run state", e)
-                if self._rj_pending:
-                    self._rj_retry_at = now + RETRY_WRITE_S
-            else:
-                self.say(f"could not write run state: {e}")
 
     def _drain_secrets(self) -> None:
         """Learn the secret values the agent registered so far (before its output is redacted)."""
@@ -329,17 +207,8 @@ class Supervisor:
             if not is_resource_error(e):
                 raise
             cut_torn_tail(self.log.path)
-            self._log_lost += lost
+            self.report.log_lost += lost
             self.resource_error(f"writing {rundir.AGENT_LOG}", e)
-
-    def _not_orphans(self) -> set[int]:
-        """Our own children that are not adopted leftovers: the current agent and the guardian."""
-        out = set()
-        if self.child is not None:
-            out.add(self.child.pid)
-        if self.guardian is not None:
-            out.add(self.guardian.pid)
-        return out
 
     def _on_state(self, ch: StateChange) -> None:
         """Write the change's event (the one place state changes are recorded); remember when the state changed."""
@@ -355,53 +224,22 @@ class Supervisor:
         try:
             self._stop_leftovers(previous)
             self._check_journal_free()
-            meta = rundir.read_run_json(self.run_dir)
-            if argv_is_redacted(self.argv) and meta.get("command") == self.argv:
-                raise SupervisorError(
-                    f"the command recorded in {rundir.RUN_JSON} had secrets redacted, so it cannot be run again; "
-                    f"give it after '--': agent-supervisor supervise --run-dir {self.display_dir} -- CMD"
-                )
-            exists = (self.run_dir / rundir.RUN_JSON).exists()
-            # run.json is written after a spawn; the spawn event is written first (a supervisor killed
-            # in between must not make the next one reuse an attempt number)
-            recorded = [e.get("attempt") for e in read_events(self.run_dir)]
-            self.attempt_no = max([int(meta.get("attempts") or 0) if exists else 0]
-                                  + [a for a in recorded if isinstance(a, int)])
-            changes: dict[str, Any] = {
-                "command": redact_argv(self.argv, self.redactor),
-                "cwd": self.cwd,
-                "status": "running",
-                "supervisor_pid": os.getpid(),
-                "attempts": self.attempt_no,
-                "ended": None,
-            }
-            if not exists:
-                changes.update(id=self.run_dir.name, created=rundir.utc_now())
-            self.run_id = str(rundir.update_run_json(self.run_dir, **changes).get("id") or self.run_dir.name)
-            self.events = EventLog(self.run_dir, max_bytes=self.opts.log_max_bytes, keep=self.opts.log_keep)
+            self._record_start()
+            self.report.events = EventLog(self.run_dir, max_bytes=self.opts.log_max_bytes, keep=self.opts.log_keep)
             self.log = AgentLog(
                 self.run_dir, redact=self.redactor, max_bytes=self.opts.log_max_bytes, keep=self.opts.log_keep, tee=self.opts.tee
             )
-            # one read of the journal at the start (the resume view: steps stay unparsed), then read_new
-            loaded = self.reader.load(lazy=True)
-            self.fold.extend(loaded)
-            self.records = self.reader.end_seq
+            loaded = self.journal.load()
             # a run begun without a supervisor numbered its attempts in the journal's start records: go on from them
             started = [e.get("attempt") for e in loaded if isinstance(e, dict) and e.get("kind") == Kind.START]
             self.attempt_no = max([self.attempt_no] + [a for a in started if isinstance(a, int)])
             del loaded
             self.server = ControlServer(self.run_dir, self.sel, ControlCommands(self).handle,
                                         on_error=self.resource_error)
-            # the agent's tree in a cgroup of its own where Linux lets us (else: group, session, subreaper)
-            if os.environ.get(ENV_NO_CGROUP) != "1":
-                self.cgroup = Cgroup.create(f"{CGROUP_PREFIX}.{os.getpid()}.{int(time.time() * 1000)}")
-            if self.cgroup is not None:
-                with contextlib.suppress(OSError):
-                    self.lock.record_cgroup(self.cgroup.path)
-            self.guardian = Guardian.start(self.run_dir, self.cgroup)
+            self.tree.start(self.run_dir, self.lock)
         except BaseException:
             self._close_files()
-            self._release_tree()
+            self.tree.release(self.child)
             self.lock.release()
             raise
         become_subreaper()
@@ -409,6 +247,32 @@ class Supervisor:
             "supervisor-start", pid=os.getpid(), argv=redact_argv(self.argv, self.redactor), run_dir=str(self.run_dir),
             resumed_run=self.attempt_no > 0, leftovers_stopped=self._leftovers,
         )
+
+    def _record_start(self) -> None:
+        """``run.json`` says the run is supervised again; the attempt numbering goes on from what was recorded."""
+        meta = rundir.read_run_json(self.run_dir)
+        if argv_is_redacted(self.argv) and meta.get("command") == self.argv:
+            raise SupervisorError(
+                f"the command recorded in {rundir.RUN_JSON} had secrets redacted, so it cannot be run again; "
+                f"give it after '--': agent-supervisor supervise --run-dir {self.display_dir} -- CMD"
+            )
+        exists = (self.run_dir / rundir.RUN_JSON).exists()
+        # run.json is written after a spawn; the spawn event is written first (a supervisor killed
+        # in between must not make the next one reuse an attempt number)
+        recorded = [e.get("attempt") for e in read_events(self.run_dir)]
+        self.attempt_no = max([int(meta.get("attempts") or 0) if exists else 0]
+                              + [a for a in recorded if isinstance(a, int)])
+        changes: dict[str, Any] = {
+            "command": redact_argv(self.argv, self.redactor),
+            "cwd": self.cwd,
+            "status": "running",
+            "supervisor_pid": os.getpid(),
+            "attempts": self.attempt_no,
+            "ended": None,
+        }
+        if not exists:
+            changes.update(id=self.run_dir.name, created=rundir.utc_now())
+        self.run_id = str(rundir.update_run_json(self.run_dir, **changes).get("id") or self.run_dir.name)
 
     def _stop_leftovers(self, previous: dict[str, Any] | None) -> None:
         procs = find_leftovers(self.run_dir, previous)
@@ -444,7 +308,7 @@ class Supervisor:
             self._emergency_cleanup()
             self.signals.restore()
             self._close_files()
-            self._release_tree()
+            self.tree.release(self.child)
             self.lock.release()
         return self.exit_code
 
@@ -458,22 +322,6 @@ class Supervisor:
             self.resource_error(what, e)
             self._loop_pause_until = time.monotonic() + 0.05  # no hot spin on a level-triggered fd that fails
 
-    def _release_tree(self) -> None:
-        """At the end: a last sweep of anything left of the agent's tree, the cgroup removed, the guardian let go."""
-        try:
-            if self._last_pgid or self.cgroup is not None:
-                kill_leftovers(self._last_pgid, 0.5, exclude=self._not_orphans(), log=self.say, cgroup=self.cgroup)
-            if self.cgroup is not None:
-                if not self.cgroup.remove():
-                    self.say(f"could not remove the cgroup {self.cgroup.path}: processes are still in it")
-                self.cgroup = None
-        except OSError as e:
-            self.say(f"could not sweep the agent's process tree: {e}")
-        finally:
-            if self.guardian is not None:
-                self.guardian.done()
-                self.guardian = None
-
     def _timeout(self) -> float:
         now = time.monotonic()
         deadlines = [self._next_poll, self._next_metrics] if self.child else []
@@ -481,7 +329,7 @@ class Supervisor:
             deadlines.append(self._stop_deadline)
         if self.sm.backoff_until is not None:
             deadlines.append(self.sm.backoff_until)
-        for at in (self._events_retry_at, self._rj_retry_at, self.server.wake_at if self.server else None):
+        for at in (self.report.events_retry_at, self.report.rj_retry_at, self.server.wake_at if self.server else None):
             if at is not None:
                 deadlines.append(at)
         if not deadlines:
@@ -492,19 +340,19 @@ class Supervisor:
         now = time.monotonic()
         if self.log is not None:
             self.log.flush_tee()
-        self._persist_errors(now)
-        if self._events_retry_at is not None and now >= self._events_retry_at:
-            self._flush_events()
-        if self._rj_retry_at is not None and now >= self._rj_retry_at:
-            self._run_json()
-        self._report_resources(now)
+        self.report.retry_due(now)
+        self.report.report_resources(now, self.attempt_no)
         if self.otlp is not None:
             self._report_export()
         if self.sm.backoff_until is not None and now >= self.sm.backoff_until and self.sm.state is S.BACKOFF:
             self.spawn(reason=self._backoff_reason)
             return
-        if self.child is None:
-            return
+        if self.child is not None:
+            self._child_timers(now)
+
+    def _child_timers(self, now: float) -> None:
+        """While an agent runs: the stop grace, the journal poll (and the hang watchdog), the metrics."""
+        assert self.child is not None
         if self._stop_deadline is not None and now >= self._stop_deadline:
             self._stop_deadline = None
             self.say(f"attempt {self.attempt_no} did not stop within {self.opts.stop_grace:g} s: SIGKILL to its process group")
@@ -525,14 +373,29 @@ class Supervisor:
         return list(self.argv)
 
     def spawn(self, *, reason: str) -> None:
+        """Start the next attempt, with the resume flag once there is something to resume."""
         assert self.log is not None
         self.attempt_no += 1
-        resume = self.attempt_no > 1 or self.records > 0
+        resume = self.attempt_no > 1 or self.journal.records > 0
         if reason != "start":
             self.restarts += 1
         if self.sm.state is not S.STARTING:
             self.sm.change(S.STARTING, reason=reason, resume=resume)
         argv = self._child_argv(resume)
+        env = self._child_env(resume)
+        self._end_secrets()
+        try:
+            self.secrets = SecretsPipe(self.redactor)
+            env.update(self.secrets.env())
+            child = Child(argv, env, cwd=self.cwd, cgroup=self.tree.cgroup, pass_fds=self.secrets.pass_fds)
+        except OSError as e:
+            self._end_secrets()
+            self._spawn_failed(e, reason)
+            return
+        self._started(child, argv, resume)
+
+    def _child_env(self, resume: bool) -> dict[str, str]:
+        """The agent's environment: ours, plus the run directory, run id, attempt, resume and supervisor pid."""
         env = dict(os.environ)
         env.update(
             {
@@ -545,41 +408,37 @@ class Supervisor:
         )
         # Python agents buffer a piped stdout: the terminal, agent.log and the hang watchdog would see nothing
         env.setdefault("PYTHONUNBUFFERED", "1")
-        self._end_secrets()
-        try:
-            self.secrets = SecretsPipe(self.redactor)
-            env.update(self.secrets.env())
-            child = Child(argv, env, cwd=self.cwd, cgroup=self.cgroup, pass_fds=self.secrets.pass_fds)
-        except OSError as e:
-            self._end_secrets()
-            if is_resource_error(e):
-                # no descriptors, no memory, too many processes: not the agent's failure; try again later
-                self.attempt_no -= 1
-                self.resource_error("starting the agent", e)
-                delay = max(RETRY_WRITE_S, self.opts.backoff_initial)
-                self._backoff_reason = reason
-                self.sm.change(S.BACKOFF, delay_s=delay, attempts_without_progress=self.no_progress,
-                               reason=f"resources: {e.strerror or e}")
-                return
-            # the command vanished or lost its x bit since the check: a failed attempt, not a crash of ours
-            self.say(f"attempt {self.attempt_no} could not start: {e.strerror or e}")
-            self.emit("exit", pid=None, code=127, signal=None, uptime_s=0.0, step=None,
-                      stderr_tail=[os.fsdecode(self.redactor(os.fsencode(str(e))))],
-                      progress=0, reason="spawn-failed", leftovers_killed=[])
-            self.cur = Attempt(self.attempt_no, 0, self.records)
-            self.cur.status = ExitStatus(127, None)
-            self.attempts.append(self.cur)
-            self._after_exit(self.cur, None)
+        return env
+
+    def _spawn_failed(self, e: OSError, reason: str) -> None:
+        """The agent could not be started: for want of resources a backoff (not an attempt), else a failed attempt."""
+        if is_resource_error(e):
+            # no descriptors, no memory, too many processes: not the agent's failure; try again later
+            self.attempt_no -= 1
+            self.resource_error("starting the agent", e)
+            delay = max(RETRY_WRITE_S, self.opts.backoff_initial)
+            self._backoff_reason = reason
+            self.sm.change(S.BACKOFF, delay_s=delay, attempts_without_progress=self.no_progress,
+                           reason=f"resources: {e.strerror or e}")
             return
-        self.child = child
-        self._last_pgid = child.pgid
-        if self.guardian is not None:
-            self.guardian.tell(f"child {child.pid}")
-        if self._writer_ours or self._writer_pid is None or not psutil.pid_exists(self._writer_pid):
-            self._writer_ours = None  # the last writer was ours (now gone), or nobody: not known yet
-        self.cur = Attempt(self.attempt_no, child.pid, self.records)
+        # the command vanished or lost its x bit since the check: a failed attempt, not a crash of ours
+        self.say(f"attempt {self.attempt_no} could not start: {e.strerror or e}")
+        self.emit("exit", pid=None, code=127, signal=None, uptime_s=0.0, step=None,
+                  stderr_tail=[os.fsdecode(self.redactor(os.fsencode(str(e))))],
+                  progress=0, reason="spawn-failed", leftovers_killed=[])
+        self.cur = Attempt(self.attempt_no, 0)
+        self.cur.status = ExitStatus(127, None)
         self.attempts.append(self.cur)
-        self.sampler = TreeSampler(child.pid)
+        self._after_exit(self.cur, None)
+
+    def _started(self, child: Child, argv: list[str], resume: bool) -> None:
+        """The attempt runs: its fds in the loop, the guardian and the lock told, the state and ``run.json`` changed."""
+        assert self.log is not None and self.secrets is not None
+        self.child = child
+        self.tree.spawned(child)
+        self.journal.new_attempt()
+        self.cur = Attempt(self.attempt_no, child.pid)
+        self.attempts.append(self.cur)
         self.sel.register(child.pidfd, selectors.EVENT_READ, self._on_child_exit)
         self.sel.register(child.out_fd, selectors.EVENT_READ, lambda: self._on_output("stdout"))
         self.sel.register(child.err_fd, selectors.EVENT_READ, lambda: self._on_output("stderr"))
@@ -591,16 +450,17 @@ class Supervisor:
         now = time.monotonic()
         self._next_poll = now + JOURNAL_POLL_S
         self._next_metrics = now + 0.2  # a first figure soon, for a status right after the start
-        self.say(f"attempt {self.attempt_no} started (pid {child.pid}){' with ' + self.opts.resume_flag if resume and self.opts.resume_flag else ''}")
+        flag = self.opts.resume_flag
+        self.say(f"attempt {self.attempt_no} started (pid {child.pid}){' with ' + flag if resume and flag else ''}")
         try:
             self.lock.record_child(child.pid, child.create_time)
         except OSError as e:
             self.resource_error(f"writing {rundir.SUPERVISOR_LOCK}", e)
         # durability off the restart path (the spawn event above is already written, not yet fsynced)
-        events = self.events
+        events = self.report.events
         assert events is not None
-        self._run_json(attempts=self.attempt_no, status="running")
-        self.persist.submit(events.flush)
+        self.report.run_json(attempts=self.attempt_no, status="running")
+        self.report.persist.submit(events.flush)
 
     # ------------------------------------------------------------------ child I/O
     def _on_output(self, stream: str) -> None:
@@ -620,99 +480,13 @@ class Supervisor:
 
     def poll_journal(self) -> None:
         """Read the journal records committed since the last poll (only if the file changed)."""
-        try:
-            st = os.stat(self.run_dir / rundir.JOURNAL)
-            key = (st.st_ino, st.st_size)
-        except FileNotFoundError:
-            key = (-1, 0)
-        if key == self._journal_stat:
-            return
-        self._journal_stat = key
-        new = self.reader.read_new()
-        if not new:
-            return
-        self.fold.extend(new)
-        if self.otlp is not None:
+        new = self.journal.poll(self.cur, self.attempt_no)
+        if new and self.otlp is not None:
             self.otlp.journal(new)
-        cur = self.cur
-        ours = 0
-        for ent in new:
-            if not isinstance(ent, dict):  # a bad line (read_new never returns lazy records)
-                self.records = max(self.records, ent.seq + 1)
-                continue
-            self.records = max(self.records, int(ent.get("seq", 0)) + 1)
-            kind = ent.get("kind", Kind.STEP)
-            if kind == Kind.START:
-                pid = ent.get("pid")
-                self._writer_pid = pid if isinstance(pid, int) else None
-                self._writer_ours = self._is_ours(pid, ent.get("supervisor"), ent.get("attempt"))
-                if not self._writer_ours:
-                    self.say(f"the journal is written by pid {pid}, not by attempt {self.attempt_no}: "
-                             "its records are not this attempt's progress")
-            if cur is None or self._writer_ours is False:
-                continue
-            ours += 1
-            pos = ent.get("pos")
-            if kind == Kind.BEGIN:
-                # paired by position, not adjacency: concurrent steps interleave their begins and ends
-                cur.flying[pos if isinstance(pos, int) else -1] = step_name(ent)
-            elif kind == Kind.STEP and isinstance(pos, int):
-                if not ent.get("transient"):  # a failed try to be retried: still in flight
-                    cur.flying.pop(pos, None)
-            elif kind in (Kind.STEP, Kind.START, Kind.ROLLBACK):
-                cur.flying.clear()  # a writer without positions: one step at a time, as before
-            if is_progress(ent):
-                cur.progress += 1
-            elif kind == Kind.ROLLBACK:
-                cur.rollbacks += 1
-        if cur is not None and ours:
-            cur.last_activity = time.monotonic()  # another writer's records are not a sign of life of ours
 
     def _is_ours(self, pid: Any, supervisor: Any = None, attempt: Any = None) -> bool:
-        """Whether a ``start`` record was written by the current attempt: its process or a descendant.
-
-        ``supervisor`` and ``attempt`` are the record's fields of those names (an SDK
-        that records its supervisor's pid): they answer even when the writer is gone
-        already; else the pid must still be found in the attempt's tree.
-        """
-        child = self.child
-        if child is None or not isinstance(pid, int) or pid <= 0:
-            return False
-        if pid == child.pid:
-            return True
-        if isinstance(supervisor, int):
-            return supervisor == os.getpid() and attempt == self.attempt_no
-        if child.cgroup is not None and child.cgroup.contains(pid):
-            return True
-        with contextlib.suppress(OSError):
-            if os.getsid(pid) == child.pgid:
-                return True
-        try:
-            return any(p.pid == child.pid for p in psutil.Process(pid).parents())
-        except psutil.Error:
-            return False  # gone already: nothing says it was ours
-
-    def _tell_guardian_tree(self, roots: set[int]) -> None:
-        """The processes outside the agent's session (adopted orphans and what they started), for the guardian.
-
-        Without a cgroup they are what a kill -9 of ours would leave that the guardian
-        cannot find by session or environment (a double-forked daemon with a cleared one).
-        """
-        if self.guardian is None or self.child is None or self.child.cgroup is not None:
-            return
-        pids = set(roots)
-        for pid in roots:
-            with contextlib.suppress(psutil.Error):
-                pids.update(c.pid for c in psutil.Process(pid).children(recursive=True))
-        items = []
-        for pid in sorted(pids):
-            start = guardian_start_time(pid)
-            if start is not None:
-                items.append(f"{pid}:{start}")
-        line = "tree " + " ".join(items)
-        if line != self._told_tree:
-            self._told_tree = line
-            self.guardian.tell(line)
+        """Whether a ``start`` record was written by the current attempt (``tree.is_ours``)."""
+        return is_ours(self.child, self.attempt_no, pid, supervisor, attempt)
 
     def _check_hang(self, now: float) -> None:
         limit = self.opts.hang_timeout
@@ -727,24 +501,17 @@ class Supervisor:
                             hang_timeout_s=limit)
 
     def _sample_metrics(self) -> None:
-        if self.sampler is None or self.child is None:
+        """The tree's figures for the status, and the memory watchdog."""
+        if self.child is None:
             return
-        mine = self._not_orphans()
-        reap_orphans(mine)  # adopted grandchildren that died meanwhile: no zombies
-        extra = {p.pid for p in own_orphans(mine)}
-        if self.child.cgroup is not None:
-            # the cgroup is the whole tree; orphans outside it (none, unless they moved out) are added
-            members = self.child.cgroup.procs()
-            self.sample = self.sampler.sample(members=sorted(extra.union(members)))
-        else:
-            extra.discard(self.child.pid)
-            self.sample = self.sampler.sample(sorted(extra))
-            self._tell_guardian_tree(extra)
+        sample = self.tree.measure(self.child)
+        if sample is None:
+            return
         limit = self.opts.max_rss
-        if limit and self.sample.rss_bytes > limit and self.sm.state is S.RUNNING:
-            self.say(f"attempt {self.attempt_no} uses {self.sample.rss_bytes} bytes of memory, over --max-rss {limit}; stopping it")
+        if limit and sample.rss_bytes > limit and self.sm.state is S.RUNNING:
+            self.say(f"attempt {self.attempt_no} uses {sample.rss_bytes} bytes of memory, over --max-rss {limit}; stopping it")
             self.begin_stop(Pending.MEMORY_LIMIT, event="memory-limit", pid=self.child.pid,
-                            rss_bytes=self.sample.rss_bytes, max_rss=limit,
+                            rss_bytes=sample.rss_bytes, max_rss=limit,
                             step=self.cur.in_flight if self.cur else None)
 
     # ------------------------------------------------------------------ stopping
@@ -776,10 +543,10 @@ class Supervisor:
             data = child.read_available(fd)
             if data:
                 self._feed(stream, data)
-        self._journal_stat = (-1, -1)
+        self.journal.forget_stat()
         self._guarded("reading the journal", self.poll_journal)
         grace = min(self.opts.stop_grace, 3.0)
-        exclude = {self.guardian.pid} if self.guardian is not None else set()
+        exclude = self.tree.not_orphans(None)  # the guardian
         try:
             killed = kill_leftovers(child.pgid, grace, exclude=exclude, log=self.say, cgroup=child.cgroup)
         except OSError as e:
@@ -803,7 +570,7 @@ class Supervisor:
         self._end_secrets()
         child.close()
         self.child = None
-        self.sampler = None
+        self.tree.sampler = None
         self._stop_deadline = None
         pending = self.sm.take_pending()
         cur.reason = pending.action if pending else None
@@ -829,28 +596,13 @@ class Supervisor:
         d = decide(Facts(
             code=status.code, signal=status.signal, progress=cur.progress, no_progress=self.no_progress,
             crash_loop_rolled_back=self.crash_loop_rolled_back, paused=self.sm.paused, pending=action,
-            high_water=self._high_water, effective_steps=self.fold.step_count, rolled_back=cur.rollbacks > 0,
+            high_water=self._high_water, effective_steps=self.journal.fold.step_count, rolled_back=cur.rollbacks > 0,
         ), self.opts)
         self.no_progress = d.no_progress
         self.crash_loop_rolled_back = d.crash_loop_rolled_back
         self._high_water = d.high_water
-        if d.action is Action.STOP:
-            self._finish(S.STOPPED, "stopped")
-            return
-        if d.action is Action.SUCCEED:
-            self._finish(S.SUCCEEDED, "succeeded")
-            return
-        if d.action is Action.FAIL:
-            # the agent's own last word (the SDK prints why on one line: a damaged line, a divergence)
-            tail = self.log.stderr_tail(5) if self.log is not None else []
-            last = next((ln.strip() for ln in reversed(tail) if ln.strip()), "")
-            reason = f"{d.reason}: {last}" if last else (d.reason or "")
-            self.say(f"attempt {cur.number} reported a permanent failure (exit {rundir.EXIT_FAILED}): not restarting"
-                     + (f"; it said: {last}" if last else ""))
-            self._finish(S.FAILED, "failed", reason=reason)
-            return
-        if d.action is Action.GIVE_UP:
-            self._give_up()
+        if d.action in (Action.STOP, Action.SUCCEED, Action.FAIL, Action.GIVE_UP):
+            self._end_run(d, cur)
             return
         if d.rollback is Rollback.REQUESTED:
             assert pending is not None
@@ -867,8 +619,25 @@ class Supervisor:
             self._backoff_reason = reason
             self.sm.change(S.BACKOFF, **d.event_fields)
             self.say(f"no progress in {self.no_progress} attempt(s) in a row: restarting in {d.delay_s:.2f} s")
-            assert self.events is not None
-            self.persist.submit(self.events.flush)
+            assert self.report.events is not None
+            self.report.persist.submit(self.report.events.flush)
+
+    def _end_run(self, d: Decision, cur: Attempt) -> None:
+        """The decision ends the run: stopped, succeeded, failed (the agent's exit 78) or given up."""
+        if d.action is Action.STOP:
+            self._finish(S.STOPPED, "stopped")
+        elif d.action is Action.SUCCEED:
+            self._finish(S.SUCCEEDED, "succeeded")
+        elif d.action is Action.FAIL:
+            # the agent's own last word (the SDK prints why on one line: a damaged line, a divergence)
+            tail = self.log.stderr_tail(5) if self.log is not None else []
+            last = next((ln.strip() for ln in reversed(tail) if ln.strip()), "")
+            reason = f"{d.reason}: {last}" if last else (d.reason or "")
+            self.say(f"attempt {cur.number} reported a permanent failure (exit {rundir.EXIT_FAILED}): not restarting"
+                     + (f"; it said: {last}" if last else ""))
+            self._finish(S.FAILED, "failed", reason=reason)
+        else:
+            self._give_up()
 
     def _crash_loop_rollback(self) -> None:
         """Roll back once to the latest checkpoint; later attempts count as progress only past the old high-water mark.
@@ -876,7 +645,7 @@ class Supervisor:
         Without the mark, re-running the abandoned steps would look like progress
         and a deterministic crash would loop forever between rollback and crash.
         """
-        fold = self.fold
+        fold = self.journal.fold
         if not fold.steps_after_checkpoint:
             self.say("crash loop: nothing after the latest checkpoint to roll back")
             return
@@ -897,9 +666,9 @@ class Supervisor:
 
     def do_rollback(self, checkpoint: str, reason: str, by: str, reply: Reply | None = None) -> None:
         try:
-            self._journal_stat = (-1, -1)
+            self.journal.forget_stat()
             self.poll_journal()  # the fold is up to date (the agent is gone: nothing more comes)
-            rec = append_rollback(self.run_dir, checkpoint, reason, by=by, fold=self.fold)
+            rec = append_rollback(self.run_dir, checkpoint, reason, by=by, fold=self.journal.fold)
         except SupervisorError as e:
             if reply is None:
                 raise
@@ -951,33 +720,10 @@ class Supervisor:
 
     def _write_final(self, **changes: Any) -> None:
         """The final status, written last; retried for ``FINAL_WRITE_S`` on a full disk, then said on stderr."""
-        self.persist.drain()
-        with self._rj_lock:
-            self._rj_pending.update(changes)
-            final = dict(self._rj_pending)
-        deadline = time.monotonic() + FINAL_WRITE_S
-        while True:
-            self._persist_errors(time.monotonic())
-            events_ok = self._flush_events()
-            try:
-                rundir.update_run_json(self.run_dir, **final)
-            except OSError as e:
-                if not is_resource_error(e):
-                    raise
-                self.resource_error(f"writing the final status to {rundir.RUN_JSON}", e)
-            else:
-                with self._rj_lock:
-                    self._rj_pending.clear()
-                self._rj_retry_at = None
-                if events_ok:
-                    self._next_report = 0.0
-                    self._report_resources(time.monotonic())
-                    self._flush_events()
-                    return
-            if time.monotonic() >= deadline:
-                break
-            time.sleep(RETRY_WRITE_S)
-        self.say(f"could not record the end of the run ({final.get('status')}) for want of resources; "
+        if self.report.write_final(self.attempt_no, **changes):
+            return
+        status = changes.get("status")
+        self.say(f"could not record the end of the run ({status}) for want of resources; "
                  f"{rundir.RUN_JSON} or {rundir.SUPERVISOR_EVENTS} may not say it: free space, then "
                  f"'agent-supervisor supervise --run-dir {self.display_dir}' sets it right")
         self.exit_code = EXIT_RESOURCES
@@ -1012,13 +758,13 @@ class Supervisor:
         with contextlib.suppress(ChildProcessError, subprocess.TimeoutExpired):
             child.proc.wait(timeout=5)
         with contextlib.suppress(OSError):
-            kill_leftovers(child.pgid, 0.5, exclude=self._not_orphans() - {child.pid}, cgroup=child.cgroup)
+            kill_leftovers(child.pgid, 0.5, exclude=self.tree.not_orphans(child) - {child.pid}, cgroup=child.cgroup)
         child.close()
         self.child = None
         if not self.sm.state.terminal:
             with contextlib.suppress(SupervisorError, OSError):
                 rundir.update_run_json(self.run_dir, status="stopped", ended=rundir.utc_now())
-        reap_orphans(self._not_orphans())
+        reap_orphans(self.tree.not_orphans(self.child))
 
     def _close_files(self) -> None:
         if self.otlp is not None:  # the last spans (the root among them), before the event file closes
@@ -1026,12 +772,7 @@ class Supervisor:
             self._report_export()
             self.otlp = None
         self._end_secrets()
-        self.persist.close()
-        self._persist_errors(time.monotonic())
-        if self._deferred and self.events is not None:
-            self._flush_events()
-            if self._deferred:
-                self.say(f"{len(self._deferred)} event(s) could not be written to {rundir.SUPERVISOR_EVENTS} (disk full)")
+        self.report.finish_writes()
         if self.server is not None:
             self.server.close()
             self.server = None
@@ -1041,10 +782,5 @@ class Supervisor:
             except OSError as e:
                 self.say(f"could not finish {rundir.AGENT_LOG}: {e.strerror or e}")
             self.log = None
-        if self.events is not None:
-            try:
-                self.events.close()
-            except OSError as e:
-                self.say(f"could not finish {rundir.SUPERVISOR_EVENTS}: {e.strerror or e}")
-            self.events = None
+        self.report.close_events()
         self.sel.close()

@@ -53,7 +53,7 @@ class Receiver:
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (the http.server API)
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
@@ -350,7 +350,7 @@ def test_otlp_http_from_the_environment_with_headers(tmp_path: Path, receiver: R
     run = ROOT / "sample_runs" / "runs" / "crashed-resumed"
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", receiver.url)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-team=agents")
-    code, out, err = cli(capsys, "export", str(run))
+    code, _out, err = cli(capsys, "export", str(run))
     assert code == 0, err
     assert len(receiver.spans()) == 9 and receiver.headers[0].get("x-team") == "agents"
 
@@ -438,7 +438,7 @@ def test_supervise_exports_finished_steps_live(tmp_path: Path, receiver: Receive
         assert "attempt 1" in names  # exported when attempt 2 was spawned
         assert f"run {run.name}" not in names  # the root goes out at the end
         go.touch()
-        out, err = p.communicate(timeout=30)
+        _out, err = p.communicate(timeout=30)
     finally:
         if p.poll() is None:
             p.kill()
@@ -467,7 +467,7 @@ def test_supervise_export_failure_is_reported_once_never_fatal(tmp_path: Path) -
         try:
             wait_for(lambda: bad.headers, timeout=30, what="a first live batch")  # refused while the agent runs
             go.touch()
-            out, err = p.communicate(timeout=60)
+            _out, err = p.communicate(timeout=60)
         finally:
             if p.poll() is None:
                 p.kill()
@@ -487,7 +487,7 @@ def test_a_later_supervisor_root_span_counts_the_whole_run(tmp_path: Path, recei
     serves every step; the root span sent live carries the whole run's totals, as export's does."""
     run = usage_run(tmp_path)
     p = _supervise(run, receiver.url)
-    out, err = p.communicate(timeout=60)
+    _out, err = p.communicate(timeout=60)
     assert p.returncode == 0, err
     live_root = next(s for s in receiver.spans() if not s.parent_span_id)
     names = sorted(s.name for s in receiver.spans())

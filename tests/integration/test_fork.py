@@ -144,7 +144,10 @@ def test_fork_inside_an_abandoned_branch(tmp_path: Path) -> None:
 def test_fork_of_a_minimal_journal_without_run_json(tmp_path: Path) -> None:
     run_dir = tmp_path / "minimal"
     run_dir.mkdir()
-    (run_dir / "journal.jsonl").write_bytes(b'{"step": "a", "output": 1}\n{"step": "b", "output": 2}\nnot json\n{"step": "c", "output": 3}\n')
+    (run_dir / "journal.jsonl").write_bytes(
+        b'{"step": "a", "output": 1}\n{"step": "b", "output": 2}\n'
+        b'not json\n{"step": "c", "output": 3}\n'
+    )
     new = fork(run_dir, 1)
     assert new == tmp_path / "minimal-fork-1"
     recs = journal(new)

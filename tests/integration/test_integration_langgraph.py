@@ -27,7 +27,7 @@ from supervisor.integrations.langgraph import JournaledChatModel, JournalSaver, 
 from ..conftest import ROOT, clean_env
 
 sys.path.insert(0, str(ROOT / "sample_runs"))
-import langgraph_agent as sample  # noqa: E402
+import langgraph_agent as sample
 
 SAMPLE = ROOT / "sample_runs" / "langgraph_agent.py"
 MODEL = "fake-messages-list-chat-model"
@@ -180,7 +180,7 @@ def test_values_come_back_with_their_types(tmp_path: Path) -> None:
 
     values: dict[str, Any] = {
         "plain": {"a": [1, 2.5, "x", None, True]}, "tuple": (1, "a"), "bytes": b"\x00\xff",
-        "when": dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.timezone.utc), "nan": float("nan"),
+        "when": dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC), "nan": float("nan"),
         "msgs": [sample.SCRIPT[1]], "set": {1, 2}, "int_keys": {1: "one"},
     }
     versions = {k: "1" for k in values}
@@ -257,9 +257,8 @@ def test_a_replayed_run_writes_nothing(tmp_path: Path) -> None:
 
 
 def test_one_saver_per_run_directory(tmp_path: Path) -> None:
-    with JournalSaver(tmp_path):
-        with pytest.raises(JournalLockedError, match="in use by another JournalSaver"):
-            JournalSaver(tmp_path)
+    with JournalSaver(tmp_path), pytest.raises(JournalLockedError, match="in use by another JournalSaver"):
+        JournalSaver(tmp_path)
     JournalSaver(tmp_path).close()  # released on close
 
 
@@ -358,9 +357,8 @@ def test_node_run_again_after_a_crash_does_not_call_the_model_again(
     def invoke(graph: Any, inp: Any) -> Any:
         return asyncio.run(graph.ainvoke(inp, config)) if use_async else graph.invoke(inp, config)
 
-    with pytest.raises(RuntimeError, match="crash after the model call"):
-        with Run.open(run_dir) as run, JournalSaver(run) as saver:
-            invoke(_resumable_graph(run, saver, fail, use_async), {"messages": [HumanMessage("q")]})
+    with pytest.raises(RuntimeError, match="crash after the model call"), Run.open(run_dir) as run, JournalSaver(run) as saver:
+        invoke(_resumable_graph(run, saver, fail, use_async), {"messages": [HumanMessage("q")]})
     assert n_lines(calls_file) == 2
     with Run.open(run_dir) as run, JournalSaver(run) as saver:
         assert saver.get_tuple(config) is not None

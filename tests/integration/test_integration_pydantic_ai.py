@@ -36,7 +36,13 @@ from pydantic_ai.usage import RequestUsage
 
 from supervisor import Run
 from supervisor.errors import SupervisorError
-from supervisor.integrations.pydantic_ai import DurableAgent, JournalCapability, ToolRaised, dump_response, load_response
+from supervisor.integrations.pydantic_ai import (
+    DurableAgent,
+    JournalCapability,
+    ToolRaised,
+    dump_response,
+    load_response,
+)
 
 from ..conftest import ROOT, clean_env
 from .supervisor_util import PY, Supervised

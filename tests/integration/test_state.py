@@ -146,7 +146,9 @@ def test_state_cursor_reads_on_from_where_it_stopped_as_the_journal_grows(tmp_pa
         for seq in range(50, 60):
             f.write(orjson.dumps({"kind": "step", "seq": seq, "state_patch": [{"op": "add", "path": f"/k{seq}", "value": seq}]}) + b"\n")
     (run / "journal.jsonl").rename(run / "journal.000001.jsonl")
-    (run / "journal.jsonl").write_bytes(orjson.dumps({"kind": "note", "seq": 60, "state_patch": [{"op": "add", "path": "/n", "value": 1}]}) + b"\n")
+    (run / "journal.jsonl").write_bytes(orjson.dumps(
+        {"kind": "note", "seq": 60, "state_patch": [{"op": "add", "path": "/n", "value": 1}]}
+    ) + b"\n")
     assert cur.state_at(60, Shape(), after_result=False) == {**{f"k{i}": i for i in range(60)}, "n": 1}
     assert cur.patches == 61
 

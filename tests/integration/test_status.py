@@ -57,7 +57,10 @@ def test_succeeded_then_rolled_back(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     st = says(run)
     assert st["state"] == ROLLED_BACK and st["ended"] is None
-    assert st["note"] == f"rolled back to checkpoint 'plan-done', run 'agent-supervisor supervise --run-dir {run}' to continue (it resumes from there)"
+    assert st["note"] == (
+        f"rolled back to checkpoint 'plan-done', run 'agent-supervisor supervise --run-dir {run}' "
+        "to continue (it resumes from there)"
+    )
     with Supervised(run, None, *FAST) as again:  # the next start takes the rollback up
         assert again.wait(30) == 0, again.stderr()
     assert says(run)["state"] == "succeeded"

@@ -120,7 +120,7 @@ def test_hang_is_detected_and_restarted(tmp_path: Path) -> None:
     exits = sup.events("exit")
     assert exits[0]["reason"] == "hang" and exits[0]["signal"] == "SIGTERM" and exits[0]["step"] == "search:q2"
     assert "hung: no journal record and no output" in sup.stderr()
-    models = [orjson.loads(l) for l in (run_dir / "ledger.jsonl").read_bytes().splitlines()]
+    models = [orjson.loads(ln) for ln in (run_dir / "ledger.jsonl").read_bytes().splitlines()]
     assert sum(1 for m in models if m["kind"] == "model") == 2
 
 
@@ -184,7 +184,7 @@ def test_sigterm_leaves_a_run_that_resumes(tmp_path: Path) -> None:
         assert again.wait(60) == 0, again.stderr()
     h = load(run_dir)
     assert len(h.steps) == 35 and rundir.read_run_json(run_dir)["status"] == "succeeded"
-    ledger = [orjson.loads(l) for l in (run_dir / "ledger.jsonl").read_bytes().splitlines()]
+    ledger = [orjson.loads(ln) for ln in (run_dir / "ledger.jsonl").read_bytes().splitlines()]
     counts: dict[str, int] = {}
     for e in ledger:
         counts[e["step"]] = counts.get(e["step"], 0) + 1
@@ -204,7 +204,7 @@ def test_control_rollback_pause_resume_restart(tmp_path: Path) -> None:
         assert r.returncode == 0, r.stderr
         res = orjson.loads(r.stdout)
         assert res["ok"] and res["live"] is True and res["checkpoint"] == "plan-done"
-        rec = [e for e in load(run_dir).entries if e["seq"] == res["seq"]][0]
+        rec = next(e for e in load(run_dir).entries if e["seq"] == res["seq"])
         assert rec["kind"] == "rollback" and rec["reason"] == "try another way" and rec["by"] == "user"
         sup.wait_event("spawn", 2)
         assert sup.events("exit")[0]["reason"] == "rollback"
@@ -240,7 +240,7 @@ def test_offline_rollback_then_resume(tmp_path: Path) -> None:
     assert not (run_dir / rundir.SUPERVISOR_LOCK).exists()
     with Supervised(run_dir, None, "-q") as again:
         assert again.wait(30) == 0
-    searches = [orjson.loads(l) for l in (run_dir / "ledger.jsonl").read_bytes().splitlines()]
+    searches = [orjson.loads(ln) for ln in (run_dir / "ledger.jsonl").read_bytes().splitlines()]
     assert sum(1 for s in searches if s["step"] == "search:q1") == 2  # re-ran after the rollback
     assert "replayed ['plan']" in again.stdout()
 

@@ -16,7 +16,7 @@ from .supervisor_util import MINIMAL_AGENT, PY, Supervised, research
 
 
 def ledger(run_dir: Path) -> list[dict]:
-    return [orjson.loads(l) for l in (run_dir / "ledger.jsonl").read_bytes().splitlines() if l.strip()]
+    return [orjson.loads(ln) for ln in (run_dir / "ledger.jsonl").read_bytes().splitlines() if ln.strip()]
 
 
 @pytest.mark.timeout(60)

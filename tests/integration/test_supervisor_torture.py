@@ -179,7 +179,7 @@ def test_kill_9_of_the_supervisor_and_of_an_agent_behind_sh(tmp_path: Path) -> N
     ledger: Counter[str] = Counter()
     for raw in (run_dir / "ledger.jsonl").read_bytes().splitlines():
         ledger[orjson.loads(raw)["step"]] += 1
-    for step, n in ledger.items():
+    for step, _n in ledger.items():
         assert committed[step] == 1, f"side effect of {step} without a committed record"
     # a step in flight at a kill may have had its side effect without its record: at most one per kill
     extras = sum(ledger.values()) - len(ledger)

@@ -302,7 +302,7 @@ def _nested(shape: list[str], leaf: st.SearchStrategy[Any], nullable: bool) -> s
 )
 def test_property_any_nesting_is_plain_json_on_disk_and_exact_with_a_hint(value: Any) -> None:
     """Whatever mixes: the journal holds JSON, and a hint describing the value brings it back exactly."""
-    out, otype = on_disk(value)
+    out, _otype = on_disk(value)
     assert orjson.loads(orjson.dumps(out)) == out  # plain JSON (tuples -> lists)
     hint = _hint_of(value)
     assert journaled(value, None if hint is AMBIGUOUS else hint) == value or hint is AMBIGUOUS
@@ -811,7 +811,7 @@ class TextPart:
 
 @dataclasses.dataclass
 class Response:
-    parts: list[Annotated[Union[SearchCallPart, TextPart, CallPart], "tagged by part_kind"]]
+    parts: list[Annotated[SearchCallPart | TextPart | CallPart, "tagged by part_kind"]]
 
 
 def test_a_tagged_union_of_dataclasses_decodes_by_its_tag_field() -> None:

@@ -237,7 +237,8 @@ def test_send_secrets_to_a_closed_reader_is_silent() -> None:
     try:
         # EPIPE (SIGPIPE is ignored in Python): the SDK goes on
         subprocess.run(
-            [sys.executable, "-c", f"from supervisor.core.redact import send_secrets; send_secrets(['value-one-1'], {{'{ENV_SECRETS_FD}': '{wfd}'}})"],
+            [sys.executable, "-c", f"from supervisor.core.redact import send_secrets; "
+             f"send_secrets(['value-one-1'], {{'{ENV_SECRETS_FD}': '{wfd}'}})"],
             pass_fds=(wfd,), check=True, timeout=30,
         )
     finally:

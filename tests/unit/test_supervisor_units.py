@@ -27,7 +27,6 @@ from supervisor.supervise.lock import (
     LockedError,
     SupervisorLock,
     find_leftovers,
-    read_holder,
     stop_processes,
 )
 from supervisor.supervise.metrics import TreeSampler, parse_size
@@ -58,7 +57,9 @@ def test_state_machine_guards_and_notifies() -> None:
     sm.change(S.STARTING)
     sm.change(S.RUNNING)
     sm.change(S.SUCCEEDED)
-    assert sm.state.terminal and not sm.can(S.STARTING)
+    assert sm.state.terminal
+    with pytest.raises(InvalidTransition, match="from succeeded to starting"):
+        sm.change(S.STARTING)
     assert [(c.old.value, c.new.value) for c in seen] == [
         ("starting", "running"), ("running", "backoff"), ("backoff", "paused"),
         ("paused", "starting"), ("starting", "running"), ("running", "succeeded"),
@@ -176,10 +177,11 @@ def test_lock_refuses_a_second_holder_and_is_taken_over_after_a_kill_9(tmp_path:
         lock = SupervisorLock(tmp_path)
         with pytest.raises(LockedError, match=f"supervised by pid {holder.pid}.*agent pid {sleeper.pid}"):
             lock.acquire()
-        assert read_holder(tmp_path)["pid"] == holder.pid  # type: ignore[index]
+        lock_file = tmp_path / rundir.SUPERVISOR_LOCK
+        assert rundir.flock_held(lock_file) and orjson.loads(lock_file.read_bytes())["pid"] == holder.pid
         holder.kill()
         holder.wait()
-        assert read_holder(tmp_path) is None  # the file stays, the flock went with its holder
+        assert lock_file.exists() and not rundir.flock_held(lock_file)  # the file stays, the flock went with its holder
         previous = lock.acquire()
         assert previous is not None and previous["pid"] == holder.pid and previous["child"]["pid"] == sleeper.pid
         leftovers = find_leftovers(tmp_path, previous)
@@ -205,7 +207,8 @@ def test_a_reused_pid_is_not_a_leftover(tmp_path: Path) -> None:
 
 
 def test_tree_sampler_counts_the_whole_tree() -> None:
-    code = "import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); print(p.pid, flush=True); time.sleep(30)"
+    code = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(30)']); "
+            "print(p.pid, flush=True); time.sleep(30)")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
     try:
         assert parent.stdout is not None
@@ -253,7 +256,7 @@ def test_agent_log_splits_an_endless_line(tmp_path: Path) -> None:
     log.feed("stdout", b"x" * (200 * 1024))
     log.close()
     lines = (tmp_path / "agent.log").read_bytes().splitlines()
-    assert len(lines) == 5 and sum(l.count(b"x") for l in lines) == 200 * 1024
+    assert len(lines) == 5 and sum(ln.count(b"x") for ln in lines) == 200 * 1024
 
 
 def test_event_log_moves_a_torn_line_aside(tmp_path: Path) -> None:
@@ -300,7 +303,7 @@ def test_control_socket_protocol_on_a_long_path(tmp_path: Path) -> None:
             buf = b""
             while buf.count(b"\n") < 3:
                 buf += s.recv(4096)
-        answers = [orjson.loads(l) for l in buf.splitlines()]
+        answers = [orjson.loads(ln) for ln in buf.splitlines()]
         assert answers[0]["ok"] is False and "not JSON" in answers[0]["error"]
         assert answers[1]["ok"] is False and '"cmd"' in answers[1]["error"]
         assert answers[2] == {"ok": True, "echo": "pause"}
@@ -365,7 +368,7 @@ def test_steps_in_flight_are_paired_by_position() -> None:
     """Concurrent steps interleave their begins and ends: the supervisor's in-flight step follows each pos."""
     from supervisor.supervise.policy import Attempt
 
-    a = Attempt(number=1, pid=1, records_at_start=0)
+    a = Attempt(number=1, pid=1)
     a.flying.update({3: "search:a", 4: "search:b", 5: "search:c"})
     assert a.in_flight == "search:a (+2 more in flight)"
     a.flying.pop(3)
