@@ -12,8 +12,9 @@ import pytest
 
 from supervisor.core import rundir
 from supervisor.core.status import CRASHED, ROLLED_BACK, RunFiles, offline_state
-from supervisor.tui.runs_model import run_info
-from supervisor.tui.status import run_status
+from supervisor.views.runs import run_info
+from supervisor.supervise.control import run_status
+from supervisor.tui.control import live_status
 
 from .conftest import run_agent, run_cli, wait_for
 from .supervisor_util import PY, Supervised, alive, research
@@ -28,7 +29,7 @@ def says(run_dir: Path) -> dict[str, object]:
     assert r.returncode == 0, r.stderr
     cli = orjson.loads(r.stdout)
     tui = run_status(run_dir)  # what the dashboard's status bar shows
-    row = run_info(run_dir)  # the runs list
+    row = run_info(run_dir, status_of=live_status)  # the runs list, as the TUI and the CLI build it
     assert (cli["state"], cli["live"]) == (tui.state, tui.live) == (row.status, row.live)
     return dict(cli)
 
@@ -165,7 +166,7 @@ def test_a_refused_journal_is_unreadable_in_the_status_and_the_runs_list(tmp_pat
     """A symlinked journal (or another user's) is refused by every reader: the runs list and the offline
     status say so with the reason instead of raising."""
     from supervisor.core.status import UNREADABLE, offline_status
-    from supervisor.tui.runs_model import list_runs
+    from supervisor.views.runs import list_runs
 
     root = tmp_path / "runs"
     assert run_agent(root / "ok").returncode == 0
@@ -177,7 +178,7 @@ def test_a_refused_journal_is_unreadable_in_the_status_and_the_runs_list(tmp_pat
     before = target.read_bytes()
     st = offline_status(root / "linked")
     assert st.state == UNREADABLE and "symbolic link" in (st.note or ""), st
-    rows = {r.path.name: r for r in list_runs(root)}
+    rows = {r.path.name: r for r in list_runs(root, status_of=live_status)}
     assert rows["linked"].status == UNREADABLE and rows["linked"].steps == "-"
     assert rows["ok"].status == "succeeded"
     assert target.read_bytes() == before  # nothing read through the link was changed

@@ -80,7 +80,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from ..tui.runs_model import ago, list_runs
+    from ..tui.control import live_status
+    from ..views.fmt import ago
+    from ..views.runs import list_runs
 
     root: Path = args.root if args.root is not None else runs_root()
     if not root.is_dir():
@@ -88,7 +90,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         raise SupervisorError(f"{root}: no such directory{hint}")
     if is_run_dir(root):
         raise SupervisorError(f"{root} is a run, not a directory of runs: use 'agent-supervisor status {root}'")
-    rows = list_runs(root)
+    rows = list_runs(root, status_of=live_status)
     out = sys.stdout
     if args.json:
         for r in rows:
@@ -116,7 +118,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _request(run_dir: Path, req: dict[str, Any]) -> dict[str, Any]:
-    from ..tui.status import control_request
+    from ..tui.control import control_request
 
     return control_request(run_dir, req)
 

@@ -105,7 +105,7 @@ ANSI_LIGHT = TerminalTheme(
 def is_runs_root(path: Path) -> bool:
     """A directory that is not a run itself but holds runs (or is empty: a fresh ``./runs``).
 
-    Here, not in ``runs_model``: the dashboard's start does not import the runs list's model."""
+    Here, not in ``views.runs``: the dashboard's start does not import the runs list's model."""
     return path.is_dir() and not is_run_dir(path)
 
 

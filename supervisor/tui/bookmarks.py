@@ -13,7 +13,7 @@ from rich.style import Style
 from textual.strip import Strip
 
 from .timeline import TimelineView
-from .timeline_model import TimelineModel
+from ..views.timeline import TimelineModel
 
 Key = tuple[str, int]
 """``("rec", seq)`` or ``("event", order)`` (the event's index in ``supervisor.jsonl``)."""

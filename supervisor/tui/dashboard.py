@@ -45,15 +45,15 @@ from .dashboard_actions import RowKeys, StartAgain
 from .detail import JsonPane
 from .key_footer import KeyFooter
 from .pane_tabs import Panes
-from .scan import Region, ScanResult, scan_journal, search_journal, search_regions
-from .status import RunStatus, control_request, run_status
+from ..views.scan import Region, ScanResult, scan_journal, search_journal, search_regions
+from .control import RunStatus, control_request, run_status
 from .status_bar import StatusBar
 from .timeline import TimelineView, describe_event
-from .timeline_model import Changes, TimelineModel
+from ..views.timeline import Changes, TimelineModel
 
 if TYPE_CHECKING:
     # imported when a filter is first applied, not on the first screen's path
-    from .filters import FilterPass
+    from ..views.filters import FilterPass
     # imported when first used (after the first frame): the prompt (an Input) and the confirmations (Buttons)
     from .prompt import Prompt
 

@@ -25,10 +25,10 @@ from textual.worker import get_current_worker
 from ..core import rundir
 from ..errors import SupervisorError
 from .bookmarks import Bookmarks, row_key
-from .scan import SeqBits
-from .status import RunStatus
+from ..views.scan import SeqBits
+from ..core.status import RunStatus
 from .timeline import TimelineView
-from .timeline_model import TimelineModel, dumps_pretty
+from ..views.timeline import TimelineModel, dumps_pretty
 
 if TYPE_CHECKING:
     from textual.screen import Screen
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from .prompt import Prompt
 
     # the filter module loads when a filter is first applied
-    from .filters import FilterPass
+    from ..views.filters import FilterPass
 
     _Base = Screen[None]
 else:
@@ -101,7 +101,7 @@ class RowKeys(_DashboardState):
 
     # ------------------------------------------------------------------ filter
     def action_filter(self) -> None:
-        from .filters import SYNTAX
+        from ..views.filters import SYNTAX
 
         current = self.filter_pass.flt.text if self.filter_pass is not None else ""
         self.prompt.open("filter", f"filter rows: {SYNTAX}; Enter applies (empty: clears), Esc cancels",
@@ -109,7 +109,7 @@ class RowKeys(_DashboardState):
 
     def apply_filter(self, text: str) -> None:
         """Parse ``text`` and start the filter's first pass (a worker); the rows change when it ends."""
-        from .filters import new_pass, parse_filter
+        from ..views.filters import new_pass, parse_filter
 
         try:
             flt = parse_filter(text)
@@ -351,7 +351,7 @@ class RowKeys(_DashboardState):
 
     @work(thread=True, exclusive=True, group="export", exit_on_error=False)
     def do_export(self, seqs: Any, events: list[tuple[int, dict[str, Any]]], dest: Path) -> None:
-        from .export_rows import export_rows, merge_rows
+        from ..views.export_rows import export_rows, merge_rows
 
         worker = get_current_worker()
         if not isinstance(seqs, list):  # the filter's bitmap (see _export_rows): its members, walked here
@@ -437,7 +437,7 @@ class StartAgain(_DashboardState):
         import sys
         import time
 
-        from .status import run_status as ask
+        from .control import run_status as ask
 
         out_path = self.run_dir.parent / f".{self.run_dir.name}.supervise-output.log"
         cmd = [sys.executable, "-m", "supervisor", "supervise", "--run-dir", str(self.run_dir), "-q"]

@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from ..core.journal import Entry
 from ..core.records import BadLine
-from .timeline_model import dumps_pretty
+from ..views.timeline import dumps_pretty
 
 _JSON_LIMIT = 200_000
 _HIGHLIGHT_LIMIT = 40_000

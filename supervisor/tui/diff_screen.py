@@ -24,7 +24,7 @@ from ..core import state as state_mod
 from ..core.records import Kind, preview
 from ..errors import SupervisorError
 from .key_footer import KeyFooter
-from .timeline_model import TimelineModel, dumps_pretty
+from ..views.timeline import TimelineModel, dumps_pretty
 
 
 def changes_text(changes: list[state_mod.Change]) -> Text:

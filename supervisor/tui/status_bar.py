@@ -19,11 +19,12 @@ from textual import events, work
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from .status import RunStatus, fmt_bytes, fmt_duration
+from ..core.status import RunStatus
+from ..views.fmt import fmt_bytes, fmt_cost, fmt_duration, fmt_tokens
 
 if TYPE_CHECKING:
     from ..core.segments import StreamPos
-    from .scan import ScanResult
+    from ..views.scan import ScanResult
 
 _STATE_CLASS = {
     "running": "status--ok",
@@ -62,27 +63,6 @@ class UsageTotals:
 
     def __repr__(self) -> str:
         return f"UsageTotals{self._key()!r}"
-
-
-def fmt_tokens(n: int) -> str:
-    """``950``, ``12.3k``, ``4.1M``."""
-    if n < 1000:
-        return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.1f}k" if n < 100_000 else f"{n // 1000}k"
-    return f"{n / 1_000_000:.1f}M"
-
-
-def fmt_cost(usd: float | None) -> str:
-    if usd is None:
-        return ""
-    if usd == 0:
-        return "$0"
-    if usd < 0.01:
-        return f"${usd:.4f}"
-    if usd < 100:
-        return f"${usd:.2f}"
-    return f"${usd:,.0f}"
 
 
 class StatusBar(Static):

@@ -26,8 +26,8 @@ from textual.strip import Strip
 
 from ..core.events import is_error_event
 from ..core.records import BadLine, Kind, Record, preview, step_name
-from .status_bar import fmt_cost, fmt_tokens
-from .timeline_model import TimelineModel
+from ..views.fmt import fmt_cost, fmt_ms, fmt_tokens
+from ..views.timeline import TimelineModel
 
 _KIND_LABEL: dict[str, str] = {
     Kind.STEP: "step",
@@ -99,16 +99,6 @@ def _pv(value: Any, width: int = 120) -> str:
     if isinstance(value, str) and len(value) > width * 2:
         value = value[: width * 2]
     return preview(value, width)
-
-
-def _dur(ms: Any) -> str:
-    if not isinstance(ms, (int, float)):
-        return ""
-    if ms < 1:
-        return "<1ms"
-    if ms < 10_000:
-        return f"{ms:.0f}ms"
-    return f"{ms / 1000:.1f}s"
 
 
 def describe_event(ev: dict[str, Any]) -> str:
@@ -546,7 +536,7 @@ class TimelineView(ScrollView, can_focus=True):
                 tool = call.get("tool")
                 name = tool if isinstance(tool, str) and tool else name
         nw = self._name_width()
-        dur_s = _dur(rec.get("dur_ms"))
+        dur_s = fmt_ms(rec.get("dur_ms"))
         segs = [Segment(head), Segment(f"{self._time_cell(rec.get('ts')):12} ", self._fg("timeline--muted"))]
         segs.append(Segment(f"{label:10} ", style))
         segs.append(Segment(f"{name if len(name) <= nw else name[: nw - 1] + '…':{nw}} ", style))
