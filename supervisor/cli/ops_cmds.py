@@ -292,7 +292,7 @@ def _follow(run_dir: Path, cur: Path, f: IO[bytes] | None) -> Iterator[bytes]:
 def cmd_completion(args: argparse.Namespace) -> int:
     import shtab
 
-    from .main import build_parser
+    from .parser import build_parser
 
     parser = build_parser()
     sys.stdout.write(shtab.complete(parser, shell=args.shell))

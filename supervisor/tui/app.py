@@ -17,7 +17,6 @@ from textual.binding import Binding, BindingType
 from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.theme import Theme
-from textual.worker import Worker, WorkerState
 
 from ..core.rundir import check_readable_run_dir, is_run_dir
 from ..errors import RunDirError
@@ -107,19 +106,6 @@ def is_runs_root(path: Path) -> bool:
 
     Here, not in ``views.runs``: the dashboard's start does not import the runs list's model."""
     return path.is_dir() and not is_run_dir(path)
-
-
-def report_worker_error(screen: Screen[Any], event: Worker.StateChanged, consequence: str = "") -> str:
-    """Notify about a worker that died (never a silent pass); return the text shown, ``""`` if it did not die.
-
-    Worker state messages do not bubble: every screen that runs workers calls this from its handler.
-    """
-    err = event.worker.error
-    if event.state != WorkerState.ERROR or err is None:
-        return ""
-    text = f"{event.worker.name}: {type(err).__name__}: {err}" + (f" ({consequence})" if consequence else "")
-    screen.notify(text, severity="error", timeout=10)
-    return text
 
 
 class SupervisorApp(App[int]):

@@ -39,7 +39,7 @@ from ..core import rundir
 from ..core.records import Kind
 from ..errors import SupervisorError
 from .agent_log import AgentLogTail
-from .app import report_worker_error
+from .worker_errors import report_worker_error
 from .bookmarks import BookmarkedTimeline, Bookmarks
 from .dashboard_actions import RowKeys, StartAgain
 from .detail import JsonPane

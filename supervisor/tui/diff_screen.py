@@ -153,7 +153,7 @@ class DiffScreen(Screen[None]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A diff worker that died says so, as a notification and in both views."""
-        from .app import report_worker_error
+        from .worker_errors import report_worker_error
 
         text = report_worker_error(self, event, "diff failed")
         if text:

@@ -89,7 +89,7 @@ class RunsScreen(Screen[None]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A listing that failed says so (the next one, two seconds later, may work)."""
-        from .app import report_worker_error
+        from .worker_errors import report_worker_error
 
         report_worker_error(self, event)
 
