@@ -20,6 +20,7 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from ..core.status import RunStatus
+from ..core.wire import USAGE_WORD
 from ..views.fmt import fmt_bytes, fmt_cost, fmt_duration, fmt_tokens
 
 if TYPE_CHECKING:
@@ -128,7 +129,7 @@ class StatusBar(Static):
             try:
                 if reader is None and not found:
                     for c in read_stream(source, cursor, chunk=1 << 20):  # what was appended since
-                        if b'"usage"' in c.data:
+                        if USAGE_WORD in c.data:
                             found = True
                             break
                 entries: Iterable[Any] = ()

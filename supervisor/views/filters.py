@@ -28,11 +28,11 @@ import orjson
 from ..core.events import is_error_event
 from ..core.records import Kind, parse_line
 from ..core.segments import StreamPos, read_stream, split_lines
+from ..core.wire import ERROR_WORD, NL_WRITER, WRITER, writer_kind
 
 KINDS = tuple(k.value for k in Kind) + ("event", "bad")
 """What ``kind:`` accepts: the journal's kinds, ``event`` (supervisor rows) and ``bad`` (damaged lines)."""
 _KIND_ALIASES = {"supervisor": "event", "checkpt": "checkpoint", "damaged": "bad"}
-_WRITER = b'{"kind":"'
 
 SYNTAX = "text, kind:K, step:GLOB, errors; !term filters out"
 
@@ -118,10 +118,10 @@ class RowFilter:
 
 def _kind_and_record(line: bytes, need_record: bool) -> tuple[str, Any]:
     """The line's kind (``bad`` for a damaged line; no kind: ``step``) and, if needed or parsed anyway, its record."""
-    if not need_record and line.startswith(_WRITER) and line.endswith(b"}"):
-        end = line.find(b'"', 9)
-        if end > 9:
-            return line[9:end].decode("utf-8", "replace"), None
+    if not need_record:
+        kind = writer_kind(line)
+        if kind is not None:
+            return kind.decode("utf-8", "replace"), None
     try:
         rec = parse_line(line)
     except ValueError:
@@ -191,12 +191,12 @@ def _needles(flt: RowFilter, data: bytes, lines: int) -> list[_Needle]:
         if t.what == "text":
             out.append(_Needle(t.needle, t.fold, k))
         elif t.what == "errors":
-            out.append(_Needle(b'"error"', False, -1))  # a hint only: the record says whether it failed
+            out.append(_Needle(ERROR_WORD, False, -1))  # a hint only: the record says whether it failed
         elif t.what == "kind" and len(t.kinds) == 1 and next(iter(t.kinds)) not in ("event", "bad"):
             if writer is None:  # every line says its kind first (another writer's lines may not)
-                writer = data.startswith(_WRITER) and data.count(b"\n" + _WRITER) == lines - 1
+                writer = data.startswith(WRITER) and data.count(NL_WRITER) == lines - 1
             if writer:
-                out.append(_Needle(_WRITER + next(iter(t.kinds)).encode() + b'"', False, k, at_start=True))
+                out.append(_Needle(WRITER + next(iter(t.kinds)).encode() + b'"', False, k, at_start=True))
         elif t.what == "step":
             literal = re.split(r"[*?\[]", t.value, maxsplit=1)[0]
             if literal:
