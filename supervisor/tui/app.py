@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.terminal_theme import TerminalTheme
-from textual.app import App, SystemCommand
+from textual.app import SystemCommand
 from textual.binding import Binding, BindingType
 from textual.reactive import Reactive
 from textual.screen import Screen
@@ -23,6 +23,7 @@ from ..errors import RunDirError
 from . import settings as settings_mod
 from .gc_pause import pause_gc as pause_gc, resume_gc as resume_gc  # (tests use them from here)
 from .settings import DARK, LAYOUTS, LIGHT, TIMES, WIDE_COLUMNS, Settings
+from .textual_hooks import FirstFrameApp
 
 THEMES = (
     # Every text colour on its background is at least 4.5:1 (WCAG AA): tests/tui/test_look_contrast.py computes it.
@@ -108,7 +109,7 @@ def is_runs_root(path: Path) -> bool:
     return path.is_dir() and not is_run_dir(path)
 
 
-class SupervisorApp(App[int]):
+class SupervisorApp(FirstFrameApp):
     """The agent-supervisor TUI; returns an exit code."""
 
     CSS_PATH = "app.tcss"
@@ -233,8 +234,7 @@ class SupervisorApp(App[int]):
     # written, and a screen's call_after_refresh callbacks run then without any frame. Work started from them
     # (the journal scan, a watcher's imports, hidden widgets) ran before anything was on the terminal, and the
     # scan's thread took the GIL from the first frame's rendering (measured: 200 ms later on a 1M-record run).
-    async def _ready(self) -> None:
-        await super()._ready()
+    def start_ready(self) -> None:
         self.call_later(self._paint_first_frame)  # processed once the start's batch is over
 
     def _paint_first_frame(self) -> None:
@@ -267,17 +267,17 @@ class SupervisorApp(App[int]):
         from .dashboard import DashboardScreen
         from .timeline import TimelineView
 
-        bindings: list[BindingType] = list(type(screen).BINDINGS)
-        target: Any = screen
+        # each key with the widget that runs it: the screen's own, and on the dashboard the timeline's (found when
+        # its first key is listed, None until then)
+        keys: list[tuple[BindingType, Any]] = [(b, screen) for b in type(screen).BINDINGS]
         if isinstance(screen, DashboardScreen):
-            bindings += [(b, "timeline") for b in TimelineView.BINDINGS]  # type: ignore[misc]
+            keys += [(b, None) for b in TimelineView.BINDINGS]
         seen: set[str] = set()
-        for item in bindings:
-            owner = target
-            if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], Binding):
-                item, owner = item[0], screen.query_one(TimelineView)
+        for item, owner in keys:
             if not isinstance(item, Binding) or item.action in seen or item.action in ("app.quit", "app.back"):
                 continue
+            if owner is None:
+                owner = screen.query_one(TimelineView)
             seen.add(item.action)
             key = item.key_display or item.key.split(",")[0]
             yield SystemCommand(f"{item.description} ({key})", item.tooltip or item.description, partial(owner.run_action, item.action))

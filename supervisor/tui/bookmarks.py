@@ -12,8 +12,8 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
-from .timeline import TimelineView
 from ..views.timeline import TimelineModel
+from .timeline import TimelineView
 
 Key = tuple[str, int]
 """``("rec", seq)`` or ``("event", order)`` (the event's index in ``supervisor.jsonl``)."""

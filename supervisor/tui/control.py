@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..core.status import RunStatus, offline_status
+from ..core.status import RunStatus
 from ..errors import ControlUnavailable, SupervisorError
 from ..supervise.control import ControlClient, run_status
 
-__all__ = ["RunStatus", "control_request", "live_status", "offline_status", "run_status"]
+__all__ = ["RunStatus", "control_request", "live_status", "run_status"]
 
 
 def control_request(run_dir: Path, request: dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:

@@ -30,7 +30,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container
 from textual.message import Message
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Static
 from textual.worker import Worker, get_current_worker
@@ -38,18 +37,20 @@ from textual.worker import Worker, get_current_worker
 from ..core import rundir
 from ..core.records import Kind
 from ..errors import SupervisorError
+from ..views.scan import Region, ScanResult, scan_journal, search_journal, search_regions
+from ..views.timeline import TimelineModel
+from ..views.timeline_read import Changes
 from .agent_log import AgentLogTail
-from .worker_errors import report_worker_error
 from .bookmarks import BookmarkedTimeline, Bookmarks
+from .control import RunStatus, control_request, run_status
 from .dashboard_actions import RowKeys, StartAgain
 from .detail import JsonPane
 from .key_footer import KeyFooter
 from .pane_tabs import Panes
-from ..views.scan import Region, ScanResult, scan_journal, search_journal, search_regions
-from .control import RunStatus, control_request, run_status
 from .status_bar import StatusBar
+from .textual_hooks import FrameGatedScreen
 from .timeline import TimelineView, describe_event
-from ..views.timeline import Changes, TimelineModel
+from .worker_errors import report_worker_error
 
 if TYPE_CHECKING:
     # imported when a filter is first applied, not on the first screen's path
@@ -77,7 +78,7 @@ def _why(key: str, message: str) -> Binding:
     return Binding(key, f"app.notify({message!r}, '', 'warning')", show=False)
 
 
-class DashboardScreen(RowKeys, StartAgain, Screen[None]):
+class DashboardScreen(RowKeys, StartAgain, FrameGatedScreen):
     """One run, live or replayed (the row keys and start again: ``dashboard_actions``)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -213,25 +214,21 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
             self._resumed = True
             event.refresh_styles = False
 
-    def _compositor_refresh(self) -> None:
-        # Textual (8.2.8) drops every frame drawn inside a batch update (``App._display``), and starts inside one:
-        # drawing the whole dashboard there (15-20 ms) only delays the first frame the terminal gets. Left undrawn,
-        # the regions stay dirty and the next frame after the batch draws them.
-        if self.app._batch_count:
-            return
+    def may_draw(self) -> bool:
+        # The first frame waits for the whole first screen: the widgets are composed in their own tasks, the
+        # status comes from a worker; drawn at once, the terminal got a frame without the record pane or the
+        # status, then two or three more (each a full render) until they came.
         if self._holding:
-            # The first frame waits for the whole first screen: the widgets are composed in their own tasks,
-            # the status comes from a worker; drawn at once, the terminal got a frame without the record pane
-            # or the status, then two or three more (each a full render) until they came.
             if not self._first_frame_complete():
-                return
+                return False
             self._holding = False
-            super()._compositor_refresh()
+        return True
+
+    def drawn(self) -> None:
+        if self._when_drawn:  # the first frame's callbacks (only added while it was held)
             callbacks, self._when_drawn = self._when_drawn, []
             for callback in callbacks:
                 callback()
-            return
-        super()._compositor_refresh()
 
     def _first_frame_complete(self) -> bool:
         """The first screen is complete: the timeline laid out, the shown pane mounted with its content, the
@@ -725,14 +722,14 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
     def action_rollback(self) -> None:
         seq = self.timeline.selected_seq()
         ent = self.model.record(seq) if seq is not None else None
-        if not isinstance(ent, dict) or ent.get("kind") != Kind.CHECKPOINT:
+        if seq is None or not isinstance(ent, dict) or ent.get("kind") != Kind.CHECKPOINT:
             self.notify("select a checkpoint first (] and [ jump between checkpoints)", severity="warning")
             return
-        if self.model.is_abandoned(seq):  # type: ignore[arg-type]
+        if self.model.is_abandoned(seq):
             self.notify("this checkpoint is on an abandoned branch; pick an effective one", severity="warning")
             return
         name = str(ent.get("name"))
-        n, first = self.model.abandoned_by_rollback_to(int(seq))  # type: ignore[arg-type]
+        n, first = self.model.abandoned_by_rollback_to(int(seq))
         body = Text()
         body.append(f"Roll back to checkpoint {name!r} (#{seq}).\n\n")
         body.append(f"{n} record{'s' if n != 1 else ''} after it become an abandoned branch")

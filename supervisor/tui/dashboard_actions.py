@@ -23,12 +23,13 @@ from textual.widgets import Static
 from textual.worker import get_current_worker
 
 from ..core import rundir
-from ..errors import SupervisorError
-from .bookmarks import Bookmarks, row_key
-from ..views.scan import SeqBits
 from ..core.status import RunStatus
+from ..errors import SupervisorError
+from ..views.fmt import dumps_pretty
+from ..views.scan import SeqBits
+from ..views.timeline import TimelineModel
+from .bookmarks import Bookmarks, row_key
 from .timeline import TimelineView
-from ..views.timeline import TimelineModel, dumps_pretty
 
 if TYPE_CHECKING:
     from textual.screen import Screen

@@ -23,8 +23,9 @@ from textual.worker import Worker, get_current_worker
 from ..core import state as state_mod
 from ..core.records import Kind, preview
 from ..errors import SupervisorError
+from ..views.fmt import dumps_pretty
+from ..views.timeline import TimelineModel
 from .key_footer import KeyFooter
-from ..views.timeline import TimelineModel, dumps_pretty
 
 
 def changes_text(changes: list[state_mod.Change]) -> Text:

@@ -13,10 +13,10 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 from textual.worker import Worker
 
-from .key_footer import KeyFooter
 from ..views.fmt import ago
 from ..views.runs import RunInfo, list_runs
 from .control import live_status
+from .key_footer import KeyFooter
 
 _STATUS_STYLE = {"running": "green", "crashed": "red", "failed": "red", "succeeded": "cyan", "backoff": "yellow"}
 

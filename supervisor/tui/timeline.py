@@ -21,13 +21,13 @@ from textual.binding import Binding, BindingType
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..core.events import is_error_event
 from ..core.records import BadLine, Kind, Record, preview, step_name
 from ..views.fmt import fmt_cost, fmt_ms, fmt_tokens
 from ..views.timeline import TimelineModel
+from .textual_hooks import SizeHookedScrollView
 
 _KIND_LABEL: dict[str, str] = {
     Kind.STEP: "step",
@@ -137,7 +137,7 @@ def _elapsed(ts: Any, now: datetime | None = None) -> str:
     return f"{int(sec // 3600)}h{int(sec % 3600 // 60):02d}m"
 
 
-class TimelineView(ScrollView, can_focus=True):
+class TimelineView(SizeHookedScrollView, can_focus=True):
     """Rows of the run; the cursor row is the selected record (in replay mode: "now")."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -262,13 +262,8 @@ class TimelineView(ScrollView, can_focus=True):
         self.refresh()
         self.notify("begin rows shown" if self.model.show_begins else "begin rows folded into their steps' rows", timeout=2)
 
-    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True) -> bool:
-        # Textual (8.2.8) calls this in the layout, and draws the frame right after it; the Resize message comes
-        # later. Scrolled to the cursor here, the first frame shows the end of the run (following), not the top.
-        changed = super()._size_updated(size, virtual_size, container_size, layout)
-        if changed:
-            self._scroll_to_cursor()
-        return changed
+    def size_updated(self) -> None:
+        self._scroll_to_cursor()  # the first frame shows the end of the run (following), not the top
 
     def on_resize(self, event: events.Resize) -> None:
         self.virtual_size = Size(event.size.width, self.model.rows)
@@ -373,7 +368,8 @@ class TimelineView(ScrollView, can_focus=True):
         super().notify_style_update()
 
     def _time_cell(self, ts: Any) -> str:
-        if getattr(self.app, "settings", None) is not None and self.app.settings.time == "relative":  # type: ignore[attr-defined]
+        settings = getattr(self.app, "settings", None)  # an app without settings (a test's) shows clock times
+        if settings is not None and settings.time == "relative":
             return _relative(ts, self._origin())
         return _time(ts)
 

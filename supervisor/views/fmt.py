@@ -1,4 +1,4 @@
-"""The one formatting of tokens, cost, bytes and durations the front ends show (the status bar, the timeline, the runs list).
+"""The one formatting of tokens, cost, bytes, durations and JSON values the front ends show (the status bar, the timeline, the runs list).
 
 The CLI's record lines print exact figures (``1,234 in``, ``$0.004250``) on purpose: those are
 not short forms of these and stay where they are printed.
@@ -9,7 +9,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-__all__ = ["ago", "fmt_bytes", "fmt_cost", "fmt_duration", "fmt_ms", "fmt_tokens"]
+import orjson
+
+__all__ = ["ago", "dumps_pretty", "fmt_bytes", "fmt_cost", "fmt_duration", "fmt_ms", "fmt_tokens"]
 
 
 def fmt_bytes(n: Any) -> str:
@@ -78,3 +80,11 @@ def ago(ts: float, now: float | None = None) -> str:
     if d < 86400:
         return f"{int(d // 3600)}h ago"
     return time.strftime("%Y-%m-%d", time.localtime(ts))
+
+
+def dumps_pretty(value: Any, limit: int = 200_000) -> str:
+    """Indented JSON for the detail panes, cut at ``limit`` characters (a 50 MB output stays usable)."""
+    text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=repr).decode()
+    if len(text) > limit:
+        return text[:limit] + f"\n… ({len(text) - limit} more characters; see 'agent-supervisor log --json')"
+    return text
