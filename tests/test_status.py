@@ -166,7 +166,7 @@ def test_a_refused_journal_is_unreadable_in_the_status_and_the_runs_list(tmp_pat
     """A symlinked journal (or another user's) is refused by every reader: the runs list and the offline
     status say so with the reason instead of raising."""
     from supervisor.core.status import UNREADABLE, offline_status
-    from supervisor.views.runs import list_runs
+    from supervisor.tui.control import list_runs
 
     root = tmp_path / "runs"
     assert run_agent(root / "ok").returncode == 0
@@ -178,7 +178,7 @@ def test_a_refused_journal_is_unreadable_in_the_status_and_the_runs_list(tmp_pat
     before = target.read_bytes()
     st = offline_status(root / "linked")
     assert st.state == UNREADABLE and "symbolic link" in (st.note or ""), st
-    rows = {r.path.name: r for r in list_runs(root, status_of=live_status)}
+    rows = {r.path.name: r for r in list_runs(root)}
     assert rows["linked"].status == UNREADABLE and rows["linked"].steps == "-"
     assert rows["ok"].status == "succeeded"
     assert target.read_bytes() == before  # nothing read through the link was changed

@@ -80,9 +80,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from ..tui.control import live_status
+    from ..tui.control import list_runs
     from ..views.fmt import ago
-    from ..views.runs import list_runs
 
     root: Path = args.root if args.root is not None else runs_root()
     if not root.is_dir():
@@ -90,7 +89,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
         raise SupervisorError(f"{root}: no such directory{hint}")
     if is_run_dir(root):
         raise SupervisorError(f"{root} is a run, not a directory of runs: use 'agent-supervisor status {root}'")
-    rows = list_runs(root, status_of=live_status)
+    rows = list_runs(root)
     out = sys.stdout
     if args.json:
         for r in rows:

@@ -8,13 +8,16 @@ what each offline word means).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core.status import RunStatus
 from ..errors import ControlUnavailable, SupervisorError
 from ..supervise.control import ControlClient, run_status
 
-__all__ = ["RunStatus", "control_request", "live_status", "run_status"]
+if TYPE_CHECKING:
+    from ..views.runs import RunInfo
+
+__all__ = ["RunStatus", "control_request", "list_runs", "live_status", "run_status"]
 
 
 def control_request(run_dir: Path, request: dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
@@ -32,3 +35,10 @@ def control_request(run_dir: Path, request: dict[str, Any], timeout: float = 5.0
 def live_status(path: Path) -> RunStatus:
     """A runs list row's status: the supervisor's word when one answers within half a second, else the files'."""
     return run_status(path, timeout=0.5)
+
+
+def list_runs(root: Path) -> list[RunInfo]:
+    """The runs list the TUI and the CLI show: ``views.runs.list_runs`` with each live supervisor's word."""
+    from ..views import runs  # not with this module: the dashboard's start does not load the runs list's model
+
+    return runs.list_runs(root, status_of=live_status)

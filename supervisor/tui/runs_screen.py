@@ -14,8 +14,8 @@ from textual.widgets import DataTable, Static
 from textual.worker import Worker
 
 from ..views.fmt import ago
-from ..views.runs import RunInfo, list_runs
-from .control import live_status
+from ..views.runs import RunInfo
+from .control import list_runs
 from .key_footer import KeyFooter
 
 _STATUS_STYLE = {"running": "green", "crashed": "red", "failed": "red", "succeeded": "cyan", "backoff": "yellow"}
@@ -60,7 +60,7 @@ class RunsScreen(Screen[None]):
     @work(thread=True, exclusive=True, group="runs", exit_on_error=False)
     def load(self) -> None:
         """List the runs (a thread: every run directory is read)."""
-        runs = list_runs(self.root, status_of=live_status)
+        runs = list_runs(self.root)
         self.app.call_from_thread(self._show, runs)
 
     def _show(self, runs: list[RunInfo]) -> None:
