@@ -130,6 +130,37 @@ def _kind_and_record(line: bytes, need_record: bool) -> tuple[str, Any]:
     return (str(kind) if kind is not None else Kind.STEP.value), rec
 
 
+def _term(body: str, negate: bool) -> Term | None:
+    """One word of a filter (``!`` taken off): ``errors``, ``kind:K,...``, ``step:GLOB`` or a text (``None``: empty)."""
+    low = body.lower()
+    if low in ("errors", "error", "is:error", "is:errors"):
+        return Term("errors", "", negate)
+    if low.startswith("kind:"):
+        kinds = {_kind(k) for k in body[5:].split(",")}
+        return Term("kind", ",".join(sorted(kinds)), negate, kinds=frozenset(kinds))
+    if low.startswith("step:") and len(body) > 5:
+        glob = body[5:]
+        return Term("step", glob, negate, pattern=re.compile(fnmatch.translate(glob)))
+    if low.startswith("text:"):
+        body = body[5:]
+    if not body:
+        return None
+    needle = body.encode()
+    fold = needle == needle.lower() and needle != needle.upper()  # smart case, as the search
+    # the raw line holds JSON: a quote or backslash is escaped there
+    return Term("text", body, negate, needle=orjson.dumps(body)[1:-1], fold=fold)
+
+
+def _kind(word: str) -> str:
+    """A kind named in ``kind:``, its aliases resolved; ``ValueError`` for an unknown one."""
+    k = _KIND_ALIASES.get(word.strip().lower(), word.strip().lower())
+    if k in ("error", "errors"):
+        raise ValueError("errors is a term of its own: type errors, not kind:errors")
+    if k not in KINDS:
+        raise ValueError(f"unknown kind {k!r} in the filter: one of {', '.join(KINDS)}")
+    return k
+
+
 def parse_filter(text: str) -> RowFilter:
     """Parse what the user typed; ``ValueError`` with a one-line reason (an unknown kind, an open quote)."""
     try:
@@ -139,33 +170,9 @@ def parse_filter(text: str) -> RowFilter:
     terms: list[Term] = []
     for w in words:
         negate = w.startswith("!") and len(w) > 1
-        body = w[1:] if negate else w
-        low = body.lower()
-        if low in ("errors", "error", "is:error", "is:errors"):
-            terms.append(Term("errors", "", negate))
-        elif low.startswith("kind:"):
-            kinds = set()
-            for k in body[5:].split(","):
-                k = _KIND_ALIASES.get(k.strip().lower(), k.strip().lower())
-                if k in ("error", "errors"):
-                    raise ValueError("errors is a term of its own: type errors, not kind:errors")
-                if k not in KINDS:
-                    raise ValueError(f"unknown kind {k!r} in the filter: one of {', '.join(KINDS)}")
-                kinds.add(k)
-            terms.append(Term("kind", ",".join(sorted(kinds)), negate, kinds=frozenset(kinds)))
-        elif low.startswith("step:") and len(body) > 5:
-            glob = body[5:]
-            terms.append(Term("step", glob, negate, pattern=re.compile(fnmatch.translate(glob))))
-        else:
-            if low.startswith("text:"):
-                body = body[5:]
-            if not body:
-                continue
-            needle = body.encode()
-            fold = needle == needle.lower() and needle != needle.upper()  # smart case, as the search
-            # the raw line holds JSON: a quote or backslash is escaped there
-            raw = orjson.dumps(body)[1:-1]
-            terms.append(Term("text", body, negate, needle=raw, fold=fold))
+        term = _term(w[1:] if negate else w, negate)
+        if term is not None:
+            terms.append(term)
     if not terms:
         raise ValueError("an empty filter: type a text, kind:K, step:GLOB or errors (Esc clears the filter)")
     return RowFilter(text.strip(), tuple(terms))
@@ -204,6 +211,20 @@ def _needles(flt: RowFilter, data: bytes, lines: int) -> list[_Needle]:
     return out
 
 
+def _rarest(needles: list[_Needle], data: bytes) -> tuple[_Needle, int, bytes]:
+    """The needle ``data`` holds fewest times (counted at C speed), that count, and the bytes it is found in
+    (``data``, or ``data`` lowered for a case-folded needle)."""
+    hays: dict[bool, bytes] = {False: data}
+    best, fewest = needles[0], -1
+    for nd in needles:
+        if nd.fold and True not in hays:
+            hays[True] = data.lower()
+        n = hays[nd.fold].count(nd.text)
+        if fewest < 0 or n < fewest:
+            best, fewest = nd, n
+    return best, fewest, hays[best.fold]
+
+
 def filter_lines(flt: RowFilter, data: bytes, first_seq: int, out: list[int]) -> int:
     """Append the seqs of the lines of ``data`` (whole lines, the first at ``first_seq``) that pass; the line count.
 
@@ -216,15 +237,7 @@ def filter_lines(flt: RowFilter, data: bytes, first_seq: int, out: list[int]) ->
     if not needles:
         out.extend(first_seq + k for k, line in enumerate(split_lines(data)) if match(line))
         return lines
-    hays: dict[bool, bytes] = {False: data}
-    best, fewest = needles[0], -1
-    for nd in needles:
-        if nd.fold and True not in hays:
-            hays[True] = data.lower()
-        n = hays[nd.fold].count(nd.text)
-        if fewest < 0 or n < fewest:
-            best, fewest = nd, n
-    hay = hays[best.fold]
+    best, fewest, hay = _rarest(needles, data)
     needle = best.text
     # the other terms (the needle decides its own): a line that holds a text term's needle passes it
     rest = RowFilter(flt.text, tuple(t for k, t in enumerate(flt.terms) if k != best.term)) if best.term >= 0 else flt
