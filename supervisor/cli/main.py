@@ -1,9 +1,10 @@
 """Entry point of ``agent-supervisor``: builds the parser from each area's ``register``.
 
 Only the area of the command being run is imported (``tui`` does not load the
-supervisor, ``log`` does not load Textual): ``AREAS`` says which module registers
+supervisor, ``log`` does not load Textual): ``parser.AREAS`` says which module registers
 which command. ``--help``, no command or an unknown one import every area, so
-the list of commands is always complete.
+the list of commands is always complete. The parser lives in ``parser``, which the
+command modules may import (``completion`` does) without importing this module back.
 
 ``tui RUN`` (the command word and one path, no option) is read without argparse:
 the dashboard's first screen does not wait for argparse to be imported and the
@@ -12,48 +13,20 @@ parser built (2-4 ms); anything else goes through the parser.
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    import argparse
+from typing import Any
 
 from .._clash import check_command_line
 
 check_command_line()  # before anything from supervisor/__init__.py, which may be supervisord's
 
-from .. import __version__
 from ..errors import SupervisorError
 
-AREAS: dict[str, tuple[str, ...]] = {
-    # module in supervisor.cli -> the commands its register() adds, in the order --help lists them
-    "supervise_cmds": ("supervise", "status", "rollback"),
-    "ops_cmds": ("runs", "stop", "restart", "logs", "completion"),
-    "tui_cmds": ("tui", "demo"),
-    "inspect_cmds": ("log", "state", "diff"),
-    "replay_cmds": ("replay", "fork"),
-    "export_cmds": ("export",),
-}
-
-EXIT_USAGE = 2
+EXIT_USAGE = 2  # parser.EXIT_USAGE, not imported from there: ``tui RUN`` loads no parser
 EXIT_SIGPIPE = 141
 """The reader of our output went away (``log RUN | head``): as a shell reports a tool killed by SIGPIPE."""
-
-
-def _parser_class() -> type[argparse.ArgumentParser]:
-    """The parser class: argparse is imported when a parser is built, not with this module."""
-    import argparse
-
-    class _Parser(argparse.ArgumentParser):
-        def error(self, message: str) -> None:  # type: ignore[override]
-            self.print_usage(sys.stderr)
-            print(f"{self.prog}: error: {message} (see '{self.prog} --help')", file=sys.stderr)
-            raise SystemExit(EXIT_USAGE)
-
-    return _Parser
 
 
 def _tui_args(argv: Sequence[str]) -> Any:
@@ -68,35 +41,12 @@ def _tui_args(argv: Sequence[str]) -> Any:
     return SimpleNamespace(command="tui", path=Path(argv[1]), func=cmd_tui)
 
 
-def command_of(argv: Sequence[str]) -> str | None:
-    """The command named on the line (the first word that is not an option); the top level takes no values."""
-    for a in argv:
-        if a == "--":
-            return None
-        if not a.startswith("-"):
-            return a
-    return None
-
-
-def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The parser; with ``command``, only the area that registers it (every area if none does)."""
-    parser_class = _parser_class()
-    parser = parser_class(
-        prog="agent-supervisor",
-        description="Supervise long-running AI agents, and inspect, replay and roll back their runs.",
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=parser_class)
-    areas = [name for name, commands in AREAS.items() if command in commands] or list(AREAS)
-    for name in areas:
-        importlib.import_module(f"{__package__}.{name}").register(sub)
-    return parser
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     line = sys.argv[1:] if argv is None else argv
     args = _tui_args(line)
     if args is None:
+        from .parser import build_parser, command_of  # not for ``tui RUN``: argparse is imported by the parser
+
         parser = build_parser(command_of(line))
         args = parser.parse_args(argv)
         if not getattr(args, "func", None):

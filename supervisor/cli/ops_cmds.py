@@ -81,7 +81,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from ..tui.runs_model import ago, list_runs
+    from ..tui.control import list_runs
+    from ..views.fmt import ago
 
     root: Path = args.root if args.root is not None else runs_root()
     if not root.is_dir():
@@ -117,7 +118,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
 
 
 def _request(run_dir: Path, req: dict[str, Any]) -> dict[str, Any]:
-    from ..tui.status import control_request
+    from ..tui.control import control_request
 
     return control_request(run_dir, req)
 
@@ -296,7 +297,7 @@ def _follow(run_dir: Path, cur: Path, f: IO[bytes] | None) -> Iterator[bytes]:
 def cmd_completion(args: argparse.Namespace) -> int:
     import shtab
 
-    from .main import build_parser
+    from .parser import build_parser
 
     parser = build_parser()
     sys.stdout.write(shtab.complete(parser, shell=args.shell))

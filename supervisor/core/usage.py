@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 from .history import Fold, History
 from .journal import Entry
 from .records import Kind, LazyRecord
-from .wire import USAGE_MARK
+from .wire import USAGE_WORD
 
 __all__ = [
     "Price",
@@ -257,7 +257,7 @@ class UsageFold:
         f = self._fold
         rec: Mapping[str, Any] | None
         if type(entry) is LazyRecord:
-            if USAGE_MARK not in entry.raw:  # most steps: no parse (a lazy line is a successful step)
+            if USAGE_WORD not in entry.raw:  # most steps: no parse (a lazy line is a successful step)
                 f.add(entry)
                 return
             rec = entry.record()

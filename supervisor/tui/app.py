@@ -12,18 +12,18 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.terminal_theme import TerminalTheme
-from textual.app import App, SystemCommand
+from textual.app import SystemCommand
 from textual.binding import Binding, BindingType
 from textual.reactive import Reactive
 from textual.screen import Screen
 from textual.theme import Theme
-from textual.worker import Worker, WorkerState
 
 from ..core.rundir import check_readable_run_dir, is_run_dir
 from ..errors import RunDirError
 from . import settings as settings_mod
 from .gc_pause import pause_gc as pause_gc, resume_gc as resume_gc  # (tests use them from here)
 from .settings import DARK, LAYOUTS, LIGHT, TIMES, WIDE_COLUMNS, Settings
+from .textual_hooks import FirstFrameApp
 
 THEMES = (
     # Every text colour on its background is at least 4.5:1 (WCAG AA): tests/tui/test_look_contrast.py computes it.
@@ -105,24 +105,11 @@ ANSI_LIGHT = TerminalTheme(
 def is_runs_root(path: Path) -> bool:
     """A directory that is not a run itself but holds runs (or is empty: a fresh ``./runs``).
 
-    Here, not in ``runs_model``: the dashboard's start does not import the runs list's model."""
+    Here, not in ``views.runs``: the dashboard's start does not import the runs list's model."""
     return path.is_dir() and not is_run_dir(path)
 
 
-def report_worker_error(screen: Screen[Any], event: Worker.StateChanged, consequence: str = "") -> str:
-    """Notify about a worker that died (never a silent pass); return the text shown, ``""`` if it did not die.
-
-    Worker state messages do not bubble: every screen that runs workers calls this from its handler.
-    """
-    err = event.worker.error
-    if event.state != WorkerState.ERROR or err is None:
-        return ""
-    text = f"{event.worker.name}: {type(err).__name__}: {err}" + (f" ({consequence})" if consequence else "")
-    screen.notify(text, severity="error", timeout=10)
-    return text
-
-
-class SupervisorApp(App[int]):
+class SupervisorApp(FirstFrameApp):
     """The agent-supervisor TUI; returns an exit code."""
 
     CSS_PATH = "app.tcss"
@@ -247,8 +234,7 @@ class SupervisorApp(App[int]):
     # written, and a screen's call_after_refresh callbacks run then without any frame. Work started from them
     # (the journal scan, a watcher's imports, hidden widgets) ran before anything was on the terminal, and the
     # scan's thread took the GIL from the first frame's rendering (measured: 200 ms later on a 1M-record run).
-    async def _ready(self) -> None:
-        await super()._ready()
+    def start_ready(self) -> None:
         self.call_later(self._paint_first_frame)  # processed once the start's batch is over
 
     def _paint_first_frame(self) -> None:
@@ -281,17 +267,17 @@ class SupervisorApp(App[int]):
         from .dashboard import DashboardScreen
         from .timeline import TimelineView
 
-        bindings: list[BindingType] = list(type(screen).BINDINGS)
-        target: Any = screen
+        # each key with the widget that runs it: the screen's own, and on the dashboard the timeline's (found when
+        # its first key is listed, None until then)
+        keys: list[tuple[BindingType, Any]] = [(b, screen) for b in type(screen).BINDINGS]
         if isinstance(screen, DashboardScreen):
-            bindings += [(b, "timeline") for b in TimelineView.BINDINGS]  # type: ignore[misc]
+            keys += [(b, None) for b in TimelineView.BINDINGS]
         seen: set[str] = set()
-        for item in bindings:
-            owner = target
-            if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], Binding):
-                item, owner = item[0], screen.query_one(TimelineView)
+        for item, owner in keys:
             if not isinstance(item, Binding) or item.action in seen or item.action in ("app.quit", "app.back"):
                 continue
+            if owner is None:
+                owner = screen.query_one(TimelineView)
             seen.add(item.action)
             key = item.key_display or item.key.split(",")[0]
             yield SystemCommand(f"{item.description} ({key})", item.tooltip or item.description, partial(owner.run_action, item.action))

@@ -12,8 +12,8 @@ from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 
+from ..views.timeline import TimelineModel
 from .timeline import TimelineView
-from .timeline_model import TimelineModel
 
 Key = tuple[str, int]
 """``("rec", seq)`` or ``("event", order)`` (the event's index in ``supervisor.jsonl``)."""

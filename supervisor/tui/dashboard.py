@@ -19,46 +19,46 @@ keys while a prompt is open.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from rich.text import Text
 from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container
 from textual.message import Message
-from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Static
 from textual.worker import Worker, get_current_worker
 
 from ..core import rundir
-from ..core.records import Kind
-from ..errors import SupervisorError
+from ..views.scan import ScanResult, scan_journal
+from ..views.timeline import TimelineModel
+from ..views.timeline_read import Changes
 from .agent_log import AgentLogTail
-from .app import report_worker_error
 from .bookmarks import BookmarkedTimeline, Bookmarks
-from .dashboard_actions import RowKeys, StartAgain
+from .control import RunStatus, run_status
+from .dashboard_control import RunControl
+from .dashboard_detail import DetailPanes
+from .dashboard_export import ExportKeys
+from .dashboard_filter import FilterKeys
+from .dashboard_navigation import Navigation
+from .dashboard_rows import RowKeys
 from .detail import JsonPane
 from .key_footer import KeyFooter
 from .pane_tabs import Panes
-from .scan import Region, ScanResult, scan_journal, search_journal, search_regions
-from .status import RunStatus, control_request, run_status
 from .status_bar import StatusBar
-from .timeline import TimelineView, describe_event
-from .timeline_model import Changes, TimelineModel
+from .textual_hooks import FrameGatedScreen
+from .timeline import TimelineView
+from .worker_errors import report_worker_error
 
 if TYPE_CHECKING:
     # imported when a filter is first applied, not on the first screen's path
-    from .filters import FilterPass
+    from ..views.filters import FilterPass
     # imported when first used (after the first frame): the prompt (an Input) and the confirmations (Buttons)
     from .prompt import Prompt
 
-STATE_DELAY = 0.05
-"""Seconds the cursor rests before the state pane is recomputed."""
 SAFETY_NET_S = 2.0
 """The reading worker reads at least this often, watcher or not (a network file system, a watcher error)."""
 FIRST_FRAME_WAIT_S = 0.5
@@ -77,8 +77,9 @@ def _why(key: str, message: str) -> Binding:
     return Binding(key, f"app.notify({message!r}, '', 'warning')", show=False)
 
 
-class DashboardScreen(RowKeys, StartAgain, Screen[None]):
-    """One run, live or replayed (the row keys and start again: ``dashboard_actions``)."""
+class DashboardScreen(Navigation, DetailPanes, FilterKeys, RowKeys, ExportKeys, RunControl, FrameGatedScreen):
+    """One run, live or replayed: the screen, its layout, its first frame and its reading workers (each group of
+    keys is a mixin of its own module, ``dashboard_state`` says which)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         # the footer shows them in this order, and cuts the last ones on a narrow terminal: help first
@@ -151,15 +152,6 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
             self.log_text = log_text
             super().__init__()
 
-    class StateComputed(Message):
-        """The state pane's value at a seq, computed in a worker (``error``: why there is none)."""
-
-        def __init__(self, value: Any, error: str, heading: str) -> None:
-            self.value = value
-            self.error = error
-            self.heading = heading
-            super().__init__()
-
     def __init__(self, path: Path, *, replay: bool = False) -> None:
         super().__init__()
         self.path = path
@@ -213,25 +205,21 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
             self._resumed = True
             event.refresh_styles = False
 
-    def _compositor_refresh(self) -> None:
-        # Textual (8.2.8) drops every frame drawn inside a batch update (``App._display``), and starts inside one:
-        # drawing the whole dashboard there (15-20 ms) only delays the first frame the terminal gets. Left undrawn,
-        # the regions stay dirty and the next frame after the batch draws them.
-        if self.app._batch_count:
-            return
+    def may_draw(self) -> bool:
+        # The first frame waits for the whole first screen: the widgets are composed in their own tasks, the
+        # status comes from a worker; drawn at once, the terminal got a frame without the record pane or the
+        # status, then two or three more (each a full render) until they came.
         if self._holding:
-            # The first frame waits for the whole first screen: the widgets are composed in their own tasks,
-            # the status comes from a worker; drawn at once, the terminal got a frame without the record pane
-            # or the status, then two or three more (each a full render) until they came.
             if not self._first_frame_complete():
-                return
+                return False
             self._holding = False
-            super()._compositor_refresh()
+        return True
+
+    def drawn(self) -> None:
+        if self._when_drawn:  # the first frame's callbacks (only added while it was held)
             callbacks, self._when_drawn = self._when_drawn, []
             for callback in callbacks:
                 callback()
-            return
-        super()._compositor_refresh()
 
     def _first_frame_complete(self) -> bool:
         """The first screen is complete: the timeline laid out, the shown pane mounted with its content, the
@@ -465,379 +453,6 @@ class DashboardScreen(RowKeys, StartAgain, Screen[None]):
     @on(TimelineView.FollowChanged)
     def on_follow_changed(self, message: TimelineView.FollowChanged) -> None:
         self.refresh_status()
-
-    def update_detail(self) -> None:
-        kind, i = self.timeline.selected()
-        pane = self.query_one("#record-pane", JsonPane)
-        if kind == "event":
-            ev = self.model.events[i].data
-            pane.show_value(ev, describe_event(ev))
-        elif kind == "rec":
-            ent = self.model.record(i)
-            label = "abandoned branch (a later rollback cut it off)" if self.model.is_abandoned(i) else ""
-            pane.show_entry(ent, label)
-        else:
-            pane.show_text("empty run: no records yet", "dim")
-        self.schedule_state()
-
-    def schedule_state(self) -> None:
-        """Compute the state pane's value once the cursor rests a moment: holding j, or a burst in
-        follow mode, starts one computation instead of hundreds."""
-        if self._state_timer is not None:
-            self._state_timer.stop()
-        self.state_shown = None
-        self._state_timer = self.set_timer(STATE_DELAY, lambda: self.compute_state(self.timeline.selected_seq()))
-
-    @work(thread=True, exclusive=True, group="state", exit_on_error=False)
-    def compute_state(self, seq: int | None) -> None:
-        """The state as of ``seq`` (a thread: it may replay many patches); posts ``StateComputed``."""
-        worker = get_current_worker()
-        if seq is None:
-            value: Any = None
-            err = "no records"
-        else:
-            try:
-                value, err = self.model.state_at(seq), ""
-            except (ValueError, OSError, SupervisorError, KeyError, IndexError, TypeError) as e:
-                value, err = None, f"state at #{seq} unavailable: {e}"
-        if worker.is_cancelled:
-            return
-        self.post_message(self.StateComputed(value, err, f"state as of #{seq}" + (" (now)" if self.replay else "")))
-
-    @on(StateComputed)
-    def _show_state(self, message: StateComputed) -> None:
-        pane: JsonPane = self._pane("#state-pane")
-        if message.error:
-            self.state_shown = None
-            pane.show_text(message.error, "yellow")
-        else:
-            self.state_shown = (message.value, message.heading)
-            pane.show_value(message.value, message.heading)
-
-    # ------------------------------------------------------------------ navigation actions
-    def action_toggle_follow(self) -> None:
-        tl = self.timeline
-        if self.replay:
-            self.notify("replay mode: follow is off (the run is finished)")
-            return
-        tl.follow = not tl.follow
-        if tl.follow:
-            tl.move_to(self.model.rows - 1, keep_follow=True)
-
-    def _seq_row(self, seqs: list[int], row: int, forward: bool, limit: int = 100_000) -> int | None:
-        """The row of the nearest of ``seqs`` (sorted) after (before) ``row`` that has a row of its own
-        (a filter may hide some); ``None`` if there is none."""
-        m = self.model
-        if forward:
-            i = bisect.bisect_right(seqs, row, key=m.row_of_seq)
-            for s in seqs[i : i + limit]:
-                if m.filter is None or m.passes(s):
-                    return m.row_of_seq(s)
-            return None
-        i = bisect.bisect_left(seqs, row, key=m.row_of_seq)
-        for s in reversed(seqs[max(0, i - limit) : i]):
-            if m.filter is None or m.passes(s):
-                return m.row_of_seq(s)
-        return None
-
-    def _jump(self, seqs: list[int], forward: bool, what: str, rows: list[int] | None = None) -> None:
-        """Move to the next (previous) of ``seqs`` or of the extra ``rows`` (supervisor rows)."""
-        cur = self.timeline.cursor if self.model.rows else -1
-        cands = [r for r in (self._seq_row(seqs, cur, forward),) if r is not None]
-        if rows:
-            i = bisect.bisect_right(rows, cur) if forward else bisect.bisect_left(rows, cur) - 1
-            if 0 <= i < len(rows):
-                cands.append(rows[i])
-        if not cands:
-            more = "" if self.model.scanned else " (still indexing)"
-            hidden = " the filter shows" if self.model.filter is not None else ""
-            self.notify(f"no {'next' if forward else 'previous'} {what}{hidden}{more}", severity="warning")
-            return
-        self.timeline.move_to(min(cands) if forward else max(cands))
-
-    def action_error(self, direction: int) -> None:
-        self._jump(self.model.error_seqs, direction > 0, "error", self.model.error_event_rows())
-
-    def action_first_error(self) -> None:
-        cands = [r for r in (self._seq_row(self.model.error_seqs, -1, True),) if r is not None]
-        cands += self.model.error_event_rows()[:1]
-        if not cands:
-            hidden = " the filter shows" if self.model.filter is not None else " in this run"
-            self.notify(f"no errors{hidden} (failed steps, crashes, hangs, give-ups)", severity="warning")
-            return
-        self.timeline.move_to(min(cands))
-
-    def action_checkpoint(self, direction: int) -> None:
-        self._jump(self.model.checkpoint_seqs, direction > 0, "checkpoint")
-
-    def action_tab(self, tab: str) -> None:
-        self.query_one(Panes).active = tab
-
-    def action_help(self) -> None:
-        from .help_screen import HelpScreen
-
-        self.app.push_screen(HelpScreen(self.replay))
-
-    def action_back(self) -> None:
-        prompt = self.prompt
-        if prompt.is_open:
-            prompt.action_close()
-            return
-        if self.filter_pass is not None:  # Esc clears the filter first (q too: never quit from a filtered view)
-            self.action_clear_filter()
-            return
-        if len(self.app.screen_stack) > 1:  # opened from the runs list (the bottom screen)
-            self.app.pop_screen()
-        else:
-            self.app.exit()
-
-    # ------------------------------------------------------------------ prompt: search and go to
-    def action_search(self) -> None:
-        self.prompt.open("search", "search the raw JSON of every record (smart case), Enter to run, Esc to cancel")
-
-    def action_goto(self) -> None:
-        self.prompt.open("goto", "go to seq (a number, or a checkpoint name), Enter to jump")
-
-    def on_prompt_closed(self, message: Prompt.Closed) -> None:
-        self.timeline.focus()
-        self.refresh_bindings()
-
-    def on_prompt_opened(self, message: Prompt.Opened) -> None:
-        self.refresh_bindings()
-
-    def on_prompt_entered(self, message: Prompt.Entered) -> None:
-        if message.mode == "search":
-            self.search_query = message.text
-            self.notify(f"searching for {message.text!r}…", timeout=2)
-            # a copy of the regions, taken here: the UI thread appends to them as records come
-            self.run_search(message.text, list(self.model.regions) if self.model.scanned else None)
-        elif message.mode == "goto":
-            self.goto(message.text)
-        elif message.mode == "filter":
-            if message.text:
-                self.apply_filter(message.text)
-            else:
-                self.action_clear_filter()
-        elif message.mode == "export":
-            self.export_to(message.text)
-
-    def goto(self, text: str) -> None:
-        if text.lstrip("-").isdigit():
-            seq = int(text)
-            if seq < 0:
-                seq += self.model.count
-            if not 0 <= seq < self.model.count:
-                self.notify(f"no record {text}: seqs go from 0 to {self.model.count - 1}", severity="error")
-                return
-            if self.model.filter is not None and not self.model.passes(seq) and not self.model.is_hidden(seq):
-                self.notify(f"#{seq} is hidden by the filter: the next row it shows is selected (Esc clears it)", severity="warning")
-            self.timeline.move_to_seq(seq)
-            return
-        for s in reversed(self.model.checkpoint_seqs):
-            m = self.model.marker(s)
-            if m is not None and text in (m.name, m.file):
-                self.timeline.move_to_seq(s)
-                return
-        self.notify(f"{text!r} is neither a seq nor a checkpoint name", severity="error")
-
-    @work(thread=True, exclusive=True, group="search", exit_on_error=False)
-    def run_search(self, query: str, regions: list[Region] | None) -> None:
-        """Search every record's raw text in a thread (the scan's regions, else the whole journal)."""
-        worker = get_current_worker()
-        cancelled = lambda: worker.is_cancelled
-        if regions is not None:
-            hits = search_regions(regions, query, cancelled)
-        else:
-            hits = search_journal(self.path, query, cancelled)
-        if not worker.is_cancelled:
-            self.app.call_from_thread(self._search_done, query, hits)
-
-    def _search_done(self, query: str, hits: list[int]) -> None:
-        self.search_hits = hits
-        self.timeline.matches = set(hits)
-        self.timeline.refresh()
-        if not hits:
-            self.notify(f"no match for {query!r}", severity="warning")
-            return
-        self.notify(f"{len(hits)} match{'es' if len(hits) != 1 else ''} for {query!r} (n / N)", timeout=8)
-        if self.model.filter is not None:  # within the filter: the matches it shows
-            row = self._seq_row(hits, self.timeline.cursor - 1, True)
-            row = row if row is not None else self._seq_row(hits, -1, True)
-            if row is None:
-                self.notify("the filter hides every match: Esc clears it", severity="warning")
-            else:
-                self.timeline.move_to(row)
-            return
-        cur = self.timeline.selected_seq() or 0
-        nxt = self.model.next_in(hits, cur - 1, True)
-        self.timeline.move_to_seq(nxt if nxt is not None else hits[0])
-
-    def action_search_next(self, direction: int) -> None:
-        if not self.search_hits:
-            self.notify("no search yet: press / to search", severity="warning")
-            return
-        if self.model.filter is not None:
-            fwd = direction > 0
-            row = self._seq_row(self.search_hits, self.timeline.cursor, fwd)
-            if row is None:
-                row = self._seq_row(self.search_hits, -1 if fwd else self.model.rows, fwd)
-                if row is not None:
-                    self.notify("search wrapped", timeout=1)
-            if row is None:
-                self.notify("the filter hides every match: Esc clears it", severity="warning")
-            else:
-                self.timeline.move_to(row)
-            return
-        cur = self.timeline.selected_seq() or 0
-        target = self.model.next_in(self.search_hits, cur, direction > 0)
-        if target is None:  # wrap around, as less does with a message
-            target = self.search_hits[0] if direction > 0 else self.search_hits[-1]
-            self.notify("search wrapped", timeout=1)
-        k = self.search_hits.index(target) + 1 if len(self.search_hits) < 100_000 else None
-        self.timeline.move_to_seq(target)
-        if k is not None:
-            self.notify(f"match {k} of {len(self.search_hits)}", timeout=1)
-
-    # ------------------------------------------------------------------ diff and mark
-    def action_mark(self) -> None:
-        seq = self.timeline.selected_seq()
-        tl = self.timeline
-        tl.mark = None if tl.mark == seq else seq
-        tl.refresh()
-        if tl.mark is not None:
-            self.notify(f"marked #{seq}: 'd' now diffs against it")
-
-    def action_diff(self) -> None:
-        from .diff_screen import DiffScreen
-
-        b = self.timeline.selected_seq()
-        if b is None:
-            self.notify("nothing to diff: the run has no records", severity="warning")
-            return
-        a = self.timeline.mark
-        if a is None or a == b:
-            a = self.model.previous_checkpoint(b)
-            a = -1 if a is None else a
-        lo, hi = min(a, b), max(a, b)
-        self.app.push_screen(DiffScreen(self.model, lo, hi))
-
-    # ------------------------------------------------------------------ rollback, fork, control
-    def action_rollback(self) -> None:
-        seq = self.timeline.selected_seq()
-        ent = self.model.record(seq) if seq is not None else None
-        if not isinstance(ent, dict) or ent.get("kind") != Kind.CHECKPOINT:
-            self.notify("select a checkpoint first (] and [ jump between checkpoints)", severity="warning")
-            return
-        if self.model.is_abandoned(seq):  # type: ignore[arg-type]
-            self.notify("this checkpoint is on an abandoned branch; pick an effective one", severity="warning")
-            return
-        name = str(ent.get("name"))
-        n, first = self.model.abandoned_by_rollback_to(int(seq))  # type: ignore[arg-type]
-        body = Text()
-        body.append(f"Roll back to checkpoint {name!r} (#{seq}).\n\n")
-        body.append(f"{n} record{'s' if n != 1 else ''} after it become an abandoned branch")
-        body.append(" (they stay in the journal, dimmed):\n" if n else ".\n")
-        for s in first:
-            e = self.model.record(s)
-            if isinstance(e, dict):
-                body.append(f"  #{s} {e.get('kind')} {e.get('step') or e.get('name') or ''}\n", style="dim")
-        if n > len(first):
-            body.append(f"  … and {n - len(first)} more\n", style="dim")
-        live = self.status.live
-        body.append("\nA rollback record is appended; nothing is rewritten. ")
-        if live:
-            body.append("The supervisor restarts the agent, which replays up to the checkpoint.")
-        else:
-            body.append("No supervisor is running: the record is written to the files (offline); "
-                        "the next start resumes from the checkpoint.")
-
-        def done(ok: bool | None) -> None:
-            if ok:
-                self.do_rollback(str(seq), name)
-
-        from .confirm import ConfirmScreen
-
-        self.app.push_screen(ConfirmScreen(f"Roll back to {name}?", body, "Roll back"), done)
-
-    @work(thread=True, exclusive=True, group="control", exit_on_error=False)
-    def do_rollback(self, ref: str, name: str) -> None:
-        from ..supervise.rollback import rollback
-
-        try:
-            result = rollback(self.run_dir, ref, reason="rollback from the TUI", by="user")
-        except SupervisorError as e:
-            self.app.call_from_thread(self.notify, str(e), severity="error", timeout=8)
-            return
-        how = "through the supervisor" if result.get("live") else "offline, on the files"
-        self.app.call_from_thread(self.notify, f"rolled back to {name} ({how})")
-        self.files_changed()
-        # show the rollback record and the restarted attempt as they come: follow on
-        self.app.call_from_thread(self.timeline.action_bottom)
-        self.app.call_from_thread(self.poll_status)
-
-    def action_fork(self) -> None:
-        seq = self.timeline.selected_seq()
-        if seq is None:
-            self.notify("nothing to fork: the run has no records", severity="warning")
-            return
-        from ..core.fork import default_target
-
-        body = Text()
-        body.append(f"A new run directory, {default_target(self.run_dir, seq).name}, is made beside this one, "
-                    f"holding this run's journal up to #{seq} ")
-        body.append("(the effective history there) and its checkpoints; this run is not changed.\n\n")
-        body.append("Start the fork with 'agent-supervisor supervise --run-dir NEW' (or open it here and press S).")
-
-        def done(ok: bool | None) -> None:
-            if ok:
-                self.do_fork(seq)
-
-        from .confirm import ConfirmScreen
-
-        self.app.push_screen(ConfirmScreen(f"Fork the run at #{seq}?", body, "Fork"), done)
-
-    @work(thread=True, exclusive=True, group="control", exit_on_error=False)
-    def do_fork(self, seq: int) -> None:
-        try:
-            from ..core.fork import fork
-
-            new = fork(self.run_dir, seq)
-        except SupervisorError as e:
-            self.app.call_from_thread(self.notify, str(e), severity="error", timeout=8)
-            return
-        self.app.call_from_thread(self.notify, f"forked at #{seq} into {new}", timeout=8)
-
-    def _control(self, cmd: str, title: str, body: str) -> None:
-        if self.replay:
-            self.notify("replay mode is read-only: open the run with 'agent-supervisor tui' to control it", severity="warning")
-            return
-        if not self.status.live:
-            self.notify("no supervisor is running this run" + ("; S starts it again" if self._startable() else ""), severity="warning")
-            return
-
-        def done(ok: bool | None) -> None:
-            if ok:
-                self.send_control(cmd)
-
-        from .confirm import ConfirmScreen
-
-        self.app.push_screen(ConfirmScreen(title, body, cmd.capitalize()), done)
-
-    def action_restart(self) -> None:
-        self._control("restart", "Restart the agent?", "The agent is stopped (SIGTERM, then SIGKILL) and started again with the resume flag.")
-
-    def action_stop(self) -> None:
-        self._control("stop", "Stop the agent?", "The agent is stopped (SIGTERM, then SIGKILL) and the supervisor exits. The run can be resumed later.")
-
-    @work(thread=True, exclusive=True, group="control", exit_on_error=False)
-    def send_control(self, cmd: str) -> None:
-        try:
-            control_request(self.run_dir, {"cmd": cmd})
-        except SupervisorError as e:
-            self.app.call_from_thread(self.notify, str(e), severity="error", timeout=8)
-            return
-        self.app.call_from_thread(self.notify, f"{cmd}: done")
-        self.app.call_from_thread(self.poll_status)
 
     # ------------------------------------------------------------------ keys per mode
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rich.console import Group, RenderableType
 from rich.json import JSON
@@ -13,7 +13,10 @@ from textual.widgets import Static
 
 from ..core.journal import Entry
 from ..core.records import BadLine
-from .timeline_model import dumps_pretty
+from ..views.fmt import dumps_pretty
+
+if TYPE_CHECKING:
+    from textual.app import ComposeResult
 
 _JSON_LIMIT = 200_000
 _HIGHLIGHT_LIMIT = 40_000
@@ -38,12 +41,14 @@ def split_traceback(rec: Any) -> tuple[str, str, Any]:
     ``traceback``): shown as code, it is replaced in the JSON by a note, not repeated as one escaped line.
     """
     err = rec.get("error") if isinstance(rec, dict) else None
-    tb = err.get("traceback") if isinstance(err, dict) else None
+    if not isinstance(err, dict):
+        return "", "", rec
+    tb = err.get("traceback")
     if not isinstance(tb, str) or not tb.strip():
         return "", "", rec
-    line = f"{err.get('type') or 'error'}: {err.get('message', '')}".rstrip(": ")  # type: ignore[union-attr]
+    line = f"{err.get('type') or 'error'}: {err.get('message', '')}".rstrip(": ")
     rest = dict(rec)
-    rest["error"] = {**err, "traceback": TRACEBACK_NOTE}  # type: ignore[dict-item]
+    rest["error"] = {**err, "traceback": TRACEBACK_NOTE}
     return line, tb.rstrip("\n"), rest
 
 
@@ -85,7 +90,7 @@ class JsonPane(VerticalScroll):
             t.append(ln + "\n", style=style)
         return t
 
-    def compose(self):  # type: ignore[no-untyped-def]
+    def compose(self) -> ComposeResult:
         yield self.body
 
     text: str = ""

@@ -23,8 +23,9 @@ from textual.worker import Worker, get_current_worker
 from ..core import state as state_mod
 from ..core.records import Kind, preview
 from ..errors import SupervisorError
+from ..views.fmt import dumps_pretty
+from ..views.timeline import TimelineModel
 from .key_footer import KeyFooter
-from .timeline_model import TimelineModel, dumps_pretty
 
 
 def changes_text(changes: list[state_mod.Change]) -> Text:
@@ -153,7 +154,7 @@ class DiffScreen(Screen[None]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A diff worker that died says so, as a notification and in both views."""
-        from .app import report_worker_error
+        from .worker_errors import report_worker_error
 
         text = report_worker_error(self, event, "diff failed")
         if text:

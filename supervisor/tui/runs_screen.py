@@ -13,8 +13,10 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Static
 from textual.worker import Worker
 
+from ..views.fmt import ago
+from ..views.runs import RunInfo
+from .control import list_runs
 from .key_footer import KeyFooter
-from .runs_model import RunInfo, ago, list_runs
 
 _STATUS_STYLE = {"running": "green", "crashed": "red", "failed": "red", "succeeded": "cyan", "backoff": "yellow"}
 
@@ -87,7 +89,7 @@ class RunsScreen(Screen[None]):
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A listing that failed says so (the next one, two seconds later, may work)."""
-        from .app import report_worker_error
+        from .worker_errors import report_worker_error
 
         report_worker_error(self, event)
 

@@ -19,11 +19,13 @@ from textual import events, work
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
-from .status import RunStatus, fmt_bytes, fmt_duration
+from ..core.status import RunStatus
+from ..core.wire import USAGE_WORD
+from ..views.fmt import fmt_bytes, fmt_cost, fmt_duration, fmt_tokens
 
 if TYPE_CHECKING:
     from ..core.segments import StreamPos
-    from .scan import ScanResult
+    from ..views.scan import ScanResult
 
 _STATE_CLASS = {
     "running": "status--ok",
@@ -64,25 +66,47 @@ class UsageTotals:
         return f"UsageTotals{self._key()!r}"
 
 
-def fmt_tokens(n: int) -> str:
-    """``950``, ``12.3k``, ``4.1M``."""
-    if n < 1000:
-        return str(n)
-    if n < 1_000_000:
-        return f"{n / 1000:.1f}k" if n < 100_000 else f"{n // 1000}k"
-    return f"{n / 1_000_000:.1f}M"
+class _Parts:
+    """The status line's parts, each with a priority (higher stays longer), in display order; ``fit`` leaves out
+    the least important until the line fits."""
 
+    def __init__(self, wide: bool, label: Style | None) -> None:
+        self.wide = wide
+        self.label = label
+        self.items: list[tuple[int, list[tuple[str, Style | None]]]] = []
 
-def fmt_cost(usd: float | None) -> str:
-    if usd is None:
-        return ""
-    if usd == 0:
-        return "$0"
-    if usd < 0.01:
-        return f"${usd:.4f}"
-    if usd < 100:
-        return f"${usd:.2f}"
-    return f"${usd:,.0f}"
+    def add(self, prio: int, *parts: tuple[str, Style | None]) -> None:
+        self.items.append((prio, list(parts)))
+
+    def fig(self, prio: int, name: str, value: Any, short: str = "") -> None:
+        """A figure: ``name value`` with long labels (or no short one), else ``value short``."""
+        if self.wide or not short:
+            self.add(prio, (f"{name} ", self.label), (str(value), None))
+        else:
+            self.add(prio, (str(value), None), (short, self.label))
+
+    def fit(self, room: int, drop_below: int) -> Text | None:
+        """The line in ``room`` columns, parts of priority under ``drop_below`` left out (the rightmost of the
+        least important first); ``None`` if it does not fit."""
+        sep = "  " if self.wide else " "
+
+        def length(keep: list[tuple[int, list[tuple[str, Style | None]]]]) -> int:
+            return sum(len(t) for _, ps in keep for t, _ in ps) + len(sep) * (len(keep) - 1)
+
+        keep = list(self.items)
+        while length(keep) > room and len(keep) > 1:
+            lowest = min(p for p, _ in keep)
+            if lowest >= drop_below:
+                return None
+            idx = max(i for i, (p, _) in enumerate(keep) if p == lowest)
+            del keep[idx]
+        t = Text(no_wrap=True, overflow="ellipsis")
+        for n, (_, ps) in enumerate(keep):
+            if n:
+                t.append(sep)
+            for text, style in ps:
+                t.append(text, style=style or "")
+        return t
 
 
 class StatusBar(Static):
@@ -148,7 +172,7 @@ class StatusBar(Static):
             try:
                 if reader is None and not found:
                     for c in read_stream(source, cursor, chunk=1 << 20):  # what was appended since
-                        if b'"usage"' in c.data:
+                        if USAGE_WORD in c.data:
                             found = True
                             break
                 entries: Iterable[Any] = ()
@@ -226,84 +250,65 @@ class StatusBar(Static):
         assert self._last is not None
         a = self._last
         status: RunStatus = a["status"]
-        steps, checkpoints, usage = a["steps"], a["checkpoints"], a["usage"] or self.usage
-        label = self._st("status--label")
-        # (priority, parts): higher stays longer; the parts are (text, style) in display order
-        items: list[tuple[int, list[tuple[str, Style | None]]]] = []
-
-        def add(prio: int, *parts: tuple[str, Style | None]) -> None:
-            items.append((prio, list(parts)))
-
-        def fig(prio: int, name: str, value: Any, short: str = "") -> None:
-            if wide or not short:
-                add(prio, (f"{name} ", label), (str(value), None))
-            else:
-                add(prio, (str(value), None), (short, label))
-
+        steps, checkpoints = ("…", "…") if a["indexing"] else (a["steps"], a["checkpoints"])
+        parts = _Parts(wide, self._st("status--label"))
         run_id = str(a["run_id"])
-        add(9, (run_id if wide or len(run_id) <= 16 else run_id[:15] + "…", self._st("status--id")))
-        add(10, (f"● {status.state}", self._st(_STATE_CLASS.get(status.state, "status--id"))))
+        parts.add(9, (run_id if wide or len(run_id) <= 16 else run_id[:15] + "…", self._st("status--id")))
+        parts.add(10, (f"● {status.state}", self._st(_STATE_CLASS.get(status.state, "status--id"))))
+        self._process_parts(parts, status)
+        parts.fig(6, "steps", steps)
+        parts.fig(4, "checkpoints", checkpoints, " cp")
+        parts.fig(10, "records", a["records"], " rec")
+        self._usage_parts(parts, a["usage"] or self.usage)
+        self._mode_parts(parts, a)
+        return parts.fit(room, drop_below)
+
+    def _process_parts(self, parts: _Parts, status: RunStatus) -> None:
+        """The agent process's figures (pid, attempt, uptime, restarts, CPU, RSS) while a supervisor runs it."""
         f: dict[str, Any] = status.fields
-        if status.live:
-            fig(3, "pid", f.get("pid") or "-")
-            fig(7, "attempt", f.get("attempt", "-"))
-            fig(2, "up", fmt_duration(f.get("uptime_s")))
-            fig(5, "restarts", f.get("restarts", 0), "↻")
-            fig(1, "cpu", f"{f['cpu_percent']:.0f}%" if isinstance(f.get("cpu_percent"), (int, float)) else "-")
-            fig(1, "rss", fmt_bytes(f.get("rss_bytes")))
-            if status.state == "backoff" and f.get("backoff_s") is not None:
-                add(9, (f"retry in {f['backoff_s']}s", self._st("status--warn")))
-        else:
+        if not status.live:
             if f.get("attempt") is not None:
-                fig(7, "attempt", f.get("attempt"))
-            add(2, ("no supervisor", label))
-        if a["indexing"]:
-            steps = checkpoints = "…"
-        fig(6, "steps", steps)
-        fig(4, "checkpoints", checkpoints, " cp")
-        fig(10, "records", a["records"], " rec")
-        if usage is not None and (usage.tokens or usage.saved_tokens):
-            parts: list[tuple[str, Style | None]] = (
-                [("tokens ", label), (fmt_tokens(usage.tokens), None)] if wide else [(fmt_tokens(usage.tokens), None), (" tok", label)]
-            )
-            if usage.cost is not None:
-                parts.append((f" {fmt_cost(usage.cost)}", None))
-            add(8, *parts)
-            if usage.saved_tokens:
-                ok = self._st("status--ok")
-                saved: list[tuple[str, Style | None]] = [("saved by resume " if wide else "saved ", label), (fmt_tokens(usage.saved_tokens), ok)]
-                if usage.saved_cost:
-                    saved.append((f" {fmt_cost(usage.saved_cost)}", ok))
-                add(8, *saved)
+                parts.fig(7, "attempt", f.get("attempt"))
+            parts.add(2, ("no supervisor", parts.label))
+            return
+        parts.fig(3, "pid", f.get("pid") or "-")
+        parts.fig(7, "attempt", f.get("attempt", "-"))
+        parts.fig(2, "up", fmt_duration(f.get("uptime_s")))
+        parts.fig(5, "restarts", f.get("restarts", 0), "↻")
+        parts.fig(1, "cpu", f"{f['cpu_percent']:.0f}%" if isinstance(f.get("cpu_percent"), (int, float)) else "-")
+        parts.fig(1, "rss", fmt_bytes(f.get("rss_bytes")))
+        if status.state == "backoff" and f.get("backoff_s") is not None:
+            parts.add(9, (f"retry in {f['backoff_s']}s", self._st("status--warn")))
+
+    def _usage_parts(self, parts: _Parts, usage: UsageTotals | None) -> None:
+        """Tokens and cost of the run, and what resuming saved."""
+        if usage is None or not (usage.tokens or usage.saved_tokens):
+            return
+        label, wide = parts.label, parts.wide
+        spent: list[tuple[str, Style | None]] = (
+            [("tokens ", label), (fmt_tokens(usage.tokens), None)] if wide else [(fmt_tokens(usage.tokens), None), (" tok", label)]
+        )
+        if usage.cost is not None:
+            spent.append((f" {fmt_cost(usage.cost)}", None))
+        parts.add(8, *spent)
+        if usage.saved_tokens:
+            ok = self._st("status--ok")
+            saved: list[tuple[str, Style | None]] = [("saved by resume " if wide else "saved ", label), (fmt_tokens(usage.saved_tokens), ok)]
+            if usage.saved_cost:
+                saved.append((f" {fmt_cost(usage.saved_cost)}", ok))
+            parts.add(8, *saved)
+
+    def _mode_parts(self, parts: _Parts, a: dict[str, Any]) -> None:
+        """Bad lines, indexing, a deleted run directory, and the mode: replay's now, follow or not."""
         if a["problems"]:
-            add(9, (f"bad lines {a['problems']}", self._st("status--error")))
+            parts.add(9, (f"bad lines {a['problems']}", self._st("status--error")))
         if a["indexing"]:
-            add(6, ("indexing…", self._st("status--warn")))
+            parts.add(6, ("indexing…", self._st("status--warn")))
         if a["deleted"]:
-            add(11, ("RUN DIRECTORY DELETED", self._st("status--alarm")))
+            parts.add(11, ("RUN DIRECTORY DELETED", self._st("status--alarm")))
         if a["replay_now"] is not None:
-            add(11, (f"REPLAY now #{a['replay_now']}", Style(reverse=True, bold=True)))
+            parts.add(11, (f"REPLAY now #{a['replay_now']}", Style(reverse=True, bold=True)))
         elif a["follow"]:
-            add(11, ("FOLLOW", self._st("status--ok")))
+            parts.add(11, ("FOLLOW", self._st("status--ok")))
         else:
-            add(11, ("follow off (f)", label))
-
-        sep = "  " if wide else " "
-
-        def length(keep: list[tuple[int, list[tuple[str, Style | None]]]]) -> int:
-            return sum(len(t) for _, ps in keep for t, _ in ps) + len(sep) * (len(keep) - 1)
-
-        keep = list(items)
-        while length(keep) > room and len(keep) > 1:
-            lowest = min(p for p, _ in keep)
-            if lowest >= drop_below:
-                return None
-            idx = max(i for i, (p, _) in enumerate(keep) if p == lowest)  # the rightmost of the least important
-            del keep[idx]
-        t = Text(no_wrap=True, overflow="ellipsis")
-        for n, (_, ps) in enumerate(keep):
-            if n:
-                t.append(sep)
-            for text, style in ps:
-                t.append(text, style=style or "")
-        return t
+            parts.add(11, ("follow off (f)", parts.label))

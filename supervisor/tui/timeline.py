@@ -21,13 +21,14 @@ from textual.binding import Binding, BindingType
 from textual.geometry import Size
 from textual.message import Message
 from textual.reactive import reactive
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from ..core.events import is_error_event
 from ..core.records import BadLine, Kind, Record, preview, step_name
-from .status_bar import fmt_cost, fmt_tokens
-from .timeline_model import TimelineModel
+from ..core.wire import CHANGED_INPUTS
+from ..views.fmt import fmt_cost, fmt_ms, fmt_tokens
+from ..views.timeline import TimelineModel
+from .textual_hooks import SizeHookedScrollView
 
 _KIND_LABEL: dict[str, str] = {
     Kind.STEP: "step",
@@ -101,16 +102,6 @@ def _pv(value: Any, width: int = 120) -> str:
     return preview(value, width)
 
 
-def _dur(ms: Any) -> str:
-    if not isinstance(ms, (int, float)):
-        return ""
-    if ms < 1:
-        return "<1ms"
-    if ms < 10_000:
-        return f"{ms:.0f}ms"
-    return f"{ms / 1000:.1f}s"
-
-
 def describe_event(ev: dict[str, Any]) -> str:
     """One line for a supervisor event, as the timeline shows it."""
     name = str(ev.get("event", "?"))
@@ -147,7 +138,7 @@ def _elapsed(ts: Any, now: datetime | None = None) -> str:
     return f"{int(sec // 3600)}h{int(sec % 3600 // 60):02d}m"
 
 
-class TimelineView(ScrollView, can_focus=True):
+class TimelineView(SizeHookedScrollView, can_focus=True):
     """Rows of the run; the cursor row is the selected record (in replay mode: "now")."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -272,13 +263,8 @@ class TimelineView(ScrollView, can_focus=True):
         self.refresh()
         self.notify("begin rows shown" if self.model.show_begins else "begin rows folded into their steps' rows", timeout=2)
 
-    def _size_updated(self, size: Size, virtual_size: Size, container_size: Size, layout: bool = True) -> bool:
-        # Textual (8.2.8) calls this in the layout, and draws the frame right after it; the Resize message comes
-        # later. Scrolled to the cursor here, the first frame shows the end of the run (following), not the top.
-        changed = super()._size_updated(size, virtual_size, container_size, layout)
-        if changed:
-            self._scroll_to_cursor()
-        return changed
+    def size_updated(self) -> None:
+        self._scroll_to_cursor()  # the first frame shows the end of the run (following), not the top
 
     def on_resize(self, event: events.Resize) -> None:
         self.virtual_size = Size(event.size.width, self.model.rows)
@@ -383,7 +369,8 @@ class TimelineView(ScrollView, can_focus=True):
         super().notify_style_update()
 
     def _time_cell(self, ts: Any) -> str:
-        if getattr(self.app, "settings", None) is not None and self.app.settings.time == "relative":  # type: ignore[attr-defined]
+        settings = getattr(self.app, "settings", None)  # an app without settings (a test's) shows clock times
+        if settings is not None and settings.time == "relative":
             return _relative(ts, self._origin())
         return _time(ts)
 
@@ -410,18 +397,10 @@ class TimelineView(ScrollView, can_focus=True):
         base = self._base_style()
         if row >= self.model.rows:
             return Strip.blank(width, base)
-        top = int(self.scroll_y)
         if y == 0:
             self._running_shown = False
         if y == 0 or not self.model.has(self.model.row_item(row)[1]):
-            # fetch the visible window in one read (a few kB): cheaper than a worker round trip
-            h = self.scrollable_content_region.height
-            first = self.model.row_item(top)
-            a = first[1] if first[0] == "rec" else self.model.events[first[1]].before
-            last = self.model.row_item(min(top + h, self.model.rows - 1))
-            b = last[1] if last[0] == "rec" else self.model.events[last[1]].before
-            self.model.fetch(a, max(b, a + h) + 1)
-            self.tell_read_error()
+            self._fetch_window(int(self.scroll_y))
         kind, i = self.model.row_item(row)
         self._width = width
         if kind == "event":
@@ -430,20 +409,37 @@ class TimelineView(ScrollView, can_focus=True):
             segs = [Segment(f"{'':>{self._seq_w + 1}} {self._time_cell(ev.get('ts')):12} " + describe_event(ev), style)]
         else:
             segs = self._record_segments(i)
-        post: Style | None = None
-        if row == self.cursor:
-            post = self.get_component_rich_style("timeline--cursor")  # colour and background over the whole row
-        elif self.replay and kind == "rec" and self._is_future(row):
-            post = self._fg("timeline--future")
-        elif kind == "rec" and self.model.is_abandoned(i):
-            post = self._fg("timeline--abandoned")
-        if kind == "rec" and i in self.matches and row != self.cursor:
-            m = self.get_component_rich_style("timeline--match")
-            post = (post or Style()) + Style(bgcolor=m.bgcolor)
-        if kind == "rec" and self.model.is_abandoned(i):
-            post = (post or Style()) + Style(strike=True)
+        post = self._row_style(row, kind == "rec", i)
         segs = list(Segment.apply_style(segs, base, post))
         return Strip(segs).crop_extend(0, width, base if post is None or post.bgcolor is None else base + post)
+
+    def _fetch_window(self, top: int) -> None:
+        """Fetch the visible window's records in one read (a few kB): cheaper than a worker round trip."""
+        h = self.scrollable_content_region.height
+        first = self.model.row_item(top)
+        a = first[1] if first[0] == "rec" else self.model.events[first[1]].before
+        last = self.model.row_item(min(top + h, self.model.rows - 1))
+        b = last[1] if last[0] == "rec" else self.model.events[last[1]].before
+        self.model.fetch(a, max(b, a + h) + 1)
+        self.tell_read_error()
+
+    def _row_style(self, row: int, rec: bool, i: int) -> Style | None:
+        """The style over a whole row: the cursor's, the future's (replay), an abandoned branch's (struck through),
+        a search match's background; ``None`` for none. ``rec``: the row is record ``i`` (else a supervisor row)."""
+        post: Style | None = None
+        abandoned = rec and self.model.is_abandoned(i)
+        if row == self.cursor:
+            post = self.get_component_rich_style("timeline--cursor")  # colour and background over the whole row
+        elif self.replay and rec and self._is_future(row):
+            post = self._fg("timeline--future")
+        elif abandoned:
+            post = self._fg("timeline--abandoned")
+        if rec and i in self.matches and row != self.cursor:
+            m = self.get_component_rich_style("timeline--match")
+            post = (post or Style()) + Style(bgcolor=m.bgcolor)
+        if abandoned:
+            post = (post or Style()) + Style(strike=True)
+        return post
 
     @property
     def _seq_w(self) -> int:
@@ -524,29 +520,11 @@ class TimelineView(ScrollView, can_focus=True):
         self.refresh()
 
     def _rec_segments(self, head: str, rec: Record) -> list[Segment]:
+        """A record's row: seq, time, kind (or model / tool), name, duration, usage, then what its kind shows."""
         kind = str(rec.get("kind", Kind.STEP))
-        style = Style()
-        if kind == Kind.CHECKPOINT:
-            style = self._fg("timeline--checkpoint")
-        elif kind in (Kind.START, Kind.ROLLBACK, Kind.FORK):
-            style = self._fg("timeline--event")
-        label = _KIND_LABEL.get(kind, kind)[:10]
-        name = step_name(rec) if kind in (Kind.STEP, Kind.BEGIN) else str(rec.get("name") or rec.get("checkpoint") or "")
-        call = None
-        if kind in (Kind.STEP, Kind.BEGIN) and "call" in rec:
-            from ..core.usage import call_of, step_model  # imported by the first row with a call, not at the start
-
-            call = call_of(rec)
-        if call is not None:  # a model call shows its model, a tool call its tool (the record conventions)
-            if call.get("kind") == "model":
-                label, style = "◇ model", self._fg("timeline--model")
-                name = step_model(rec) or name
-            else:
-                label, style = "⚙ tool", self._fg("timeline--tool")
-                tool = call.get("tool")
-                name = tool if isinstance(tool, str) and tool else name
+        label, name, style = self._label(kind, rec)
         nw = self._name_width()
-        dur_s = _dur(rec.get("dur_ms"))
+        dur_s = fmt_ms(rec.get("dur_ms"))
         segs = [Segment(head), Segment(f"{self._time_cell(rec.get('ts')):12} ", self._fg("timeline--muted"))]
         segs.append(Segment(f"{label:10} ", style))
         segs.append(Segment(f"{name if len(name) <= nw else name[: nw - 1] + '…':{nw}} ", style))
@@ -555,53 +533,87 @@ class TimelineView(ScrollView, can_focus=True):
         if self.usage_seen and self._usage_column:
             segs.append(Segment(usage or " " * 23))
         if kind == Kind.STEP:
-            if rec.get("error") is not None:
-                err = rec["error"]
-                msg = err.get("message", err) if isinstance(err, dict) else err
-                if isinstance(err, dict) and err.get("type") and isinstance(msg, str):
-                    msg = f"{err['type']}: {msg}"
-                st = self._fg("timeline--error")
-                segs.append(Segment("✗ ", st))
-                segs.append(Segment(_pv(msg), st))
-            else:
-                pos = rec.get("pos")
-                if isinstance(pos, int) and pos in self.model.changed_inputs and self.model.changed_inputs[pos] == name:
-                    segs.append(Segment("≠ ", self._fg("timeline--mark")))  # served with changed inputs
-                segs.append(Segment("✓ ", self._fg("timeline--checkpoint")))
-                if not self._usage_column and rec.get("usage") is not None:
-                    tok, cost_s = self._usage_text.get(int(rec.get("seq", -1)), ("", ""))
-                    if tok:
-                        segs.append(Segment(f"{tok}{' ' + cost_s if cost_s else ''} ", self._fg("timeline--model")))
-                segs.append(Segment(self._cached_preview(rec, "output")))
+            segs += self._step_tail(rec, name)
         elif kind == Kind.BEGIN:
-            status = self.model.begin_status(int(rec.get("seq", -1)), rec.get("attempt"))
-            muted = self._fg("timeline--muted")
-            if status == "running" and not self.replay and self.agent_running:
-                self._running_shown = True
-                segs.append(Segment(f"⟳ running {_elapsed(rec.get('ts'))} ", self._fg("timeline--mark")))
-            elif status == "running" and not self.replay:
-                segs.append(Segment("⟳ no step record (the agent is not running) ", self._fg("timeline--mark")))
-            elif status == "running":
-                segs.append(Segment("⟳ no step record (in flight when the journal ends) ", self._fg("timeline--mark")))
-            elif status == "interrupted":
-                segs.append(Segment("✗ interrupted (no step record in its attempt) ", self._fg("timeline--error")))
-            else:
-                segs.append(Segment("… "))
-            segs.append(Segment(self._cached_preview(rec, "inputs"), muted))
-        elif kind == Kind.NOTE and rec.get("message") == "changed inputs":
-            segs.append(Segment(f"≠ changed inputs: step {step_name(rec)!r} #{rec.get('pos')} was served with the output recorded for other inputs",
-                                self._fg("timeline--mark")))
-        elif kind == Kind.ROLLBACK:
-            segs.append(Segment(f"  {rec.get('reason', '')}"))
-        elif kind == Kind.START:
-            extra = f"  attempt {rec.get('attempt')} pid {rec.get('pid')}" + (" (resume)" if rec.get("resume") else "")
-            segs.append(Segment(extra))
-        elif kind == Kind.CHECKPOINT:
-            segs.append(Segment(f"  {rec.get('file', '')}", self._fg("timeline--muted")))
+            segs += self._begin_tail(rec)
         else:
-            rest = {k: v for k, v in rec.items() if k not in ("kind", "seq", "ts", "id", "pos")}
-            segs.append(Segment("  " + _pv(rest)))
+            segs.append(self._other_tail(kind, rec))
         return segs
+
+    def _label(self, kind: str, rec: Record) -> tuple[str, str, Style]:
+        """The kind column, the name column and their style; a model call shows its model, a tool call its tool
+        (the record conventions)."""
+        style = Style()
+        if kind == Kind.CHECKPOINT:
+            style = self._fg("timeline--checkpoint")
+        elif kind in (Kind.START, Kind.ROLLBACK, Kind.FORK):
+            style = self._fg("timeline--event")
+        label = _KIND_LABEL.get(kind, kind)[:10]
+        if kind not in (Kind.STEP, Kind.BEGIN):
+            return label, str(rec.get("name") or rec.get("checkpoint") or ""), style
+        name = step_name(rec)
+        if "call" not in rec:
+            return label, name, style
+        from ..core.usage import call_of, step_model  # imported by the first row with a call, not at the start
+
+        call = call_of(rec)
+        if call is None:
+            return label, name, style
+        if call.get("kind") == "model":
+            return "◇ model", step_model(rec) or name, self._fg("timeline--model")
+        tool = call.get("tool")
+        return "⚙ tool", tool if isinstance(tool, str) and tool else name, self._fg("timeline--tool")
+
+    def _step_tail(self, rec: Record, name: str) -> list[Segment]:
+        """A step's error, or ✓ (≠ if served with changed inputs), its usage when narrow, and its output."""
+        if rec.get("error") is not None:
+            err = rec["error"]
+            msg = err.get("message", err) if isinstance(err, dict) else err
+            if isinstance(err, dict) and err.get("type") and isinstance(msg, str):
+                msg = f"{err['type']}: {msg}"
+            st = self._fg("timeline--error")
+            return [Segment("✗ ", st), Segment(_pv(msg), st)]
+        segs = []
+        pos = rec.get("pos")
+        if isinstance(pos, int) and pos in self.model.changed_inputs and self.model.changed_inputs[pos] == name:
+            segs.append(Segment("≠ ", self._fg("timeline--mark")))  # served with changed inputs
+        segs.append(Segment("✓ ", self._fg("timeline--checkpoint")))
+        if not self._usage_column and rec.get("usage") is not None:
+            tok, cost_s = self._usage_text.get(int(rec.get("seq", -1)), ("", ""))
+            if tok:
+                segs.append(Segment(f"{tok}{' ' + cost_s if cost_s else ''} ", self._fg("timeline--model")))
+        segs.append(Segment(self._cached_preview(rec, "output")))
+        return segs
+
+    def _begin_tail(self, rec: Record) -> list[Segment]:
+        """A begin's status (running, interrupted, or folded into its step's row: shown with every row) and inputs."""
+        status = self.model.begin_status(int(rec.get("seq", -1)), rec.get("attempt"))
+        if status == "running" and not self.replay and self.agent_running:
+            self._running_shown = True
+            first = Segment(f"⟳ running {_elapsed(rec.get('ts'))} ", self._fg("timeline--mark"))
+        elif status == "running" and not self.replay:
+            first = Segment("⟳ no step record (the agent is not running) ", self._fg("timeline--mark"))
+        elif status == "running":
+            first = Segment("⟳ no step record (in flight when the journal ends) ", self._fg("timeline--mark"))
+        elif status == "interrupted":
+            first = Segment("✗ interrupted (no step record in its attempt) ", self._fg("timeline--error"))
+        else:
+            first = Segment("… ")
+        return [first, Segment(self._cached_preview(rec, "inputs"), self._fg("timeline--muted"))]
+
+    def _other_tail(self, kind: str, rec: Record) -> Segment:
+        """What a note, rollback, start, checkpoint or other record shows after its name."""
+        if kind == Kind.NOTE and rec.get("message") == CHANGED_INPUTS:
+            return Segment(f"≠ changed inputs: step {step_name(rec)!r} #{rec.get('pos')} was served with the output recorded "
+                           "for other inputs", self._fg("timeline--mark"))
+        if kind == Kind.ROLLBACK:
+            return Segment(f"  {rec.get('reason', '')}")
+        if kind == Kind.START:
+            return Segment(f"  attempt {rec.get('attempt')} pid {rec.get('pid')}" + (" (resume)" if rec.get("resume") else ""))
+        if kind == Kind.CHECKPOINT:
+            return Segment(f"  {rec.get('file', '')}", self._fg("timeline--muted"))
+        rest = {k: v for k, v in rec.items() if k not in ("kind", "seq", "ts", "id", "pos")}
+        return Segment("  " + _pv(rest))
 
 
 def _first_ts(source: Any) -> Any:

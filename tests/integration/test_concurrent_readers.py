@@ -310,7 +310,7 @@ asyncio.run(main(sys.argv[1]))
 
 def test_a_journal_the_sdk_wrote_with_16_steps_in_flight(tmp_path: Path) -> None:
     """The real SDK's gather: every reader pairs by pos (the fold, its lazy view, the TUI scan, log)."""
-    from supervisor.tui.scan import scan_journal
+    from supervisor.views.scan import scan_journal
 
     script = tmp_path / "agent.py"
     script.write_text(AGENT)

@@ -21,8 +21,8 @@ from supervisor.core.events import read_events
 from supervisor.core.history import DAMAGED, Fold, fold, load
 from supervisor.core.journal import JournalReader
 from supervisor.core.records import BadLine, LazyRecord
-from supervisor.tui.scan import scan_journal
-from supervisor.tui.timeline_model import TimelineModel
+from supervisor.views.scan import scan_journal
+from supervisor.views.timeline import TimelineModel
 
 from ..conftest import ROOT, clean_env, run_cli
 from .supervisor_util import Supervised

@@ -170,8 +170,8 @@ def test_state_cursor_steps_on_past_a_damaged_snapshot_instead_of_starting_over(
 def test_the_state_at_a_step_is_after_its_result_in_every_reader(tmp_path: Path) -> None:
     """``state --at``, ``diff``, history and the TUI's model (files, after the scan) agree: a step's state includes its result."""
     from supervisor.core import history
-    from supervisor.tui.scan import scan_journal
-    from supervisor.tui.timeline_model import TimelineModel
+    from supervisor.views.scan import scan_journal
+    from supervisor.views.timeline import TimelineModel
 
     from ..conftest import run_agent, run_cli
 

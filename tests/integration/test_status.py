@@ -12,8 +12,9 @@ import pytest
 
 from supervisor.core import rundir
 from supervisor.core.status import CRASHED, ROLLED_BACK, RunFiles, offline_state
-from supervisor.tui.runs_model import run_info
-from supervisor.tui.status import run_status
+from supervisor.views.runs import run_info
+from supervisor.supervise.control import run_status
+from supervisor.tui.control import live_status
 
 from ..conftest import run_agent, run_cli, wait_for
 from .supervisor_util import PY, Supervised, alive, research
@@ -28,7 +29,7 @@ def says(run_dir: Path) -> dict[str, object]:
     assert r.returncode == 0, r.stderr
     cli = orjson.loads(r.stdout)
     tui = run_status(run_dir)  # what the dashboard's status bar shows
-    row = run_info(run_dir)  # the runs list
+    row = run_info(run_dir, status_of=live_status)  # the runs list, as the TUI and the CLI build it
     assert (cli["state"], cli["live"]) == (tui.state, tui.live) == (row.status, row.live)
     return dict(cli)
 
@@ -168,7 +169,7 @@ def test_a_refused_journal_is_unreadable_in_the_status_and_the_runs_list(tmp_pat
     """A symlinked journal (or another user's) is refused by every reader: the runs list and the offline
     status say so with the reason instead of raising."""
     from supervisor.core.status import UNREADABLE, offline_status
-    from supervisor.tui.runs_model import list_runs
+    from supervisor.tui.control import list_runs
 
     root = tmp_path / "runs"
     assert run_agent(root / "ok").returncode == 0

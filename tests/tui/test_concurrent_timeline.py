@@ -8,8 +8,8 @@ import orjson
 
 from supervisor.core.history import load
 from supervisor.tui.app import make_app
-from supervisor.tui.scan import ScanResult, StepPairs, scan_bytes, scan_journal
-from supervisor.tui.timeline_model import TimelineModel
+from supervisor.views.scan import ScanResult, StepPairs, scan_bytes, scan_journal
+from supervisor.views.timeline import TimelineModel
 
 from ..conftest import wait_for
 from ..integration.test_concurrent_readers import J, gather_journal

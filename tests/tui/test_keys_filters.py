@@ -8,9 +8,9 @@ import orjson
 import pytest
 
 from supervisor.core.events import is_error_event
-from supervisor.tui.filters import filter_lines, new_pass, parse_filter
-from supervisor.tui.scan import scan_journal
-from supervisor.tui.timeline_model import TimelineModel
+from supervisor.views.filters import filter_lines, new_pass, parse_filter
+from supervisor.views.scan import scan_journal
+from supervisor.views.timeline import TimelineModel
 
 
 def line(**rec: object) -> bytes:
@@ -166,7 +166,7 @@ def test_needle_paths_agree_with_the_line_by_line_test(text: str, mix: str) -> N
 
 
 def test_export_in_row_order_atomic_and_private(tmp_path: Path) -> None:
-    from supervisor.tui.export_rows import export_rows, merge_rows
+    from supervisor.views.export_rows import export_rows, merge_rows
 
     lines = [STEP_OK, DAMAGED, b"", MINIMAL, b"2026-11-29 10:00:01 | INFO | " + CHECKPOINT, STEP_ERR]
     run = _journal(tmp_path / "r", lines)

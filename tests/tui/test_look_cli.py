@@ -6,7 +6,8 @@ import argparse
 import subprocess
 import sys
 
-from supervisor.cli.main import AREAS, _tui_args, build_parser, command_of
+from supervisor.cli.main import _tui_args
+from supervisor.cli.parser import AREAS, build_parser, command_of
 
 
 def test_command_of() -> None:
@@ -36,7 +37,7 @@ def test_tui_imports_no_other_area() -> None:
     the exporters nor the prices: a fresh interpreter, as the command runs."""
     code = (
         "import sys\n"
-        "from supervisor.cli.main import build_parser\n"
+        "from supervisor.cli.parser import build_parser\n"
         "build_parser('tui')\n"
         "import supervisor.tui.app, supervisor.tui.dashboard\n"
         "bad = sorted(m for m in sys.modules if m.startswith(('supervisor.supervise.supervisor', 'supervisor.replay',"

@@ -127,7 +127,7 @@ async def test_traceback_is_code_and_begin_rows_have_no_null(model_run: Path) ->
 
 
 def test_status_bar_figures() -> None:
-    from supervisor.tui.status_bar import fmt_cost, fmt_tokens
+    from supervisor.views.fmt import fmt_cost, fmt_tokens
 
     assert [fmt_tokens(n) for n in (950, 1234, 123_456, 4_100_000)] == ["950", "1.2k", "123k", "4.1M"]
     assert [fmt_cost(c) for c in (None, 0, 0.0064, 0.0425, 1234.5)] == ["", "$0", "$0.0064", "$0.04", "$1,234"]

@@ -11,8 +11,8 @@ import orjson
 
 from supervisor.core.journal import JournalWriter
 from supervisor.tui import app as app_mod
-from supervisor.tui.scan import scan_journal, search_regions
-from supervisor.tui.timeline_model import CACHE_MAX, REGION_MAX, TimelineModel
+from supervisor.views.scan import scan_journal, search_regions
+from supervisor.views.timeline import CACHE_MAX, REGION_MAX, TimelineModel
 
 
 def _sdk_like(w: JournalWriter, pos: int) -> None:

@@ -13,9 +13,9 @@ import pytest
 
 from supervisor.core.history import Marker
 from supervisor.core.records import Kind
-from supervisor.tui.filters import new_pass, parse_filter
-from supervisor.tui.scan import SeqBits, scan_journal
-from supervisor.tui.timeline_model import TimelineModel
+from supervisor.views.filters import new_pass, parse_filter
+from supervisor.views.scan import SeqBits, scan_journal
+from supervisor.views.timeline import TimelineModel
 
 
 def _steps(f: object, seq: int, pos: int, n: int) -> tuple[int, int]:

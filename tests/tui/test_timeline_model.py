@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from supervisor.core import checkpoints, history
 from supervisor.core.journal import JournalReader
-from supervisor.tui.scan import journal_regions, scan_journal, search_regions
-from supervisor.tui.timeline_model import TimelineModel
+from supervisor.views.scan import journal_regions, scan_journal, search_regions
+from supervisor.views.timeline import TimelineModel
 
 OPS = st.lists(
     st.one_of(

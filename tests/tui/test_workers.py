@@ -15,8 +15,8 @@ from supervisor.tui.app import make_app
 from supervisor.tui.dashboard import DashboardScreen
 from supervisor.tui.detail import JsonPane
 from supervisor.tui.diff_screen import DiffScreen
-from supervisor.tui.scan import scan_journal
-from supervisor.tui.timeline_model import TimelineModel
+from supervisor.views.scan import scan_journal
+from supervisor.views.timeline import TimelineModel
 
 from .conftest import settled, until
 

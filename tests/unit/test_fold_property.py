@@ -36,9 +36,9 @@ from supervisor.core.journal import JournalReader
 from supervisor.core.records import LazyRecord
 from supervisor.core.segments import segment_paths
 from supervisor.core.state import apply_patch
-from supervisor.tui.runs_model import _count_steps
-from supervisor.tui.scan import scan_journal
-from supervisor.tui.timeline_model import TimelineModel
+from supervisor.views.runs import _count_steps
+from supervisor.views.scan import scan_journal
+from supervisor.views.timeline import TimelineModel
 
 from ..conftest import wait_for
 

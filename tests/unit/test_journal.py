@@ -447,7 +447,7 @@ def test_open_journal_locks_repairs_and_loads_once(tmp_path: Path) -> None:
 
 def test_the_tui_scan_goes_on_mid_file_with_real_line_numbers(tmp_path: Path) -> None:
     """scan_journal's regions, then iter_new_regions from where it stopped, name each line like a full read."""
-    from supervisor.tui.scan import iter_new_regions, scan_journal, scan_positions
+    from supervisor.views.scan import iter_new_regions, scan_journal, scan_positions
 
     with JournalWriter(tmp_path, rotate_bytes=700, durable=False) as w:
         for i in range(12):

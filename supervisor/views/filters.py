@@ -28,11 +28,11 @@ import orjson
 from ..core.events import is_error_event
 from ..core.records import Kind, parse_line
 from ..core.segments import StreamPos, read_stream, split_lines
+from ..core.wire import ERROR_WORD, NL_WRITER, WRITER, writer_kind
 
 KINDS = tuple(k.value for k in Kind) + ("event", "bad")
 """What ``kind:`` accepts: the journal's kinds, ``event`` (supervisor rows) and ``bad`` (damaged lines)."""
 _KIND_ALIASES = {"supervisor": "event", "checkpt": "checkpoint", "damaged": "bad"}
-_WRITER = b'{"kind":"'
 
 SYNTAX = "text, kind:K, step:GLOB, errors; !term filters out"
 
@@ -118,16 +118,47 @@ class RowFilter:
 
 def _kind_and_record(line: bytes, need_record: bool) -> tuple[str, Any]:
     """The line's kind (``bad`` for a damaged line; no kind: ``step``) and, if needed or parsed anyway, its record."""
-    if not need_record and line.startswith(_WRITER) and line.endswith(b"}"):
-        end = line.find(b'"', 9)
-        if end > 9:
-            return line[9:end].decode("utf-8", "replace"), None
+    if not need_record:
+        kind = writer_kind(line)
+        if kind is not None:
+            return kind.decode("utf-8", "replace"), None
     try:
         rec = parse_line(line)
     except ValueError:
         return "bad", None
     kind = rec.get("kind")
     return (str(kind) if kind is not None else Kind.STEP.value), rec
+
+
+def _term(body: str, negate: bool) -> Term | None:
+    """One word of a filter (``!`` taken off): ``errors``, ``kind:K,...``, ``step:GLOB`` or a text (``None``: empty)."""
+    low = body.lower()
+    if low in ("errors", "error", "is:error", "is:errors"):
+        return Term("errors", "", negate)
+    if low.startswith("kind:"):
+        kinds = {_kind(k) for k in body[5:].split(",")}
+        return Term("kind", ",".join(sorted(kinds)), negate, kinds=frozenset(kinds))
+    if low.startswith("step:") and len(body) > 5:
+        glob = body[5:]
+        return Term("step", glob, negate, pattern=re.compile(fnmatch.translate(glob)))
+    if low.startswith("text:"):
+        body = body[5:]
+    if not body:
+        return None
+    needle = body.encode()
+    fold = needle == needle.lower() and needle != needle.upper()  # smart case, as the search
+    # the raw line holds JSON: a quote or backslash is escaped there
+    return Term("text", body, negate, needle=orjson.dumps(body)[1:-1], fold=fold)
+
+
+def _kind(word: str) -> str:
+    """A kind named in ``kind:``, its aliases resolved; ``ValueError`` for an unknown one."""
+    k = _KIND_ALIASES.get(word.strip().lower(), word.strip().lower())
+    if k in ("error", "errors"):
+        raise ValueError("errors is a term of its own: type errors, not kind:errors")
+    if k not in KINDS:
+        raise ValueError(f"unknown kind {k!r} in the filter: one of {', '.join(KINDS)}")
+    return k
 
 
 def parse_filter(text: str) -> RowFilter:
@@ -139,33 +170,9 @@ def parse_filter(text: str) -> RowFilter:
     terms: list[Term] = []
     for w in words:
         negate = w.startswith("!") and len(w) > 1
-        body = w[1:] if negate else w
-        low = body.lower()
-        if low in ("errors", "error", "is:error", "is:errors"):
-            terms.append(Term("errors", "", negate))
-        elif low.startswith("kind:"):
-            kinds = set()
-            for k in body[5:].split(","):
-                k = _KIND_ALIASES.get(k.strip().lower(), k.strip().lower())
-                if k in ("error", "errors"):
-                    raise ValueError("errors is a term of its own: type errors, not kind:errors")
-                if k not in KINDS:
-                    raise ValueError(f"unknown kind {k!r} in the filter: one of {', '.join(KINDS)}")
-                kinds.add(k)
-            terms.append(Term("kind", ",".join(sorted(kinds)), negate, kinds=frozenset(kinds)))
-        elif low.startswith("step:") and len(body) > 5:
-            glob = body[5:]
-            terms.append(Term("step", glob, negate, pattern=re.compile(fnmatch.translate(glob))))
-        else:
-            if low.startswith("text:"):
-                body = body[5:]
-            if not body:
-                continue
-            needle = body.encode()
-            fold = needle == needle.lower() and needle != needle.upper()  # smart case, as the search
-            # the raw line holds JSON: a quote or backslash is escaped there
-            raw = orjson.dumps(body)[1:-1]
-            terms.append(Term("text", body, negate, needle=raw, fold=fold))
+        term = _term(w[1:] if negate else w, negate)
+        if term is not None:
+            terms.append(term)
     if not terms:
         raise ValueError("an empty filter: type a text, kind:K, step:GLOB or errors (Esc clears the filter)")
     return RowFilter(text.strip(), tuple(terms))
@@ -191,17 +198,31 @@ def _needles(flt: RowFilter, data: bytes, lines: int) -> list[_Needle]:
         if t.what == "text":
             out.append(_Needle(t.needle, t.fold, k))
         elif t.what == "errors":
-            out.append(_Needle(b'"error"', False, -1))  # a hint only: the record says whether it failed
+            out.append(_Needle(ERROR_WORD, False, -1))  # a hint only: the record says whether it failed
         elif t.what == "kind" and len(t.kinds) == 1 and next(iter(t.kinds)) not in ("event", "bad"):
             if writer is None:  # every line says its kind first (another writer's lines may not)
-                writer = data.startswith(_WRITER) and data.count(b"\n" + _WRITER) == lines - 1
+                writer = data.startswith(WRITER) and data.count(NL_WRITER) == lines - 1
             if writer:
-                out.append(_Needle(_WRITER + next(iter(t.kinds)).encode() + b'"', False, k, at_start=True))
+                out.append(_Needle(WRITER + next(iter(t.kinds)).encode() + b'"', False, k, at_start=True))
         elif t.what == "step":
             literal = re.split(r"[*?\[]", t.value, maxsplit=1)[0]
             if literal:
                 out.append(_Needle(orjson.dumps(literal)[1:-1], False, -1))
     return out
+
+
+def _rarest(needles: list[_Needle], data: bytes) -> tuple[_Needle, int, bytes]:
+    """The needle ``data`` holds fewest times (counted at C speed), that count, and the bytes it is found in
+    (``data``, or ``data`` lowered for a case-folded needle)."""
+    hays: dict[bool, bytes] = {False: data}
+    best, fewest = needles[0], -1
+    for nd in needles:
+        if nd.fold and True not in hays:
+            hays[True] = data.lower()
+        n = hays[nd.fold].count(nd.text)
+        if fewest < 0 or n < fewest:
+            best, fewest = nd, n
+    return best, fewest, hays[best.fold]
 
 
 def filter_lines(flt: RowFilter, data: bytes, first_seq: int, out: list[int]) -> int:
@@ -216,15 +237,7 @@ def filter_lines(flt: RowFilter, data: bytes, first_seq: int, out: list[int]) ->
     if not needles:
         out.extend(first_seq + k for k, line in enumerate(split_lines(data)) if match(line))
         return lines
-    hays: dict[bool, bytes] = {False: data}
-    best, fewest = needles[0], -1
-    for nd in needles:
-        if nd.fold and True not in hays:
-            hays[True] = data.lower()
-        n = hays[nd.fold].count(nd.text)
-        if fewest < 0 or n < fewest:
-            best, fewest = nd, n
-    hay = hays[best.fold]
+    best, fewest, hay = _rarest(needles, data)
     needle = best.text
     # the other terms (the needle decides its own): a line that holds a text term's needle passes it
     rest = RowFilter(flt.text, tuple(t for k, t in enumerate(flt.terms) if k != best.term)) if best.term >= 0 else flt

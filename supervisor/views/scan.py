@@ -35,6 +35,17 @@ from ..core.records import (
     parse_line,
 )
 from ..core.segments import JournalFile, Region, StreamPos, read_stream, segment_paths
+from ..core.wire import BEGIN_HEAD as _BEGIN
+from ..core.wire import BEGIN_KEY as _BEGIN_KEY
+from ..core.wire import CHANGED_INPUTS as CHANGED_INPUTS
+from ..core.wire import CHANGED_WORD as _CHANGED
+from ..core.wire import END_WRITER, ERROR_KEY, ERROR_RE, KIND_AT, KIND_RE, MARKER_KINDS, MARKER_WORDS, NL_STEP
+from ..core.wire import NL_BEGIN as _NL_BEGIN
+from ..core.wire import START_HEAD as _START
+from ..core.wire import STEP_HEAD as _STEP
+from ..core.wire import TRANSIENT as _TRANSIENT
+from ..core.wire import USAGE_WORD
+from ..core.wire import WRITER as _WRITER
 
 __all__ = [
     "CHANGED_INPUTS",
@@ -57,25 +68,9 @@ __all__ = [
 
 CHUNK = 4 * 1024 * 1024
 # Every line this package's writer (orjson) writes starts with its kind: such lines are told apart with
-# bytes.count and bytes.find. Other lines (json.dumps spacing, no kind, a text prefix) are classified one by one.
-_WRITER = b'{"kind":"'
-_END_WRITER = b'}\n' + _WRITER
-_STEP = b'{"kind":"step",'
-_NL_STEP = b'\n' + _STEP
-_FAST = (b'"kind":"checkpoint"', b'"kind":"rollback"', b'"kind":"start"', b'"error":')
-_MARKED = (b"checkpoint", b"rollback", b"start")
-_KIND_RE = re.compile(rb'\s*\{\s*"kind"\s*:\s*"([a-z]+)"\s*[,}]')
-"""A line whose first key is ``kind`` (so the top-level one), in any spacing."""
-_ERROR_RE = re.compile(rb'"error"\s*:')
-_BEGIN = b'{"kind":"begin",'
-_NL_BEGIN = b'\n' + _BEGIN
-_START = b'{"kind":"start",'
-_BEGIN_KEY = re.compile(rb'\{"kind":"begin",("step":"[^"\\]*(?:\\.[^"\\]*)*","pos":\d+,(?:"attempt":\d+,)?)')
-"""A writer begin line's head that its step line repeats after ``{"kind":"step",``: the pairing key."""
-_TRANSIENT = b'"transient":true'
-CHANGED_INPUTS = "changed inputs"
-"""The ``message`` of the SDK's ``note`` for a step served on resume whose inputs differ from the call's."""
-_CHANGED = b'"changed inputs"'
+# bytes.count and bytes.find (the shapes are core.wire's). Other lines (json.dumps spacing, no kind, a text
+# prefix) are classified one by one.
+_FAST = (*MARKER_WORDS, ERROR_KEY)
 
 
 _NONZERO = re.compile(rb"[^\x00]")
@@ -430,8 +425,8 @@ def _step_lines(data: bytes, a: int, b: int) -> int:
     if a >= b:
         return 0
     if a == 0:
-        return data.count(_NL_STEP, 0, b) + data.startswith(_STEP)
-    return data.count(_NL_STEP, a - 1, b)
+        return data.count(NL_STEP, 0, b) + data.startswith(_STEP)
+    return data.count(NL_STEP, a - 1, b)
 
 
 def scan_bytes(data: bytes, base_seq: int, out: ScanResult) -> int:
@@ -444,11 +439,11 @@ def scan_bytes(data: bytes, base_seq: int, out: ScanResult) -> int:
     (:func:`records.damaged_holds_step`).
     """
     lines = data.count(b"\n")
-    if out.pairs.pending or _BEGIN in data or b"changed inputs" in data:
+    if out.pairs.pending or _BEGIN in data or _CHANGED in data:
         out.pairs.scan(data, base_seq)
     suspects = _suspect_lines(data)
     # every line in the writer's form: it starts with the kind, and ends with "}" (a line cut short does not)
-    writer = data.startswith(_WRITER) and data.endswith(b"}\n") and data.count(_END_WRITER) == lines - 1
+    writer = data.startswith(_WRITER) and data.endswith(b"}\n") and data.count(END_WRITER) == lines - 1
     if writer and not suspects:
         _scan_writer(data, base_seq, lines, out)
     else:
@@ -533,6 +528,26 @@ def _scan_writer(data: bytes, base_seq: int, lines: int, out: ScanResult) -> Non
         markers.append(Marker(base_seq + lines, STEPS, ok_before=ok))
 
 
+_OK_STEP, _SKIP, _PARSE = "ok step", "skip", "parse"
+
+
+def _glance(line: bytes) -> str:
+    """What a look at a line's bytes tells, without parsing it: a successful step (:data:`_OK_STEP`), no marker
+    and no step (:data:`_SKIP`: another kind, a blank line), or a line to parse (:data:`_PARSE`)."""
+    if line.startswith(_WRITER) and line.endswith(b"}"):
+        kind = line[KIND_AT : line.find(b'"', KIND_AT)]
+        failed = ERROR_KEY in line
+    else:
+        m = KIND_RE.match(line)
+        if m is None or not line.rstrip().endswith(b"}"):
+            return _PARSE if line.strip() else _SKIP
+        kind = m.group(1)
+        failed = ERROR_RE.search(line) is not None
+    if kind == b"step":
+        return _PARSE if failed else _OK_STEP
+    return _PARSE if kind in MARKER_KINDS else _SKIP
+
+
 def _scan_lines(data: bytes, base_seq: int, out: ScanResult, suspects: set[int] | None = None) -> None:
     """Lines in other forms are present: classify line by line, parsing only those a look cannot tell.
 
@@ -544,28 +559,14 @@ def _scan_lines(data: bytes, base_seq: int, out: ScanResult, suspects: set[int] 
     steps = 0
     step_kind = Kind.STEP.value  # looked up once, not per line (an enum member lookup costs ~100 ns)
     for k, line in enumerate(parts):
-        if suspects and k in suspects:
-            pass  # parsed below
-        elif line.startswith(_WRITER) and line.endswith(b"}"):
-            kind = line[9 : line.find(b'"', 9)]
-            if kind == b"step" and b'"error":' not in line:
+        if not (suspects and k in suspects):  # a suspect line is parsed whatever it looks like
+            look = _glance(line)
+            if look is _OK_STEP:
                 steps += 1
                 ok += 1
                 continue
-            if kind != b"step" and kind not in _MARKED:
+            if look is _SKIP:
                 continue
-        else:
-            m = _KIND_RE.match(line)
-            if m is not None and line.rstrip().endswith(b"}"):
-                kind = m.group(1)
-                if kind == b"step" and _ERROR_RE.search(line) is None:
-                    steps += 1
-                    ok += 1
-                    continue
-                if kind != b"step" and kind not in _MARKED:
-                    continue
-            elif not line.strip():
-                continue  # a blank line: no record
         try:
             rec = parse_line(line)
         except ValueError as e:  # damaged: a marker, and the fold gives it its place; foreign: skipped
@@ -622,7 +623,7 @@ def scan_journal(source: Path, cancelled: Callable[[], bool] | None = None, *, i
         c.n_lines = scan_bytes(c.data, res.count, res)
         res.count += c.n_lines
         res.regions.append(c.region)
-        if not res.usage and b'"usage"' in c.data:  # one C-speed look per chunk, while the bytes are here
+        if not res.usage and USAGE_WORD in c.data:  # one C-speed look per chunk, while the bytes are here
             res.usage = True
         if cancelled is not None and cancelled():
             return res

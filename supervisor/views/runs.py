@@ -9,7 +9,7 @@ root with big runs lists quickly.
 from __future__ import annotations
 
 import os
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,9 +17,9 @@ from ..core import rundir
 from ..core.history import Fold, Marker
 from ..core.rundir import is_run_dir
 from ..core.segments import segment_paths
+from ..core.status import RunStatus, offline_status
 from ..errors import SupervisorError
 from .scan import ScanResult, iter_new_regions, scan_bytes
-from .status import offline_status, run_status
 
 _COUNT_LIMIT = 256 * 1024 * 1024
 """Past this many journal bytes the step count is not computed (shown as ``-``).
@@ -86,8 +86,12 @@ def _scan_file(path: Path, first_seq: int) -> tuple[int, list[Marker]]:
     return seq - first_seq, found.markers
 
 
-def run_info(path: Path, *, ask_supervisor: bool = True) -> RunInfo:
-    """The row for one run directory; never raises for a damaged run (it says so instead)."""
+def run_info(path: Path, *, status_of: Callable[[Path], RunStatus] = offline_status) -> RunInfo:
+    """The row for one run directory; never raises for a damaged run (it says so instead).
+
+    ``status_of`` gives the run's status: the files' by default; the front ends pass
+    ``tui.control.live_status`` to ask a live supervisor first (views import nothing of the supervisor process).
+    """
     try:
         meta = rundir.read_run_json(path)
     except SupervisorError:
@@ -99,7 +103,7 @@ def run_info(path: Path, *, ask_supervisor: bool = True) -> RunInfo:
         mtimes = [0.0]
     cmd = meta.get("command")
     command = " ".join(map(str, cmd)) if isinstance(cmd, list) else str(cmd or "")
-    status = run_status(path, timeout=0.5) if ask_supervisor else offline_status(path)
+    status = status_of(path)
     state, live = status.state, status.live
     attempts = meta.get("attempts")
     return RunInfo(
@@ -114,24 +118,12 @@ def run_info(path: Path, *, ask_supervisor: bool = True) -> RunInfo:
     )
 
 
-def list_runs(root: Path) -> list[RunInfo]:
-    """Runs under ``root``, newest activity first."""
+def list_runs(root: Path, *, status_of: Callable[[Path], RunStatus] = offline_status) -> list[RunInfo]:
+    """Runs under ``root``, newest activity first (``status_of`` as for ``run_info``)."""
     try:
         names = os.listdir(root)
     except OSError:
         return []
-    out = [run_info(root / n) for n in names if is_run_dir(root / n)]
+    out = [run_info(root / n, status_of=status_of) for n in names if is_run_dir(root / n)]
     out.sort(key=lambda r: r.last_activity, reverse=True)
     return out
-
-
-def ago(ts: float, now: float | None = None) -> str:
-    """``12s ago``, ``5m ago``, ``3h ago``, or the date."""
-    d = (now or time.time()) - ts
-    if d < 60:
-        return f"{int(d)}s ago"
-    if d < 3600:
-        return f"{int(d // 60)}m ago"
-    if d < 86400:
-        return f"{int(d // 3600)}h ago"
-    return time.strftime("%Y-%m-%d", time.localtime(ts))

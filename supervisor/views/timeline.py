@@ -35,14 +35,11 @@ from __future__ import annotations
 import bisect
 import queue
 import threading
-from array import array
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import replace
 from itertools import islice
 from pathlib import Path
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
-
-import orjson
 
 from ..core import rundir
 from ..core.cursor import Shape, StateCursor
@@ -52,6 +49,8 @@ from ..core.journal import Entry, JournalReader
 from ..core.records import DAMAGED, BadLine, Kind
 from ..core.segments import segment_paths
 from ..errors import JournalError
+from .timeline_events import Event, place
+from .timeline_read import SHORT_READS, Changes, LiveSide
 from .scan import (
     CHANGED_INPUTS,
     Marker,
@@ -75,72 +74,6 @@ the oldest half is let go past it. 20,000 made a live dashboard's memory swing b
 REGION_MAX = 4 * 1024 * 1024
 """Live reads' regions are merged up to this many bytes (the search reads a region at a time)."""
 STILL_INDEXING = "the journal is still being indexed; the state appears in a moment"
-
-
-@dataclass(slots=True)
-class Event:
-    """A supervisor event shown between records; ``before`` is the seq it precedes."""
-
-    data: dict[str, Any]
-    before: int
-    order: int
-
-
-_SHORT_READS = 5
-"""Reads in a row that find fewer lines than counted before the journal is taken as cut, not caught mid-rotation."""
-
-
-@dataclass(slots=True)
-class LiveSide:
-    """What the reading worker owns between two reads: its reader and how far it has read.
-
-    The UI thread never touches it during a read: ``read_changes`` takes it from a
-    one-slot queue and ``apply`` puts it back, after swapping readers (the worker's
-    reader, indexed up to the new count, becomes the UI's; the UI's becomes the
-    worker's). The two readers are twins (``JournalReader.twin``): they share the
-    line offsets, which only grow, so the index is held once.
-    """
-
-    gen: int
-    reader: JournalReader
-    indexed: bool
-    count: int
-    scan_pos: dict[int, tuple[int, int]] = field(default_factory=dict)  # inode -> (bytes scanned, line number there)
-    scanned: int = 0  # lines scanned
-    events_size: int = -1
-    pairs: StepPairs = field(default_factory=StepPairs)  # begins awaiting their step, across reads
-    short: int = 0  # reads in a row that found fewer lines than counted (a rotation half done, or a cut journal)
-
-
-@dataclass(slots=True)
-class Changes:
-    """What one read found on disk (built off the UI thread, applied by ``TimelineModel.apply``)."""
-
-    live: LiveSide
-    count: int
-    deleted: bool = False
-    indexed: bool = False
-    """The live side's reader was indexed up to ``count``: ``apply`` gives it to the UI."""
-    again: bool = False
-    """The files were caught in the middle of a rotation: nothing was taken, read again."""
-    shrank: str | None = None
-    """The journal has fewer lines than were shown, read after read: not a rotation, a cut journal (said once)."""
-    new: list[Entry] = field(default_factory=list)
-    markers: list[Marker] | None = None
-    """Markers from the byte scan (indexed mode); ``None``: take them from ``new``."""
-    steps: int = 0
-    regions: list[Region] = field(default_factory=list)
-    hidden: list[int] = field(default_factory=list)
-    """Begins whose step the scan of the new bytes found (their rows fold into the step's)."""
-    changed: dict[int, str] = field(default_factory=dict)
-    """Changed-inputs notes so far: ``pos`` -> step name."""
-    events: list[dict[str, Any]] | None = None
-    """All of ``supervisor.jsonl`` when it changed, else ``None``."""
-    events_size: int = -1
-
-
-def _event_ts(ev: dict[str, Any]) -> str:
-    return str(ev.get("ts", ""))
 
 
 class TimelineModel:
@@ -227,8 +160,8 @@ class TimelineModel:
         else:
             self.count = 0
         for ent in tail:
-            if type(ent) is not BadLine:
-                add_marker(ent, _seq(ent), self._tail_markers)  # type: ignore[arg-type]
+            if not isinstance(ent, BadLine):
+                add_marker(ent, _seq(ent), self._tail_markers)
             elif not ent.foreign:
                 self._tail_markers.append(Marker(ent.seq, DAMAGED, ent.was))
         self._apply_markers(self._tail_markers, provisional=True)
@@ -282,24 +215,29 @@ class TimelineModel:
             self.markers.append(m)
             if not provisional:
                 self.fold.add(m)  # counts the steps before it; resolves a rollback's checkpoint
-            if m.kind == Kind.CHECKPOINT:
-                bisect.insort(self.checkpoint_seqs, m.seq)
-                if m.file and not provisional:
-                    self._snapshots.append((m.seq, m.file))
-                    shape_changed = True
-            elif m.kind == ERROR:
-                bisect.insort(self.error_seqs, m.seq)
-            elif m.kind == Kind.START and m.attempt is not None:
-                self.start_seqs.setdefault(m.attempt, m.seq)
-            elif m.kind == Kind.ROLLBACK:
-                bisect.insort(self.rollback_seqs, m.seq)
-                if not provisional:
-                    self._mark_abandoned(m)
-                    shape_changed = True
-            elif m.kind == DAMAGED:
-                self.bad_seqs.add(m.seq)  # a damaged line the scan found (the fold gave it its step position)
+            shape_changed |= self._index_marker(m, provisional)
         if shape_changed:
             self.shape = Shape(tuple(self._snapshots), tuple(self.fold.cuts))
+
+    def _index_marker(self, m: Marker, provisional: bool) -> bool:
+        """File a marker under its kind's seqs; whether the state cursor's shape changed (a snapshot, a cut)."""
+        if m.kind == Kind.CHECKPOINT:
+            bisect.insort(self.checkpoint_seqs, m.seq)
+            if m.file and not provisional:
+                self._snapshots.append((m.seq, m.file))
+                return True
+        elif m.kind == ERROR:
+            bisect.insort(self.error_seqs, m.seq)
+        elif m.kind == Kind.START and m.attempt is not None:
+            self.start_seqs.setdefault(m.attempt, m.seq)
+        elif m.kind == Kind.ROLLBACK:
+            bisect.insort(self.rollback_seqs, m.seq)
+            if not provisional:
+                self._mark_abandoned(m)
+                return True
+        elif m.kind == DAMAGED:
+            self.bad_seqs.add(m.seq)  # a damaged line the scan found (the fold gave it its step position)
+        return False
 
     def _mark_abandoned(self, m: Marker) -> None:
         """Mark what rollback ``m`` abandoned (the fold resolved its checkpoint into ``m.target_seq``)."""
@@ -382,7 +320,7 @@ class TimelineModel:
             ch.indexed = n >= live.count
             ch.again = not ch.indexed
             live.short = 0 if ch.indexed else live.short + 1
-            if live.short >= _SHORT_READS and n >= 0:
+            if live.short >= SHORT_READS and n >= 0:
                 # not a rotation (it settles in a read or two): lines were removed, which a journal never does;
                 # said, and read again at the usual pace (not at once, forever)
                 ch.again = False
@@ -486,13 +424,13 @@ class TimelineModel:
         for ent in new:
             s = _seq(ent)
             self.cache[s] = ent
-            if type(ent) is BadLine:
+            if isinstance(ent, BadLine):
                 self.bad_seqs.add(s)
                 if scanned is None and not ent.foreign:
                     markers.append(Marker(s, DAMAGED, ent.was))
             elif scanned is None:
-                add_marker(ent, s, markers)  # type: ignore[arg-type]
-                if ent.get("kind") == Kind.STEP:  # type: ignore[union-attr]
+                add_marker(ent, s, markers)
+                if ent.get("kind") == Kind.STEP:
                     self.step_records += 1
         if scanned is not None:
             markers = scanned
@@ -536,32 +474,8 @@ class TimelineModel:
         return read_events(self.run_dir) if size > 0 else []  # with the rotated files before it
 
     def place_events(self) -> None:
-        """Put each event before the journal's start record of the attempt it leads to."""
-        starts = self.start_seqs
-        last_attempt = max(starts) if starts else None
-        placed: list[Event] = []
-        for i, ev in enumerate(self._events_raw):
-            name = ev.get("event")
-            if name == "supervisor-start":
-                continue
-            att = ev.get("attempt")
-            if not isinstance(att, int):
-                before = self.count
-            else:
-                # spawn and restart carry the attempt they start; exit, backoff, rollback... the one that ended
-                nxt = att if name in ("spawn", "restart") else att + 1
-                if nxt in starts:
-                    before = starts[nxt]
-                elif last_attempt is not None and last_attempt >= nxt:
-                    continue  # its start record is not read yet (before the scan): place it later
-                elif self.scanned or last_attempt is not None or self.count == 0:
-                    before = self.count
-                else:
-                    continue
-            placed.append(Event(ev, self._refine_by_time(before, ev), i))
-        placed.sort(key=lambda e: (e.before, e.order))
-        # an event placed at the end stays there until the next start record: keep ``before`` = count
-        self.events = placed
+        """Put each event before the journal's start record of the attempt it leads to (``timeline_events.place``)."""
+        self.events = place(self._events_raw, self.start_seqs, self.count, self.scanned, self._refine_by_time)
         self.exited_attempts = {a for ev in self._events_raw if ev.get("event") == "exit" and type(a := ev.get("attempt")) is int}
         self._place_event_rows()
 
@@ -634,10 +548,10 @@ class TimelineModel:
         p = self._pairing
         before = set(p.paired)
         for ent in entries:
-            if type(ent) is not BadLine:
-                p.add(ent)  # type: ignore[arg-type]
-                if ent.get("kind") == Kind.NOTE and ent.get("message") == CHANGED_INPUTS and isinstance(ent.get("pos"), int):  # type: ignore[union-attr]
-                    self.changed_inputs[ent["pos"]] = str(ent.get("step") or "")  # type: ignore[index,union-attr]
+            if not isinstance(ent, BadLine):
+                p.add(ent)
+                if ent.get("kind") == Kind.NOTE and ent.get("message") == CHANGED_INPUTS and isinstance(ent.get("pos"), int):
+                    self.changed_inputs[ent["pos"]] = str(ent.get("step") or "")
         new = [s for s in p.paired if s not in before]
         if new:
             self.add_hidden(new)
@@ -702,7 +616,7 @@ class TimelineModel:
         gap (e.g. a rollback record appended after the exit) the timestamps decide.
         Only cached records are looked at: placement never reads the journal.
         """
-        ts = _event_ts(ev)
+        ts = str(ev.get("ts", ""))
         if not ts:
             return before
         while before > 0 and steps > 0:
@@ -868,12 +782,4 @@ class TimelineModel:
 
 
 def _seq(ent: Entry) -> int:
-    return ent.seq if type(ent) is BadLine else int(ent["seq"])  # type: ignore[index]
-
-
-def dumps_pretty(value: Any, limit: int = 200_000) -> str:
-    """Indented JSON for the detail panes, cut at ``limit`` characters (a 50 MB output stays usable)."""
-    text = orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=repr).decode()
-    if len(text) > limit:
-        return text[:limit] + f"\n… ({len(text) - limit} more characters; see 'agent-supervisor log --json')"
-    return text
+    return ent.seq if isinstance(ent, BadLine) else int(ent["seq"])

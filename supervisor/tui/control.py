@@ -1,4 +1,4 @@
-"""The run's status for the status bar and the runs list (no Textual), and the control requests the TUI sends.
+"""The requests the front ends send to the live supervisor, and the run's status as it says it (no Textual).
 
 The status itself is the one ``RunStatus`` of the CLI too: ``run_status`` asks
 the live supervisor on its socket, else reads the files (``core.status`` says
@@ -8,13 +8,16 @@ what each offline word means).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..core.status import RunStatus, offline_status
+from ..core.status import RunStatus
 from ..errors import ControlUnavailable, SupervisorError
 from ..supervise.control import ControlClient, run_status
 
-__all__ = ["RunStatus", "control_request", "fmt_bytes", "fmt_duration", "offline_status", "run_status"]
+if TYPE_CHECKING:
+    from ..views.runs import RunInfo
+
+__all__ = ["RunStatus", "control_request", "list_runs", "live_status", "run_status"]
 
 
 def control_request(run_dir: Path, request: dict[str, Any], timeout: float = 5.0) -> dict[str, Any]:
@@ -29,22 +32,13 @@ def control_request(run_dir: Path, request: dict[str, Any], timeout: float = 5.0
     return resp
 
 
-def fmt_bytes(n: Any) -> str:
-    if not isinstance(n, (int, float)):
-        return "-"
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
-        n /= 1024
-    return "-"
+def live_status(path: Path) -> RunStatus:
+    """A runs list row's status: the supervisor's word when one answers within half a second, else the files'."""
+    return run_status(path, timeout=0.5)
 
 
-def fmt_duration(s: Any) -> str:
-    if not isinstance(s, (int, float)):
-        return "-"
-    s = int(s)
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
+def list_runs(root: Path) -> list[RunInfo]:
+    """The runs list the TUI and the CLI show: ``views.runs.list_runs`` with each live supervisor's word."""
+    from ..views import runs  # not with this module: the dashboard's start does not load the runs list's model
+
+    return runs.list_runs(root, status_of=live_status)

@@ -1,0 +1,1 @@
+"""Textual-free models shared by the two front ends: scan, timeline model, runs, filters, export rows, formatting."""
