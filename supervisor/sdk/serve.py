@@ -14,7 +14,7 @@ import mmap
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 import orjson
 
@@ -93,7 +93,7 @@ class Server:
         self.note = note
         self.steps: list[Any] = fold.history.steps  # Record or LazyRecord: lazy ones are parsed when served
         self.next = 0  # the next recorded step to serve in order
-        self.overlap = False  # two steps of this process have overlapped (or a thread called one): see _lookup
+        self.overlap = False  # two steps of this process have overlapped (or a thread called one): see _in_order
         self.table: dict[tuple[str, int], tuple[int, Record]] | None = None
         self._table_at: dict[int, Record] = {}
         self._table_calls: set[tuple[str, int]] = set()
@@ -129,10 +129,21 @@ class Server:
         if phase is Phase.LIVE or phase is Phase.CLOSED:
             return LIVE
         s = self.session
-        rec = self._lookup(pos, k, name, s) if self.left else None
+        t = self.table
+        rec: Record | None = None
+        if t is None and self.next < len(self.steps):
+            rec = self._in_order(pos, name, s)
+            if rec is None:  # not the call of the next recorded step: the table decides
+                self._build_table()
+                rec = self._by_identity(pos, k, name, s)
+        elif t:
+            rec = self._by_identity(pos, k, name, s)
         if s is not None:
             return self._replay(s, pos, name, rec, fn, args, kwargs, opts)
-        if rec is not None and self._same_inputs(pos, rec, name, args, kwargs):
+        if rec is not None and (
+            (args and not kwargs and rec.get("inputs") == {"args": [*args]})  # the common call, as recorded
+            or self._same_inputs(pos, rec, name, args, kwargs)
+        ):
             return self._served(rec, name, fn, opts)
         if not self.shadow.live:
             self.go_live()
@@ -140,33 +151,64 @@ class Server:
             self.to(Phase.LIVE)  # the next calls skip the lookups
         return LIVE
 
-    def _lookup(self, pos: int, k: int, name: str, s: ReplaySession | None) -> Record | None:
-        """The committed step that answers the call ``(name, k)`` at ``pos``, or ``None``: it runs.
+    def _in_order(self, pos: int, name: str, s: ReplaySession | None) -> Record | None:
+        """The next recorded step (in commit order) if it answers the call ``name`` at ``pos``, taken; ``None`` if
+        it was recorded at another position, or under another name while steps overlap in this process.
 
-        While the journal and the calls agree position by position (a sequential agent) this is the
-        recorded step at ``pos``: another name there is a divergence, unless steps overlap in this process
-        (a live step in flight, or a call from another thread than the one that opened the run). Otherwise
-        it builds the table of every committed step by ``(name, k)`` (:meth:`_build_table`) and answers from it.
+        While the journal and the calls agree position by position (a sequential agent) another name at a
+        recorded position is a divergence, unless steps overlap (a live step in flight, or a call from another
+        thread than the one that opened the run). A million served steps go through here.
         """
-        if self.table is None:
-            i = self.next
-            rec, rpos = self._parse_step(i)
-            if rpos == pos:
-                if rec.get("step") == name or step_name(rec) == name:
-                    self.next = i + 1
-                    if not i & _RELEASE_EVERY:
-                        self._release_served(i)
-                    return rec
-                if not self.overlap:  # the sequential rule: another name at a recorded position
-                    raise self._divergence(s, pos, rec, name)
-            self._build_table()
+        i = self.next
+        e = self.steps[i]
+        if type(e) is LazyRecord:
+            try:
+                rec: Record = _loads(e.src[e.start : e.end])
+            except orjson.JSONDecodeError:  # a step line loaded unparsed (lazily) that does not parse: a damaged line
+                self._stop_at(e)
+            rpos = rec.get("pos")
+            if type(rpos) is not int:
+                rpos = e.pos
+            if rec.get("seq") != e.seq or "ts" not in rec:
+                normalize(rec, e.seq)  # (a minimal journal's output may be under another name)
+            rec["pos"] = e.pos
+        else:
+            rec = cast(Record, e)
+            damaged = self.fold.damaged
+            if damaged and rec["seq"] >= damaged[0]["seq"]:
+                self.shadow.replay_to(rec["seq"])  # stops at a damaged line, before any step after it is served
+            rpos = int(rec.get("pos", i))  # a parsed line: the fold's position
+        if rpos != pos:
+            return None
+        if rec.get("step") != name and step_name(rec) != name:
+            if self.overlap:
+                return None
+            raise self._divergence(s, pos, rec, name)  # the sequential rule: another name at a recorded position
+        self.next = i + 1
+        if not i & _RELEASE_EVERY:
+            self._release_served(i)
+        return rec
+
+    def _stop_at(self, e: LazyRecord) -> NoReturn:
+        """The lazily loaded step line ``e`` does not parse: the first damaged line (the lines before it were
+        served); the state stops there, before any step after it is served."""
+        bad = e.damaged().record()
+        bad["pos"] = e.pos
+        self.fold.damaged.insert(0, bad)
+        self.shadow.replay_to(bad["seq"])
+        raise AssertionError("unreachable: replay_to stops at a damaged line")
+
+    def _by_identity(self, pos: int, k: int, name: str, s: ReplaySession | None) -> Record | None:
+        """The committed step of the call ``(name, k)`` from the table, taken; ``None``: it runs.
+
+        Not committed, it is a divergence when the sequential rule applies: one thread, nothing in flight, the
+        journal has another step committed at this position and never saw this call at all.
+        """
         assert self.table is not None
         hit = self.table.pop((name, k), None)
         if hit is not None:
             self._table_at.pop(hit[0], None)
             return hit[1]
-        # Not committed. A divergence when the sequential rule applies: one thread, nothing in flight, the
-        # journal has another step committed at this position and never saw this call at all.
         other = self._table_at.get(pos)
         if other is not None and not self.overlap and (name, k) not in self._table_calls:
             raise self._divergence(s, pos, other, name)
@@ -176,34 +218,9 @@ class Server:
     def _divergence(s: ReplaySession | None, pos: int, rec: Record, name: str) -> DivergenceError:
         return s.step_mismatch(pos, rec, name) if s is not None else DivergenceError(pos, step_name(rec), name)
 
-    def _parse_step(self, i: int) -> tuple[Record, int]:
-        """The recorded step ``i`` (in commit order) and the position it was called at."""
-        e: Record | LazyRecord = self.steps[i]
-        if type(e) is not LazyRecord:
-            d = cast(Record, e)
-            damaged = self.fold.damaged
-            if damaged and d["seq"] >= damaged[0]["seq"]:
-                self.shadow.replay_to(d["seq"])  # stops at a damaged line, before any step after it is served
-            return d, int(d.get("pos", i))  # a parsed line: the fold's position
-        try:
-            rec: Record = _loads(e.src[e.start : e.end])
-        except orjson.JSONDecodeError:  # a step line loaded unparsed (lazily) that does not parse: a damaged line
-            bad = e.damaged().record()
-            bad["pos"] = e.pos
-            self.fold.damaged.insert(0, bad)  # the first: the lines before it were served
-            self.shadow.replay_to(bad["seq"])  # stops there, before any step after it is served
-            raise AssertionError("unreachable") from None
-        rpos = rec.get("pos")
-        if rec.get("seq") != e.seq or "ts" not in rec:
-            normalize(rec, e.seq)  # (a minimal journal's output may be under another name)
-        rec["pos"] = e.pos
-        return rec, rpos if type(rpos) is int else e.pos
-
     def _same_inputs(self, pos: int, rec: Record, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether to serve ``rec``: its inputs are the call's, or they changed and ``on_changed_inputs`` says serve."""
         recorded = rec.get("inputs")
-        if args and not kwargs and recorded == {"args": [*args]}:
-            return True  # the common call, its inputs as recorded
         cur = canonical_inputs(args, kwargs)
         if recorded == cur:  # without hashing
             return True
