@@ -93,7 +93,7 @@ class Run:
         if self.replay_mode:
             session = ReplaySession.from_env(self.replay_mode, self.run_dir, self.run_id, resumed.steps, self.redactor)
         self._lock = threading.Lock()
-        self._shadow = Shadow(self.run_dir, fold, bool(self.replay_mode), _never)
+        self._shadow = Shadow(self.run_dir, fold, bool(self.replay_mode), _stop_unset)
         self._recorder = Recorder(writer, fold, self._shadow, self.attempt)
         self._server = Server(self.run_dir, fold, self._shadow, session, on_changed_inputs, self._recorder.note)
         self._shadow.stop = functools.partial(_stop_at_damaged, self._recorder, self._server)
@@ -454,7 +454,9 @@ def _starts(entries: list[Any]) -> int:
     return sum(r.get("kind") == wire.START for r in parsed)
 
 
-def _never(msg: str, damaged: Record) -> None:
+def _stop_unset(msg: str, damaged: Record) -> None:
+    """The shadow's ``stop`` until ``__init__`` sets :func:`_stop_at_damaged` (it needs the recorder and the server,
+    which need the shadow): nothing is served meanwhile."""
     raise AssertionError("the shadow's stop is set before any record is served")
 
 
