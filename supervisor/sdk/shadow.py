@@ -83,9 +83,8 @@ class Shadow:
         if self.cursor.advance(upto_seq, current):
             self._adopt()
 
-    def follow(self, rec: Record, e: Any = None) -> None:
-        """The state after a served step: forward to its record (a step served out of commit order does not go
-        back). ``e``: the resume view's entry of ``rec``; a step without a patch then only moves the cursor."""
+    def follow(self, rec: Record) -> None:
+        """The state after a served step: forward to its record (a step served out of commit order does not go back)."""
         seq = rec["seq"]
         damaged = self.fold.damaged
         if damaged and seq >= damaged[0]["seq"]:
@@ -94,9 +93,8 @@ class Shadow:
         if self.live or seq <= cursor.seq:
             return
         self.json = None
-        if "state_patch" in rec or e is None or not cursor.step_over(e, seq):
-            if cursor.advance(seq, rec):
-                self._adopt()
+        if cursor.advance(seq, rec):
+            self._adopt()
 
     def _adopt(self) -> None:
         """The cursor moved the shadow: the agent's state becomes it, unless equal as JSON (1 -> True is a change)."""
