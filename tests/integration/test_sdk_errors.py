@@ -210,7 +210,7 @@ def test_oserror_of_the_agents_own_code_keeps_its_traceback(tmp_path: Path) -> N
 
 def test_error_classes_keep_their_names() -> None:
     """The exiting twin of an error is named and placed as the error itself (as a traceback or repr shows it)."""
-    from supervisor.sdk import _exiting
+    from supervisor.sdk.exits import exiting as _exiting
 
     e = _exiting(RunDirError("x"), 2)
     assert type(e).__name__ == "RunDirError" and type(e).__module__ == "supervisor.errors"

@@ -1,19 +1,22 @@
-"""Resume's sequential fast path (``Run._resume_step``, put in place of ``run.step`` while a resume serves)
-serves exactly what the general path serves: the same outputs, the same state after each step, the same
-misses (changed inputs, another name), and it steps aside once the run is live."""
+"""Resume serving in order (``run.step`` while the calls come as the journal has them) serves exactly what the
+general path serves: the same outputs, the same state after each step, the same misses (changed inputs, another
+name), and the run's phase goes from serving in order to live once nothing is left to serve."""
 
 from __future__ import annotations
 
+import gc
 import shutil
+import weakref
 from pathlib import Path
 from typing import Any
 
 from supervisor import Run
+from supervisor.sdk import Phase
 
 
 def _agent(run: Run, general: bool, n: int = 12, *, rename_at: int = -1) -> list[Any]:
     """Steps with arguments, keyword arguments, outputs and state changes between some of them."""
-    step = run.with_options().step if general else run.step  # with_options: the general path (_step, _enter)
+    step = run.with_options().step if general else run.step  # with_options: per-call options, the same serve path
     seen: list[Any] = []
     for i in range(n):
         name = f"other:{i}" if i == rename_at else f"s:{i}"
@@ -39,9 +42,9 @@ def test_fast_path_serves_what_the_general_path_serves(tmp_path: Path) -> None:
         d = tmp_path / f"resume-{general}"
         shutil.copytree(src, d)
         with Run.open(d) as run:
-            assert ("step" in run.__dict__) is True  # installed for a resume that serves
+            assert run.phase is Phase.IN_ORDER  # a resume that serves
             results.append(_agent(run, general))
-            assert "step" not in run.__dict__ or general  # the fast path took itself off once live
+            assert run.phase is Phase.LIVE  # nothing left to serve once live
             assert (len(run.replayed), len(run.executed)) == (8, 4)
     assert results[0] == results[1]
     assert results[0][-1][1] == {"count": 0 + 6 + 12 + 18, "seen": [0, 3, 6, 9]}
@@ -64,8 +67,8 @@ def test_fast_path_misses_to_the_general_path(tmp_path: Path) -> None:
         run.close()
     fresh = Run(tmp_path / "fresh")
     try:
-        assert "step" not in fresh.__dict__
         assert fresh.step("a", lambda: 1) == 1
+        assert fresh.phase is Phase.LIVE and len(fresh.replayed) == 0
     finally:
         fresh.close()
 
@@ -84,19 +87,26 @@ def test_a_subclass_step_is_not_bypassed(tmp_path: Path) -> None:
     assert calls == [f"s:{i}" for i in range(12)]
 
 
-def test_the_fast_path_is_gone_once_live_or_closed(tmp_path: Path) -> None:
-    """No bound method is left on the run (it would keep the run and its maps alive in a cycle)."""
+def test_the_run_is_in_order_until_live_then_closed_and_holds_no_cycle(tmp_path: Path) -> None:
+    """Serving in order until live, closed at the end; no reference cycle keeps a closed run and its maps alive."""
     src = _recorded(tmp_path)
     run = Run(src)
     try:
-        assert "step" in run.__dict__
+        assert run.phase is Phase.IN_ORDER
         run.step("s:0", lambda i, scale=1: {"i": i * scale, "l": [i, str(i)]}, 0, scale=2)
-        assert "step" in run.__dict__  # still serving
+        assert run.phase is Phase.IN_ORDER  # still serving
     finally:
         run.close()
-    assert "step" not in run.__dict__
+    assert run.phase is Phase.CLOSED
+    gc.disable()  # only reference counting frees it: a cycle would keep it
+    try:
+        ref = weakref.ref(run)
+        del run
+        assert ref() is None
+    finally:
+        gc.enable()
     with Run.open(src) as run:
         for i in range(8):
             run.step(f"s:{i}", lambda i, scale=1: {"i": i * scale, "l": [i, str(i)]}, i, scale=2)
-        run.step("new", lambda: 1)  # live: the resume view is let go, and the fast path with it
-        assert "step" not in run.__dict__
+        run.step("new", lambda: 1)  # live: the resume view is let go
+        assert run.phase is Phase.LIVE

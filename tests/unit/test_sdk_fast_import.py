@@ -14,9 +14,10 @@ AGENT = textwrap.dedent(
     """
     import dataclasses, functools, sys
     import supervisor.sdk as sdk
+    import supervisor.sdk.options as options
     from supervisor import Run
 
-    assert "asyncio" not in vars(sdk)  # not imported by the SDK module itself
+    assert all("asyncio" not in vars(m) for m in (sdk, options))  # not imported by the SDK's modules themselves
     assert "asyncio" not in sys.modules  # nor by the journal writer, nor anything else the SDK imports
     sys.modules["asyncio"] = None  # any use of asyncio from here on raises ImportError
 
@@ -31,8 +32,8 @@ AGENT = textwrap.dedent(
     async def later() -> None: ...
 
     # told without asyncio: coroutine functions, also behind a partial; plain ones are not
-    assert sdk._is_async_fn(later) and sdk._is_async_fn(functools.partial(later))
-    assert not sdk._is_async_fn(search) and not sdk._is_async_fn(functools.partial(search, "q"))
+    assert options._is_async_fn(later) and options._is_async_fn(functools.partial(later))
+    assert not options._is_async_fn(search) and not options._is_async_fn(functools.partial(search, "q"))
 
     for attempt in range(2):  # a run, then its resume in the same process (the served steps decode their types)
         with Run.open(sys.argv[1]) as run:
@@ -59,7 +60,7 @@ def test_a_sync_agent_never_needs_asyncio(tmp_path: Path) -> None:
 
 def test_a_coroutine_returned_to_step_is_still_refused() -> None:
     """``run.step`` given an async function: the coroutine is told apart (asyncio imported for it) and refused."""
-    from supervisor.sdk import _encode
+    from supervisor.sdk.options import _encode
 
     async def fetch() -> int:
         return 1

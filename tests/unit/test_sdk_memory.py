@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from typing import Any
 from pathlib import Path
 
 import orjson
@@ -171,7 +172,9 @@ def test_failures_in_a_row_are_counted_without_the_records(tmp_path: Path) -> No
     assert h.effective[-1]["kind"] == "rollback"
 
 
-def test_a_record_not_written_after_a_resume_with_a_rollback_leaves_the_shadow_as_the_journal_has_it(tmp_path: Path) -> None:
+def test_a_record_not_written_after_a_resume_with_a_rollback_leaves_the_shadow_as_the_journal_has_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Live, the shadow is rebuilt from the files along the run's rollbacks when a record fails to be written."""
     from supervisor import Run
     from supervisor.core.history import load, state_at
@@ -198,18 +201,27 @@ def test_a_record_not_written_after_a_resume_with_a_rollback_leaves_the_shadow_a
         run.step("c", lambda: 3)  # live from here: the resume view is let go
         assert run.history.steps[-1]["step"] == "c"  # read anew from the journal
         run.state["n"] = 4
-        real = run._writer._write_locked  # type: ignore[union-attr]  # the one place a line is written
+        import errno
+        import os
 
-        def fail_once(line: bytes) -> int:
-            run._writer._write_locked = real  # type: ignore[union-attr, method-assign]
-            raise JournalError("cannot append: injected")
+        from supervisor.core import journal
 
-        run._writer._write_locked = fail_once  # type: ignore[union-attr, method-assign]
+        real = os.write
+
+        def fail_once(fd: int, data: Any) -> int:  # the begin line of "d" cannot be written (disk full)
+            if b'"step":"d"' in bytes(data):
+                monkeypatch.setattr(journal.os, "write", real)
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return real(fd, data)
+
+        monkeypatch.setattr(journal.os, "write", fail_once)
         with pytest.raises(JournalError):
             run.step("d", lambda: 4)
         h = load(run_dir)
-        assert run._shadow == state_at(run_dir, h, h.effective[-1]["seq"]) == {"n": 3}
+        assert state_at(run_dir, h, h.effective[-1]["seq"]) == {"n": 3}
         run.step("d", lambda: 4)
+        h = load(run_dir)  # d's patch was made against the state the journal has: it gives the state in memory
+        assert h.effective[-1]["step"] == "d" and state_at(run_dir, h, h.effective[-1]["seq"]) == {"n": 4}
     with Run.open(run_dir) as run:
         for name in "acd":
             run.step(name, lambda: None)

@@ -1,0 +1,345 @@
+"""One path for every step call, sync and async: number the call, serve it or run it, retry it by the one policy,
+record it. The flow (:meth:`Steps._flow`) is written once; the two drivers only call, sleep and wait for the sync
+as their kind of caller can (a thread blocks, a task awaits)."""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from _thread import get_ident
+from collections.abc import Callable, Generator
+from time import perf_counter
+from typing import Any, NoReturn, ParamSpec, TypeVar
+
+from ..core import rundir
+from ..core.history import Fold, rollback_record
+from ..core.records import Record
+from ..errors import JournalError
+from .exits import exit_agent
+from .names import StepNames
+from .options import CURRENT, Call, RetryPolicy, _is_async_fn, _Opts, asyncio_mod, call_async, call_sync
+from .recorder import Recorder
+from .serve import LIVE, ReplayLive, Server
+from .shadow import Shadow
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+# What the flow asks of its driver: call the step function, sleep before a retry, wait for a line's sync.
+_CALL = 0
+_SLEEP = 1
+_SYNC = 2
+_Op = tuple[int, Any]
+_CALL_OP: _Op = (_CALL, None)
+
+
+class Steps:
+    """Numbers calls (position and per-name count, in call order), runs the live ones and keeps the failure policy.
+
+    ``close(status)`` closes the run (giving up ends it); the run holds this object, so it is held weakly there.
+    """
+
+    def __init__(
+        self, lock: threading.Lock, server: Server, recorder: Recorder, shadow: Shadow, policy: RetryPolicy,
+        max_failures: int, max_rollbacks: int, failures: int, key_prefix: str, close: Callable[[str], None],
+    ) -> None:
+        self.lock = lock
+        self.server = server
+        self.recorder = recorder
+        self.shadow = shadow
+        self.fold: Fold = recorder.fold
+        self.policy = policy
+        self.max_failures = max_failures
+        self.max_rollbacks = max_rollbacks
+        self.failures = failures  # failed tries in a row of the step at the next position
+        self.key_prefix = key_prefix
+        self.close = close
+        self.pos = 0
+        self.counts: dict[str, int] = {}  # calls so far per step name: the k of the (name, k) identity
+        self.inflight = 0
+        self.owner = get_ident()  # calls from another thread are concurrent (see Server._in_order)
+        self.executed = StepNames()
+
+    # ------------------------------------------------------------------ the drivers
+    def call(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts) -> Any:
+        """``run.step``: served, or run in this thread (blocking on a retry's delay and on its line's sync)."""
+        with self.lock:
+            c = self._enter(name, fn, args, kwargs, opts)
+        if type(c) is not Call:
+            return c  # served from the journal
+        flow = self._flow(c, opts, threads=True)
+        op = next(flow)
+        while True:
+            try:
+                if op is _CALL_OP:
+                    got = call_sync(name, fn, args, kwargs, opts.timeout)
+                else:
+                    got = None
+                    if op[0] == _SLEEP:
+                        time.sleep(op[1])
+                    else:
+                        self.recorder.wait_synced(op[1])
+            except BaseException as e:
+                try:
+                    op = flow.throw(e)
+                except StopIteration as stop:
+                    return stop.value
+                continue
+            try:
+                op = flow.send(got)
+            except StopIteration as stop:
+                return stop.value
+
+    async def acall(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts) -> Any:
+        """``run.astep``: served, or run in this task (awaiting the function, a retry's delay and its line's sync)."""
+        with self.lock:
+            c = self._enter(name, fn, args, kwargs, opts)
+        if type(c) is not Call:
+            return c  # served from the journal
+        flow = self._flow(c, opts, threads=False)
+        op = next(flow)
+        while True:
+            try:
+                got = None
+                if op is _CALL_OP:
+                    got = await call_async(name, fn, args, kwargs, opts.timeout)
+                elif op[0] == _SLEEP:
+                    await asyncio_mod().sleep(op[1])
+                else:
+                    fut = self.recorder.synced_future(op[1])
+                    if fut is not None:
+                        await fut
+            except BaseException as e:
+                try:
+                    op = flow.throw(e)
+                except StopIteration as stop:
+                    return stop.value
+                continue
+            try:
+                op = flow.send(got)
+            except StopIteration as stop:
+                return stop.value
+
+    def task(self, name: str | Callable[..., str] | None, opts: _Opts) -> Callable[[Callable[P, T]], Callable[P, T]]:
+        """``@run.task``: the function as a step (an ``async def`` as an awaited step)."""
+
+        def deco(fn: Callable[P, T]) -> Callable[P, T]:
+            def step_name_of(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+                return name(*args, **kwargs) if callable(name) else (name or fn.__name__)
+
+            if _is_async_fn(fn):
+
+                async def awrapper(*args: Any, **kwargs: Any) -> Any:
+                    return await self.acall(step_name_of(args, kwargs), fn, args, kwargs, opts)
+
+                functools.update_wrapper(awrapper, fn)
+                return awrapper  # type: ignore[return-value]
+
+            def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+                out: T = self.call(step_name_of(args, kwargs), fn, args, kwargs, opts)
+                return out
+
+            functools.update_wrapper(wrapper, fn)
+            return wrapper
+
+        return deco
+
+    # ------------------------------------------------------------------ the one flow
+    def _enter(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts) -> Any:
+        """Number the call, then serve it or begin it live: the served output, or the :class:`Call` to run.
+        Called with the lock held."""
+        pos = self.pos
+        self.pos = pos + 1
+        counts = self.counts
+        k = counts.get(name, 0)
+        counts[name] = k + 1
+        server = self.server
+        if not server.overlap and (self.inflight or get_ident() != self.owner):
+            server.overlap = True
+        try:
+            out = server.serve(pos, k, name, fn, args, kwargs, opts)
+            if out is not LIVE:
+                if type(out) is not ReplayLive:
+                    return out
+                c = Call(pos, name, {}, f"{self.key_prefix}{pos}", out.rec)
+            else:
+                inputs: dict[str, Any] = {}
+                if args:
+                    inputs["args"] = list(args)
+                if kwargs:
+                    inputs["kwargs"] = kwargs
+                c = Call(pos, name, inputs, f"{self.key_prefix}{pos}", None, k, opts.call)
+                self.recorder.begin(c, inputs)
+        except BaseException:
+            self._give_back(pos, name)
+            raise
+        self.inflight += 1
+        return c
+
+    def _flow(self, c: Call, opts: _Opts, threads: bool) -> Generator[_Op, Any, Any]:
+        """A live call from its first try to its committed record, asking its driver for each call, sleep and
+        sync (the results are sent in, the exceptions thrown in). ``threads``: the driver blocks its thread."""
+        token = CURRENT.set(c)
+        try:
+            tries = 1
+            while True:
+                t0 = perf_counter()
+                try:
+                    out = yield _CALL_OP
+                    break
+                except BaseException as e:
+                    yield (_SLEEP, self._tried(c, e, t0, opts, tries))
+                    tries += 1
+        finally:
+            CURRENT.reset(token)
+        if c.replay is not None:
+            return self._replayed_live(c, out, t0)
+        try:
+            rec = self.recorder.finished(c, out, t0)
+        except BaseException:
+            with self.lock:
+                self._leave(c)
+            raise
+        with self.lock:
+            self.shadow.with_patch(rec)
+            if threads and self.inflight == 1 and not self.server.overlap:
+                # alone in flight in a single-threaded agent: no one to share the fdatasync with, synced holding
+                # the writer's lock (an agent with threads syncs outside the lock even then: see below)
+                self._commit(c, rec, alone=True)
+                return out
+            # The line is written under the lock (a patch is made against the records before it: the file keeps
+            # their order); its sync is waited for outside it, so the steps that finish meanwhile share it.
+            end = self._commit(c, rec, alone=False)
+        if end >= 0:
+            try:
+                yield (_SYNC, end)
+            except BaseException as e:
+                with self.lock:
+                    if threads or isinstance(e, JournalError):  # the sync failed, or was not waited for: not committed
+                        if "state_patch" in rec:
+                            self.shadow.forget()
+                        self._leave(c)
+                    else:  # a task cancelled while its sync was awaited: the line is written and will be synced
+                        self._done(c, rec)
+                raise
+        with self.lock:
+            self._done(c, rec)
+        return out
+
+    def _commit(self, c: Call, rec: Record, alone: bool) -> int:
+        """Write a finished step's record (under the lock): ``alone``, synced and done; else its end in the stream
+        for the sync to wait for (``-1``: nothing to wait for, in a replay)."""
+        try:
+            if not alone:
+                return self.recorder.write(rec)
+            self.recorder.append(rec, alone=True)
+        except BaseException:
+            self._leave(c)
+            raise
+        self._done(c, rec)
+        return -1
+
+    def _replayed_live(self, c: Call, out: Any, t0: float) -> Any:
+        """A replay's live step returned: compared with the recorded one, the state following the recorded patches."""
+        s = self.server.session
+        assert s is not None and c.replay is not None
+        rec = c.replay or None
+        with self.lock:
+            s.live_step(c.pos, rec, c.name, out, round((perf_counter() - t0) * 1000, 3))
+            self.inflight -= 1
+            self.executed.append(c.name)
+            if rec is not None:
+                self.shadow.follow(rec)
+        return out
+
+    # ------------------------------------------------------------------ failures
+    def _tried(self, c: Call, e: BaseException, t0: float, opts: _Opts, tries: int) -> float:
+        """Try ``tries`` raised ``e``: record it; the delay before the next try, or raise ``e`` (the last try)."""
+        if not isinstance(e, Exception):  # KeyboardInterrupt, SystemExit, cancelled: not a failure of the step
+            with self.lock:
+                self._leave(c, give_back=False)
+            raise e
+        delay = self.policy.delay(e, tries, opts)
+        self._failed(c, e, t0, transient=delay is not None)
+        if delay is None:
+            raise e
+        return delay
+
+    def _failed(self, c: Call, e: BaseException, t0: float, *, transient: bool) -> None:
+        """Record a failed try; past ``max_failures`` in a row, roll back (or give up) and exit."""
+        if c.replay is not None:
+            if not transient:
+                assert self.server.session is not None
+                self.server.session.live_error(c.pos, c.name, e)
+                with self.lock:
+                    self.inflight -= 1
+            return
+        with self.lock:
+            rec = self.recorder.failed(c, e, t0, transient)
+            try:
+                self.recorder.append(rec)
+            except BaseException:
+                if not transient:
+                    self._leave(c)
+                raise
+            self.recorder.took(rec)
+            if transient:
+                return
+            self.failures += 1
+            self._leave(c)
+            if self.failures >= self.max_failures:
+                self._rollback_or_give_up(c.name, self.failures, e)
+
+    def _rollback_or_give_up(self, name: str, failures: int, e: BaseException) -> NoReturn:
+        """Past ``max_failures``: record a rollback to the last checkpoint (exit 75) or, past ``max_rollbacks``,
+        give up (exit 78). Under the lock, so no other thread's step begins meanwhile.
+
+        From the main thread it raises ``SystemExit``; from any other thread (a thread's own ``SystemExit`` would
+        end only that thread) it ends the process with the same code once the journal is synced and closed.
+        """
+        reason = f"{failures} consecutive failures of step {name!r}: {type(e).__name__}: {e}"
+        done = self.fold.rollback_total  # every rollback of the run, not only those on the effective path
+        if done >= self.max_rollbacks:
+            self.recorder.note("gave up", status="failed", reason=f"{reason}; {done} rollbacks already")
+            self.close("failed")
+            exit_agent(f"agent-supervisor: gave up after {done} rollbacks: {reason}", rundir.EXIT_FAILED)
+        cps = [c for c in self.fold.checkpoints if c.get("pos", 0) <= self.pos]
+        target = cps[-1] if cps else None
+        rec = rollback_record(target, reason, by="sdk", failed_step=name)
+        # The last record: a step another thread commits after it would count on the rolled-back branch,
+        # and so would the state at exit (made against the state before the rollback): neither is written.
+        self.server.to_closed()
+        w = self.recorder.writer
+        if w is not None:
+            try:
+                w.append_last(rec)
+            finally:
+                w.close()
+        where = f"checkpoint {target.get('name')!r}" if target else "the start of the run"
+        exit_agent(f"agent-supervisor: rolled back to {where}: {reason}", rundir.EXIT_ROLLBACK)
+
+    # ------------------------------------------------------------------ bookkeeping (under the lock)
+    def _give_back(self, pos: int, name: str) -> None:
+        """A call that failed and is the latest gives its position and its count back: a sequential agent's
+        failed step takes no position (as before steps could overlap), and the next call is numbered as it."""
+        if self.pos == pos + 1:
+            self.pos = pos
+            self.counts[name] -= 1
+
+    def _leave(self, c: Call, *, give_back: bool = True) -> None:
+        """A call that ends without a record (its record not written, or cancelled).
+
+        A cancelled call keeps its position: on resume it is called again, and finds its
+        position free (a call that gave it back would find the next step's record there).
+        """
+        self.inflight -= 1
+        if give_back:
+            self._give_back(c.pos, c.name)
+
+    def _done(self, c: Call, rec: Record) -> None:
+        """A step's record is committed."""
+        self.recorder.took(rec)
+        self.failures = 0
+        self.inflight -= 1
+        self.executed.append(c.name)
