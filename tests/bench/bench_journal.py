@@ -56,7 +56,7 @@ def bench_commit(tmp: Path, steps: int, rounds: int = 7) -> None:
     def work(x: int) -> dict[str, int]:
         return {"value": x}
 
-    redact = run._writer._redact  # type: ignore[union-attr]
+    redact = run._recorder.writer._redact  # type: ignore[union-attr]
     assert redact is not None
     seqs = itertools.count(10**6)
 
@@ -144,7 +144,7 @@ def bench_cpu(steps: int = 3000, rounds: int = 7) -> None:
                     return {"value": x}
 
             if "no redaction" in label:  # what the secrets' redaction of the two lines costs (not a way to run)
-                run._writer._redact = None  # type: ignore[union-attr]
+                run._recorder.writer._redact = None  # type: ignore[union-attr]
             for i in range(300):
                 run.step("warm", work, i)
             per = []
