@@ -40,7 +40,8 @@ from .core import checkpoints, rundir
 from .core import state as state_mod
 from .core.cursor import Shape, StateCursor
 from .core.history import Fold, History, damaged_message, rollback_record
-from .core.journal import JournalReader, JournalWriter, open_journal
+from .core.journal_reader import JournalReader
+from .core.journal_writer import JournalWriter, open_journal
 from .core.records import Kind, LazyRecord, Record, normalize, step_name
 from .core.redact import Redactor, redact_argv, send_secrets
 from .errors import (
@@ -496,15 +497,15 @@ class Run:
         # that a step started) are not kept: resuming 1,000,000 steps builds no million dicts
         self._writer: JournalWriter | None = None
         if self.replay_mode:
-            entries = JournalReader(self.run_dir).load(lazy=True)
+            view = JournalReader(self.run_dir).resume_view()
         else:
-            self._writer, entries = open_journal(self.run_dir, redact=self.redactor, **kw)
+            self._writer, view = open_journal(self.run_dir, redact=self.redactor, **kw)
             checkpoints.clean_stale_tmp(self.run_dir)  # a killed checkpoint write's temporary file (we hold the lock)
         # The resume view (every recorded step, the effective records) serves positions not yet
         # reached; the first live step lets go of it (_go_live), and live records are only counted:
         # memory stays flat however long the run.
         self._fold = Fold()
-        self._fold.extend(entries)
+        self._fold.extend(view.entries, view.overlaps)
         resumed = self._fold.history
         self._steps = resumed.steps
         self._pending_checkpoints = [c for c in resumed.checkpoints]
@@ -653,7 +654,7 @@ class Run:
         if self._fold.keep:
             return self._fold.history
         f = Fold()
-        f.extend(JournalReader(self.run_dir).load(lazy=True))
+        f.extend(*JournalReader(self.run_dir).resume_view())
         return f.history
 
     @property

@@ -25,7 +25,8 @@ import orjson
 import pytest
 
 from supervisor.core import rundir
-from supervisor.core.journal import JournalReader, JournalWriter, open_journal
+from supervisor.core.journal_reader import JournalReader
+from supervisor.core.journal_writer import JournalWriter, open_journal
 from supervisor.core.records import BadLine
 from supervisor.core.segments import segment_paths
 from supervisor.errors import JournalError
@@ -179,7 +180,7 @@ def test_one_thread_pays_one_sync_per_durable_append_and_none_for_the_others(
         for i in range(5):
             w.append(rec("begin", i), sync=False)
             w.append(rec("step", i))
-        w.write_line(orjson.dumps({"kind": "note", "seq": 10, "ts": "2026-11-30T00:00:00.000Z"}) + b"\n")
+        w.append({"kind": "note", "ts": "2026-11-30T00:00:00.000Z"})
         assert log.datasyncs == 6
     assert len(stream_lines(run)) == 11
 
@@ -451,7 +452,7 @@ CRASH_AGENT = textwrap.dedent(
     """
     import sys, threading
     from pathlib import Path
-    from supervisor.core.journal import JournalWriter
+    from supervisor.core.journal_writer import JournalWriter
 
     w = JournalWriter(Path(sys.argv[1]), rotate_bytes=4000)
     out_lock = threading.Lock()
@@ -492,7 +493,7 @@ def test_a_process_killed_while_16_threads_append_keeps_every_returned_record(tm
         # each line was one write of a few bytes to a pipe (atomic): none is cut
         printed += [line.split() for line in p.stdout.read().splitlines()]
     assert len(printed) >= 600
-    w, entries = open_journal(run, lazy=False)
+    w, (entries, _) = open_journal(run, lazy=False)
     try:
         assert not any(isinstance(e, BadLine) for e in entries)
         by_seq = {int(e["seq"]): e for e in entries}
@@ -573,7 +574,7 @@ def test_the_loop_leads_fast_syncs_itself_and_a_slow_disk_goes_to_the_flusher(
 ) -> None:
     """Which thread syncs for asyncio waiters: the loop's own while syncs are fast (no thread hand-off), the flusher
     once a sync took longer than INLINE_SYNC_MAX (the loop is not blocked on a slow disk)."""
-    from supervisor.core import journal
+    from supervisor.core import journal_writer as journal
 
     monkeypatch.setattr(journal, "INLINE_SYNC_MAX", 0.05)  # far above a no-op's time, even on a loaded machine
     who: list[str] = []

@@ -19,7 +19,7 @@ from ..core import history as history_mod
 from ..core import state as state_mod
 from ..core import stream
 from ..core.cursor import StateCursor
-from ..core.journal import JournalReader
+from ..core.journal_reader import JournalReader
 from ..core.records import DAMAGED, BadLine, Kind, Record, preview, step_name
 from ..core.rundir import check_readable_run_dir
 from ..core.usage import call_of, step_tokens

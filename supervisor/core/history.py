@@ -24,14 +24,14 @@ bytes, with the number of successful steps between them).
 from __future__ import annotations
 
 import bisect
-import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .cursor import Shape, StateCursor
-from .journal import _AFTER_BEGIN, OVERLAPS, Entry, JournalReader
+from . import wire
+from .journal_reader import Entry, JournalReader
 from .records import (
     DAMAGED,
     BadLine,
@@ -65,22 +65,15 @@ STEPS = "steps"
 # DAMAGED (from records) is also a marker kind: a damaged line, ``name`` the kind its first bytes show
 MISSING_TARGET = "rollback names a checkpoint not in the effective history"
 
-# The fold runs once per record of a million-record resume, and looking up an enum member
-# (``Kind.STEP``) costs about 100 ns in Python 3.11 (the enum metaclass hooks attribute access):
-# the loops below use these module constants, which are the same members.
-_STEP, _CHECKPOINT, _ROLLBACK = Kind.STEP, Kind.CHECKPOINT, Kind.ROLLBACK
-_BEGIN, _START = Kind.BEGIN, Kind.START
+# The fold runs once per record of a million-record resume: plain-string kinds (:mod:`.wire`), no enum lookups.
+_STEP, _CHECKPOINT, _ROLLBACK, _BEGIN, _START = wire.STEP, wire.CHECKPOINT, wire.ROLLBACK, wire.BEGIN, wire.START
 
-# The resume view (``JournalReader.load(lazy=True)``) hands out successful step lines unparsed and leaves
+# The resume view (``JournalReader.resume_view``) hands out successful step lines unparsed and leaves
 # the begin lines out. A lazy step's ``pos`` is taken as the one after the highest so far (the count of
 # successful steps before it: file order is pos order for sequential code) unless a file shows overlapping
-# steps: a ``begin`` line followed by a line that is not a ``step`` (another begin: a step started while one
-# was in flight), other than the end of the file or a process start (a crash). Then, or when a file's last
-# step line does not carry the pos it was given (positions skipped), the fold is done again with every step
-# line's ``pos`` read from its bytes.
-_OVERLAP = re.compile(rb'\n\{"kind":"begin",[^\n]*\n(?!\{"kind":"step",|\{"kind":"start",|\{"kind":"rollback",|\Z)')
-_LAZY_POS = re.compile(rb'\{"kind":"step","step":"[^"\\]*(?:\\.[^"\\]*)*","pos":(\d+)[,}]')
-_TEXT_POS = re.compile(r'"pos"\s*:\s*(\d+)')
+# steps (:data:`wire.AFTER_BEGIN`: the verdict the read gives, else :func:`wire.overlaps` over the bytes).
+# Then, or when a file's last step line does not carry the pos it was given (positions skipped), the fold is
+# done again with every step line's ``pos`` read from its bytes.
 
 
 @dataclass(slots=True)
@@ -125,7 +118,7 @@ class History:
 
     Concurrent steps: ``steps`` is in ``pos`` order (call order; records with the
     same ``pos`` in file order), whatever order their records were committed in;
-    :meth:`steps_by_pos` maps each position to its step, :meth:`in_flight_steps`
+    :meth:`in_flight_steps`
     gives the begins that have no step yet, :attr:`concurrent` says whether any
     two steps overlapped. For a sequential journal ``steps[i]["pos"] == i``.
     """
@@ -154,11 +147,6 @@ class History:
     def next_pos(self) -> int:
         """The position after the highest of the effective steps (0 without steps)."""
         return int(self.steps[-1]["pos"]) + 1 if self.steps else 0
-
-    def steps_by_pos(self) -> dict[int, Record]:
-        """Each position's successful step (two at one position, which only a hand-edited journal has:
-        the later in the file)."""
-        return {int(r["pos"]): r for r in self.steps}
 
     def consecutive_failures(self, pos: int | None = None) -> int:
         """Failed attempts of the step at ``pos`` (default: :attr:`next_pos`) since its last success or the
@@ -278,6 +266,7 @@ class Fold:
     """
 
     def __init__(self, keep: bool = True) -> None:
+        self._known: Mapping[Any, bool] = {}  # the overlap verdicts given to extend() (ResumeView.overlaps)
         self._reset(keep)
 
     def _reset(self, keep: bool) -> None:
@@ -305,7 +294,7 @@ class Fold:
         """``(target seq, rollback seq)`` of every rollback that cut, abandoned ones too (for :class:`Shape`)."""
         self._top = -1  # keep: the highest pos among ``steps`` (-1: none)
         self._ordered = True  # keep: ``steps`` in pos order is also file order (a rollback cuts its tail)
-        self._exact = False  # keep: read every lazy step line's pos from its bytes (see _OVERLAP)
+        self._exact = False  # keep: read every lazy step line's pos from its bytes (see wire.AFTER_BEGIN)
         self._src: Any = None  # keep: the mapped file of the last lazy step (checked for overlapping steps)
         self._overlapping = False  # keep: a mapped file shows overlapping steps
         self._lazy_lasts: list[LazyRecord] = []  # keep: the last lazy step of each file, not checked yet
@@ -348,13 +337,16 @@ class Fold:
             return
         self.extend((entry,))
 
-    def extend(self, entries: Iterable[FoldInput]) -> None:
+    def extend(self, entries: Iterable[FoldInput], overlaps: Mapping[Any, bool] | None = None) -> None:
         """Fold entries in journal order (the loop is inlined for the resume of a million steps).
 
         With ``keep=True`` the first list given becomes ``history.entries`` itself
         (not a copy: a million pointers), and later entries are appended to it.
+        ``overlaps``: the read's verdicts on the files' maps (:attr:`journal_reader.ResumeView.overlaps`);
+        a map without one is checked by its bytes.
         """
         if self.keep:
+            self._known = {} if overlaps is None else overlaps
             h = self._history
             if isinstance(entries, list) and not h.entries and not h.effective:
                 h.entries = entries  # the first batch: keep the caller's list, no copy of a million pointers
@@ -395,7 +387,7 @@ class Fold:
                 if e.src is not src:  # type: ignore[union-attr]
                     src = self._src = e.src  # type: ignore[union-attr]
                     lasts.append(e)  # type: ignore[arg-type]
-                    if _overlaps(src):
+                    if _overlaps(src, self._known):
                         self._overlapping = True
                         self._exact = exact = True  # refolded at the end of extend()
                 else:
@@ -460,7 +452,7 @@ class Fold:
         """Whether each file's last lazy step line (so far) carries the pos the fold gave it (none skipped)."""
         lasts = self._lazy_lasts
         for last in lasts:
-            m = _LAZY_POS.match(last.src, last.start, last.end)
+            m = wire.STEP_POS.match(last.src, last.start, last.end)
             if m is not None and int(m.group(1)) != last.pos:
                 return False
         del lasts[:-1]  # the current file's last step may still change
@@ -479,7 +471,7 @@ class Fold:
         position if it may have been a step (:func:`records.damaged_holds_step`), so nothing after it shifts.
         Its position: the ``pos`` its bytes still show, else the one after the highest so far."""
         rec = bad.record()
-        m = _TEXT_POS.search(bad.text)
+        m = wire.TEXT_POS.search(bad.text)
         rec["pos"] = int(m.group(1)) if m else self._top + 1
         if rec["holds_step"]:
             if rec["pos"] >= self._top:
@@ -592,26 +584,16 @@ def _pos_of(r: Any) -> int:
     return r.pos if type(r) is LazyRecord else int(r["pos"])
 
 
-def _overlaps(src: Any) -> bool:
-    """Whether a mapped journal file shows overlapping steps (see :data:`_OVERLAP`): the resume view's read
-    has told it from the lines (:data:`journal.OVERLAPS`), else the regex walks the file."""
-    try:
-        known = OVERLAPS.get(src)
-    except TypeError:  # bytes (a LazyRecord made by hand): no weak reference
-        known = None
-    if known is not None:
-        return known
-    if src[:16] == b'{"kind":"begin",':  # the first line (the pattern looks for begins after a newline)
-        nl = src.find(b"\n")
-        after = bytes(src[nl + 1 : nl + 20]) if nl >= 0 else b""
-        if after and not after.startswith(_AFTER_BEGIN):
-            return True
-    return _OVERLAP.search(src) is not None
+def _overlaps(src: Any, known: Mapping[Any, bool]) -> bool:
+    """Whether a mapped journal file shows overlapping steps: the resume view's read has told it from the
+    lines (``known``: :attr:`journal_reader.ResumeView.overlaps`), else the rule walks the file's bytes."""
+    verdict = known.get(src)
+    return wire.overlaps(src) if verdict is None else verdict
 
 
 def _lazy_pos(e: LazyRecord, count: int) -> int:
     """The ``pos`` a lazy step line carries (``count`` if its bytes do not show one where the writer puts it)."""
-    m = _LAZY_POS.match(e.src, e.start, e.end)
+    m = wire.STEP_POS.match(e.src, e.start, e.end)
     return int(m.group(1)) if m is not None else count
 
 

@@ -47,7 +47,7 @@ from .. import __version__
 from ..core import rundir
 from ..core.events import read_events
 from ..core.history import Pairing, fold
-from ..core.journal import JournalReader
+from ..core.journal_reader import JournalReader
 from ..core.records import Kind, step_name
 from ..core.redact import Redactor
 from ..core.usage import Price, RunUsage, UsageFold, call_of, usage_entries

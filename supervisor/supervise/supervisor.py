@@ -57,7 +57,8 @@ import psutil
 from ..core import rundir
 from ..core.events import EVENTS, EventLog, read_events
 from ..core.history import Fold
-from ..core.journal import JournalReader, journal_locked
+from ..core.journal_reader import JournalReader
+from ..core.journal_writer import journal_locked
 from ..core.records import Kind, step_name
 from ..core.redact import Redactor, argv_is_redacted, redact_argv
 from ..errors import JournalLockedError, SupervisorError

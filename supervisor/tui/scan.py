@@ -24,7 +24,7 @@ from pathlib import Path
 
 from ..core import rundir
 from ..core.history import ERROR, STEPS, Marker
-from ..core.journal import JournalReader
+from ..core.journal_reader import JournalReader
 from ..core.records import (
     DAMAGED,
     Kind,
