@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
-from supervisor.cli.inspect_cmds import _Text, call_summary, format_record
+from supervisor.cli.log_text import TextLog, format_record
 from supervisor.cli.main import main
 from supervisor.core import history, stream
 
@@ -120,11 +120,9 @@ def _streamed(run: Path, all_: bool, chunk: int) -> bytes:
     else:
         for item in stream.Walk(run, pl, all_=all_, chunk=chunk).items():
             pairing.add(item)
-    text = _Text(pairing, all_)
+    text = TextLog(pairing, all_)
     walk = stream.Walk(run, pl, all_=all_, chunk=chunk)
-    summary = None if text.overlapped else call_summary
-    out = walk.rendered(text.canon, text.other, None, summary=summary, marked=text.interrupted | text.open)
-    return b"".join(line + b"\n" for lines in out for line in lines)
+    return b"".join(line + b"\n" for batch in walk.batches(parse_steps=True) for line in text.lines(batch))
 
 
 @pytest.mark.parametrize("all_", [False, True], ids=["effective", "all"])
@@ -148,7 +146,7 @@ def test_the_command_prints_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyP
         assert buf.getvalue() == _reference(run, all_)
 
 
-def test_the_fast_loop_takes_the_common_lines(tmp_path: Path) -> None:
+def test_the_fast_loop_takes_the_common_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A test that can fail: the writer's plain begin and step lines never reach ``canon`` or ``other``."""
     run = _journal(tmp_path)
     pl = stream.plan(run, pairs=True)
@@ -156,15 +154,18 @@ def test_the_fast_loop_takes_the_common_lines(tmp_path: Path) -> None:
     seen: list[int] = []
     walk = stream.Walk(run, pl)
 
-    def canon(seq: int, *_: Any) -> bytes:
-        seen.append(seq)
+    def canon(self: TextLog, item: stream.Item) -> bytes:
+        seen.append(int(item.seq))
         return b"c"
 
-    def other(item: stream.Item) -> bytes:
+    def other(self: TextLog, item: stream.Item) -> bytes:
         seen.append(int(item.seq))
         return b"o"
 
-    lines = list(walk.rendered(canon, other, summary=call_summary))
+    monkeypatch.setattr(TextLog, "canon", canon)
+    monkeypatch.setattr(TextLog, "other", other)
+    text = TextLog(stream.StreamPairing(), False)
+    lines = [text.lines(batch) for batch in walk.batches(parse_steps=True)]
     assert sum(map(len, lines)) > 80
     raw = (run / "journal.jsonl").read_bytes().splitlines()
     names = {orjson.loads(raw[i]).get("step") for i in seen if b"not-json" not in raw[i]}
