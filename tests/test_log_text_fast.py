@@ -1,7 +1,7 @@
 """The text ``log``'s fast lines (made in the walk's loop) are the lines the whole-parse ``log`` made.
 
 The reference is the code before streaming: :func:`history.load` and :func:`format_record` with a
-:class:`history.Pairing` over the records shown. The journal is in the writer's form (the fast path)
+:class:`pairing.Pairing` over the records shown. The journal is in the writer's form (the fast path)
 with the shapes a line-level shortcut could get wrong: an ``output`` key nested in the inputs,
 outputs long, multi-line, non-ASCII, not text or missing, failed steps, model and tool calls, a
 wrong or non-integer seq, escaped names, short and non-ASCII times, a line that is not JSON, a
@@ -23,6 +23,7 @@ import pytest
 from supervisor.cli.log_text import TextLog, format_record
 from supervisor.cli.main import main
 from supervisor.core import history, stream
+from supervisor.core.pairing import Pairing
 
 TS = "2026-11-30T10:00:00.000Z"
 
@@ -100,7 +101,7 @@ def _reference(run: Path, all_: bool) -> bytes:
         if all_
         else h.effective
     )
-    pairing = history.Pairing()
+    pairing = Pairing()
     for rec in records:
         pairing.add(rec)
     lines = []
@@ -113,13 +114,13 @@ def _reference(run: Path, all_: bool) -> bytes:
 def _streamed(run: Path, all_: bool, chunk: int) -> bytes:
     """``cmd_log``'s plain text stream at a given chunk size."""
     pl = stream.plan(run, pairs=True, chunk=chunk)
-    pairing = stream.StreamPairing()
+    pairing = Pairing(keep_paired=False)
     if pl.paired:
         if pl.open_at_end is not None:
             pairing.open[pl.open_at_end[1]] = {"seq": pl.open_at_end[0]}
     else:
         for item in stream.Walk(run, pl, all_=all_, chunk=chunk).items():
-            pairing.add(item)
+            pairing.add_item(item)
     text = TextLog(pairing, all_)
     walk = stream.Walk(run, pl, all_=all_, chunk=chunk)
     return b"".join(line + b"\n" for batch in walk.batches(parse_steps=True) for line in text.lines(batch))
@@ -164,7 +165,7 @@ def test_the_fast_loop_takes_the_common_lines(tmp_path: Path, monkeypatch: pytes
 
     monkeypatch.setattr(TextLog, "canon", canon)
     monkeypatch.setattr(TextLog, "other", other)
-    text = TextLog(stream.StreamPairing(), False)
+    text = TextLog(Pairing(keep_paired=False), False)
     lines = [text.lines(batch) for batch in walk.batches(parse_steps=True)]
     assert sum(map(len, lines)) > 80
     raw = (run / "journal.jsonl").read_bytes().splitlines()

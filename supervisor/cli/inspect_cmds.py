@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import errno
 import fnmatch
+import gc
 import re
 import sys
 from collections import deque
@@ -22,6 +23,7 @@ from ..core import stream
 from ..core.cursor import StateCursor
 from ..core.journal_reader import JournalReader
 from ..core import wire
+from ..core.pairing import Pairing
 from ..core.records import BadLine, preview
 from ..core.rundir import check_readable_run_dir
 from ..errors import SupervisorError
@@ -148,7 +150,7 @@ _TAIL_SLACK = 1000
 """Lines read before a ``--tail`` window: the steps there give the records without a ``pos`` theirs."""
 
 
-def _tail_items(args: argparse.Namespace, keep: _Filter) -> tuple[list[stream.Item], stream.StreamPairing]:
+def _tail_items(args: argparse.Namespace, keep: _Filter) -> tuple[list[stream.Item], Pairing]:
     """The last ``--tail`` records, read from the end of the journal (a window that grows until it holds
     them). Abandoned branches: a rollback in the window takes the first pass over the whole journal for
     the cuts. The pairing marks (in flight, interrupted, ``#pos``) come from the records read."""
@@ -167,10 +169,10 @@ def _tail_items(args: argparse.Namespace, keep: _Filter) -> tuple[list[stream.It
             return _tail_of_stream(args, keep, pl)
         walk = stream.Walk(args.run_dir, pl, all_=args.all)
         keep.reached = args.since is None
-        pairing = stream.StreamPairing()
+        pairing = Pairing(keep_paired=False)
         shown: deque[stream.Item] = deque(maxlen=n)
         for item in walk.entries(entries, _warn if whole or n <= 0 else None):
-            pairing.add(item)
+            pairing.add_item(item)
             if not keep.active or keep(item):
                 shown.append(item)
         if len(shown) >= n or whole:
@@ -184,19 +186,16 @@ def _tail_items(args: argparse.Namespace, keep: _Filter) -> tuple[list[stream.It
         k *= 4
 
 
-def _tail_of_stream(args: argparse.Namespace, keep: _Filter, pl: stream.Plan) -> tuple[list[stream.Item], stream.StreamPairing]:
+def _tail_of_stream(args: argparse.Namespace, keep: _Filter, pl: stream.Plan) -> tuple[list[stream.Item], Pairing]:
     """``--tail`` by the two passes over the whole journal (the last N kept as they go by)."""
-    pairing = stream.StreamPairing()
+    pairing = Pairing(keep_paired=False)
     shown: deque[stream.Item] = deque(maxlen=args.tail)
     keep.reached = args.since is None
     for item in stream.Walk(args.run_dir, pl, all_=args.all).items(_warn):
-        pairing.add(item)
+        pairing.add_item(item)
         if not keep.active or keep(item):
             shown.append(item)
     return list(shown), pairing
-
-
-_BATCH = 4096
 
 
 def _write(out: Any, data: bytes) -> None:
@@ -211,16 +210,16 @@ def _write(out: Any, data: bytes) -> None:
         view = view[n:]
 
 
-def _pairing(args: argparse.Namespace, pl: stream.Plan) -> stream.StreamPairing:
+def _pairing(args: argparse.Namespace, pl: stream.Plan) -> Pairing:
     """The text ``log``'s pairing marks (in flight, interrupted, ``#pos``): from the first pass when every begin
     is followed by its step (no look ahead needed), else from one more walk (a begin's step comes after it)."""
-    pairing = stream.StreamPairing()
+    pairing = Pairing(keep_paired=False)
     if pl.paired:
         if pl.open_at_end is not None:
             pairing.open[pl.open_at_end[1]] = {"seq": pl.open_at_end[0]}
     else:
         for item in stream.Walk(args.run_dir, pl, all_=args.all).items():
-            pairing.add(item)
+            pairing.add_item(item)
     return pairing
 
 
@@ -229,6 +228,27 @@ def _batched(items: Iterable[stream.Item], n: int) -> Iterator[list[stream.Item]
     it = iter(items)
     while batch := list(islice(it, n)):
         yield batch
+
+
+def _print_log(args: argparse.Namespace, keep: _Filter, out: Any) -> None:
+    """``log``'s records, rendered a batch at a time (text or JSON: one loop in :mod:`.log_text`)."""
+    batches: Iterable[Iterable[stream.Item]]
+    if args.tail is not None:
+        items, pairing = _tail_items(args, keep)
+        batches = _batched(items, stream.BATCH)
+    else:
+        pl = stream.plan(args.run_dir, pairs=not args.json)
+        pairing = Pairing(keep_paired=False) if args.json else _pairing(args, pl)
+        walk = stream.Walk(args.run_dir, pl, all_=args.all, kinds=keep.kinds)
+        batches = walk.batches(_warn, parse_steps=not args.json)
+        if keep.active:
+            batches = _batched(filter(keep, (item for batch in batches for item in batch)), stream.BATCH)
+    render = log_text.json_lines if args.json else log_text.TextLog(pairing, args.all).lines
+    for batch in batches:
+        lines = render(batch)
+        if lines:
+            lines.append(b"")
+            _write(out, b"\n".join(lines))
 
 
 def cmd_log(args: argparse.Namespace) -> int:
@@ -241,26 +261,17 @@ def cmd_log(args: argparse.Namespace) -> int:
         raise SupervisorError(f"--tail {args.tail}: pass a number of records, 0 or more")
     keep = _Filter(args)
     out = sys.stdout.buffer
+    # the walk makes a million short-lived tuples and dicts and no cycles: the cyclic GC would only rescan
+    # each batch again and again (a third of the text log's time)
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        batches: Iterable[Iterable[stream.Item]]
-        if args.tail is not None:
-            items, pairing = _tail_items(args, keep)
-            batches = _batched(items, _BATCH)
-        else:
-            pl = stream.plan(args.run_dir, pairs=not args.json)
-            pairing = stream.StreamPairing() if args.json else _pairing(args, pl)
-            walk = stream.Walk(args.run_dir, pl, all_=args.all, kinds=keep.kinds)
-            batches = walk.batches(_warn, parse_steps=not args.json)  # a chunk's lines at a time
-            if keep.active:
-                batches = _batched(filter(keep, (item for batch in batches for item in batch)), _BATCH)
-        render = log_text.json_lines if args.json else log_text.TextLog(pairing, args.all).lines
-        for batch in batches:
-            lines = render(batch)
-            if lines:
-                lines.append(b"")
-                _write(out, b"\n".join(lines))
+        _print_log(args, keep, out)
     except PermissionError:
         raise _permission(args.run_dir) from None
+    finally:
+        if enabled:
+            gc.enable()
     out.flush()
     return 0
 

@@ -7,8 +7,8 @@ from collections.abc import Iterable
 
 import orjson
 
-from ..core import history as history_mod
 from ..core import stream, wire
+from ..core.pairing import Pairing
 from ..core.records import DAMAGED, Kind, Record, preview, step_name
 from ..core.usage import call_of, step_tokens
 from ..export.pricing import step_cost
@@ -41,7 +41,7 @@ def call_summary(rec: Record) -> str:
     return f"  [{tokens.input} in{cached}, {tokens.output} out{price}]"
 
 
-def format_record(rec: Record, pairing: history_mod.Pairing | stream.StreamPairing | None = None) -> str:
+def format_record(rec: Record, pairing: Pairing | None = None) -> str:
     """One line for a record, as ``log`` prints it.
 
     With ``pairing`` (the begins of the records shown paired with their steps by
@@ -56,7 +56,7 @@ def format_record(rec: Record, pairing: history_mod.Pairing | stream.StreamPairi
     return f"{head} {body}"
 
 
-def _step_body(rec: Record, kind: str, pairing: history_mod.Pairing | stream.StreamPairing | None) -> str:
+def _step_body(rec: Record, kind: str, pairing: Pairing | None) -> str:
     """A begin's or step's text after its kind: the name, ``#pos`` with overlapping steps, the marks or the
     output (or error), and a model or tool call's summary."""
     body = step_name(rec)
@@ -103,7 +103,7 @@ class TextLog:
     (:meth:`lines`): a writer step or begin line is made from what the walk read (a begin is not parsed at
     all, a step only for its output); any other record by :func:`format_record`."""
 
-    def __init__(self, pairing: stream.StreamPairing, all_: bool) -> None:
+    def __init__(self, pairing: Pairing, all_: bool) -> None:
         self.pairing = pairing
         self.overlapped = pairing.overlapped
         self.interrupted = pairing.interrupted

@@ -32,6 +32,7 @@ from typing import Any
 from .cursor import Shape, StateCursor
 from . import wire
 from .journal_reader import Entry, JournalReader
+from .pairing import Pairing
 from .records import (
     DAMAGED,
     BadLine,
@@ -49,7 +50,6 @@ __all__ = [
     "Fold",
     "History",
     "Marker",
-    "Pairing",
     "fold",
     "load",
     "rollback_record",
@@ -199,52 +199,6 @@ class History:
     def find_checkpoint(self, ref: str) -> Record | None:
         """The latest effective checkpoint whose name, file or seq is ``ref``."""
         return _find_checkpoint(self.checkpoints, ref)
-
-
-class Pairing:
-    """Begins paired with their steps by ``pos``, in journal order (feed records with :meth:`add`).
-
-    A ``step`` record closes the ``begin`` of the same ``pos`` (a failed try marked
-    ``transient`` does not: the step is retried); a ``begin`` or ``step`` without a
-    ``pos`` pairs with the next one (hand-written, sequential). A ``start`` (a new
-    process attempt) or a ``rollback`` ends every step still open: those were
-    interrupted. Used by ``History``, ``log`` and the TUI, so they agree.
-    """
-
-    __slots__ = ("interrupted", "open", "overlapped", "paired")
-
-    def __init__(self) -> None:
-        self.open: dict[Any, Record] = {}
-        """``pos`` -> the begin record of a step in flight."""
-        self.paired: dict[int, int] = {}
-        """begin seq -> the seq of the step record that closed it."""
-        self.interrupted: set[int] = set()
-        """Seqs of the begins whose process attempt ended (or that were begun again) before their step."""
-        self.overlapped = False
-        """A begin came while another step was in flight."""
-
-    def add(self, rec: Record) -> None:
-        kind = rec.get("kind", _STEP)
-        if kind == _BEGIN:
-            if self.open:
-                self.overlapped = True
-            key = rec.get("pos")
-            old = self.open.get(key)
-            if old is not None:
-                self.interrupted.add(int(old["seq"]))
-            self.open[key] = rec
-        elif kind == _STEP:
-            if not self.open or (not isinstance(rec, LazyRecord) and rec.get("transient")):
-                return  # (a lazy step line is a success: never parsed here)
-            b = self.open.pop(rec.get("pos"), None)
-            if b is None:
-                b = self.open.pop(None, None)
-            if b is not None:
-                self.paired[int(b["seq"])] = int(rec["seq"])
-        elif kind == _START or kind == _ROLLBACK:
-            for b in self.open.values():
-                self.interrupted.add(int(b["seq"]))
-            self.open.clear()
 
 
 def _find_checkpoint(cps: list[Record], ref: str) -> Record | None:

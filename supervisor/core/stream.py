@@ -13,9 +13,8 @@ The same answers as :func:`history.load` gives, in constant memory, in two passe
    it is abandoned), as it is read.
 
 **Canonical lines.** A ``begin`` or ``step`` line as this package's writer (orjson,
-compact) writes it needs no normalisation: it starts
-``{"kind":"step"|"begin","step":"…","pos":N,`` and ends ``,"seq":S,"id":"…","ts":"…"}``
-with ``S`` its position in the stream, so ``kind``, ``seq``, ``ts`` and ``pos`` are
+compact) writes it needs no normalisation: it matches :data:`wire.CANON` (the kind, the
+step name and ``pos`` first, ``seq``, ``id`` and ``ts`` last) with ``seq`` its position in the stream, so ``kind``, ``seq``, ``ts`` and ``pos`` are
 all there at the top level (the quotes and braces of the head and tail are
 unescaped, so they cannot be inside a string), and a step line without
 ``"error":`` is a success. The walk hands such a line out as its bytes (``log
@@ -44,7 +43,7 @@ from .records import DAMAGED, BadLine, Record, normalize, parse_line
 from . import wire
 from .segments import CHUNK, Chunk, Region, read_stream
 
-__all__ = ["Item", "Plan", "StreamPairing", "Walk", "entry_seq", "plan"]
+__all__ = ["BATCH", "Item", "Plan", "Walk", "entry_seq", "plan"]
 
 _STEP, _BEGIN, _CHECKPOINT, _ROLLBACK, _START = wire.STEP, wire.BEGIN, wire.CHECKPOINT, wire.ROLLBACK, wire.START
 
@@ -394,7 +393,7 @@ class Walk:
             yield from batch
 
     def batches(self, warn: Any = None, *, parse_steps: bool = False) -> Iterator[list[Item]]:
-        """Walk the whole stream, a chunk's :class:`Item` s at a time: the one loop of the second pass.
+        """Walk the whole stream, :data:`BATCH` :class:`Item` s at most at a time: the one loop of the second pass.
 
         The fast branch (a chunk all in the writer's form, :meth:`Plan.writer_chunk`) takes a canonical line by
         its bytes, no parse, no normalisation: the loop runs once a line of a million-record journal, and the
@@ -428,6 +427,11 @@ class Walk:
             off_k, off = 0, reg.start  # a known line start (line off_k at byte off): offsets counted on from it
             top = self.top
             for seq, raw in enumerate(lines, first):
+                if len(out) >= BATCH:  # a chunk's items handed out in parts: their parsed records do not pile up
+                    self.top = top
+                    yield out
+                    out = []
+                    add = out.append
                 if seq >= nxt:  # abandoned: inside one of the merged ranges (seqs only grow)
                     ri, ab, nxt = _abandoned_at(ranges, ri, seq)
                 if fast:
@@ -489,6 +493,9 @@ class Walk:
 _NEVER = 1 << 62
 """A seq past any stream's end."""
 
+BATCH = 4096
+"""The most items :meth:`Walk.batches` hands out at once."""
+
 
 def _abandoned_at(ranges: list[tuple[int, int]], ri: int, seq: int) -> tuple[int, bool, int]:
     """At ``seq`` (seqs only grow; ``ri`` the first range not wholly before the last one asked): the first
@@ -503,39 +510,3 @@ def _abandoned_at(ranges: list[tuple[int, int]], ri: int, seq: int) -> tuple[int
 
 def entry_seq(ent: Record | BadLine) -> int:
     return ent.seq if isinstance(ent, BadLine) else int(ent["seq"])
-
-
-class StreamPairing:
-    """:class:`history.Pairing` for a stream: the same rules, without the begin -> step map (a million
-    entries for a million steps); ``open`` holds ``{"seq": S}`` for each begin in flight."""
-
-    __slots__ = ("interrupted", "open", "overlapped")
-
-    def __init__(self) -> None:
-        self.open: dict[Any, Record] = {}
-        self.interrupted: set[int] = set()
-        self.overlapped = False
-
-    def add(self, item: Item) -> None:
-        kind = item.kind
-        if kind == _BEGIN:
-            if self.open:
-                self.overlapped = True
-            old = self.open.get(item.pos)
-            if old is not None:
-                self.interrupted.add(int(old["seq"]))
-            self.open[item.pos] = {"seq": item.seq}
-        elif kind == _STEP:
-            if not self.open:
-                return
-            if item.raw is not None:
-                if wire.FIELD_TRANSIENT in item.raw and item.record().get("transient"):
-                    return
-            elif item.rec is not None and item.rec.get("transient"):
-                return
-            if self.open.pop(item.pos, None) is None:
-                self.open.pop(None, None)
-        elif kind == _START or kind == _ROLLBACK:
-            for b in self.open.values():
-                self.interrupted.add(int(b["seq"]))
-            self.open.clear()

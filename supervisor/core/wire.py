@@ -335,3 +335,12 @@ class NoteRecord(TypedDict, total=False):
     """Unique record id."""
     ts: str
     """ISO-8601 UTC time."""
+
+
+# (core, continued: the TUI scan's pairing key)
+BEGIN_KEY = re.compile(re.escape(BEGIN_HEAD) + rb'("step":"[^"\\]*(?:\\.[^"\\]*)*","pos":\d+,(?:"attempt":\d+,)?)')
+"""A writer begin line's head that its step line repeats after :data:`STEP_HEAD`: the TUI scan's pairing key."""
+TRANSIENT_TRUE = b'"transient":true'
+"""A retried try's step line (it does not close its begin)."""
+CHANGED_NOTE = b'"changed inputs"'
+"""In the SDK's note for a step served on resume whose inputs changed."""

@@ -46,7 +46,8 @@ import orjson
 from .. import __version__
 from ..core import rundir
 from ..core.events import read_events
-from ..core.history import Pairing, fold
+from ..core.history import fold
+from ..core.pairing import Pairing
 from ..core.journal_reader import JournalReader
 from ..core.records import Kind, step_name
 from ..core.redact import Redactor
