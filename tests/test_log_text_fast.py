@@ -155,12 +155,12 @@ def test_the_fast_loop_takes_the_common_lines(tmp_path: Path, monkeypatch: pytes
     seen: list[int] = []
     walk = stream.Walk(run, pl)
 
-    def canon(self: TextLog, item: stream.Item) -> bytes:
-        seen.append(int(item.seq))
+    def canon(self: TextLog, item: stream.Row) -> bytes:
+        seen.append(int(item[0]))
         return b"c"
 
-    def other(self: TextLog, item: stream.Item) -> bytes:
-        seen.append(int(item.seq))
+    def other(self: TextLog, item: stream.Row) -> bytes:
+        seen.append(int(item[0]))
         return b"o"
 
     monkeypatch.setattr(TextLog, "canon", canon)

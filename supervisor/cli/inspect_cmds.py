@@ -232,7 +232,7 @@ def _batched(items: Iterable[stream.Item], n: int) -> Iterator[list[stream.Item]
 
 def _print_log(args: argparse.Namespace, keep: _Filter, out: Any) -> None:
     """``log``'s records, rendered a batch at a time (text or JSON: one loop in :mod:`.log_text`)."""
-    batches: Iterable[Iterable[stream.Item]]
+    batches: Iterable[Iterable[stream.Row]]
     if args.tail is not None:
         items, pairing = _tail_items(args, keep)
         batches = _batched(items, stream.BATCH)
@@ -240,9 +240,10 @@ def _print_log(args: argparse.Namespace, keep: _Filter, out: Any) -> None:
         pl = stream.plan(args.run_dir, pairs=not args.json)
         pairing = Pairing(keep_paired=False) if args.json else _pairing(args, pl)
         walk = stream.Walk(args.run_dir, pl, all_=args.all, kinds=keep.kinds)
-        batches = walk.batches(_warn, parse_steps=not args.json)
         if keep.active:
-            batches = _batched(filter(keep, (item for batch in batches for item in batch)), stream.BATCH)
+            batches = _batched(filter(keep, walk.items(_warn, parse_steps=not args.json)), stream.BATCH)
+        else:
+            batches = walk.batches(_warn, parse_steps=not args.json)
     render = log_text.json_lines if args.json else log_text.TextLog(pairing, args.all).lines
     for batch in batches:
         lines = render(batch)

@@ -115,8 +115,8 @@ class TextLog:
         self._step = tuple(x + "%6d %-23.23s step       %s  -> %s" for x in leads)  # the mark in the format
         self._begin = tuple(x.encode() + b"%6d %-23s begin      %s" for x in leads)
 
-    def lines(self, items: Iterable[stream.Item]) -> list[bytes]:
-        """The lines of ``items`` (the loop runs once a line of a million-record journal: the common lines,
+    def lines(self, items: Iterable[stream.Row]) -> list[bytes]:
+        """The lines of ``items`` (:meth:`stream.Walk.batches`' rows; the loop runs once a line of a million-record journal: the common lines,
         a writer step and a plain begin without ``#pos`` or a mark, are made here, no call a line)."""
         out: list[bytes] = []
         add = out.append
@@ -125,21 +125,21 @@ class TextLog:
         for item in items:
             seq, kind, _, raw, rec, ab, name, ts = item
             if raw is None:
-                add(self.other(item))
+                add(self.other(item))  # type: ignore[arg-type]  # a row without its line is an Item
             elif rec is not None and plain:  # a writer step, parsed for its output
                 o = rec.get("output")
                 if type(o) is not str or len(o) > 70 or "\n" in o:
                     o = preview(o, 70)
                 if "usage" in rec or "call" in rec:
                     o += call_summary(rec)
-                add((fmt_step[ab] % (seq, rec["ts"], rec["step"], o)).encode())
+                add((fmt_step[ab] % (seq, ts, name, o)).encode())
             elif plain and kind == _BEGIN and seq not in marked and b"\\" not in name and ts.isascii():  # type: ignore[operator,union-attr]
                 add(fmt_begin[ab] % (seq, ts[:23], name))  # type: ignore[index]
             else:
                 add(self.canon(item))
         return out
 
-    def canon(self, item: stream.Item) -> bytes:
+    def canon(self, item: stream.Row) -> bytes:
         """The line of a writer begin or step item by the general rules (escapes, ``#pos``, the marks)."""
         seq, kind, pos, raw, rec, ab, name, ts = item
         if rec is not None:  # parsed for its output: its name and ts are text
@@ -172,7 +172,7 @@ class TextLog:
         return self.lead[item.abandoned] + format_record(item.rec, self.pairing).encode()  # type: ignore[arg-type]
 
 
-def json_lines(items: Iterable[stream.Item]) -> list[bytes]:
+def json_lines(items: Iterable[stream.Row]) -> list[bytes]:
     """``log --json``'s lines of ``items``: a writer line as its bytes (no decode, no encode), any other record
     encoded; ``"abandoned": true`` added on an abandoned branch (``--all``)."""
     out: list[bytes] = []
@@ -183,8 +183,8 @@ def json_lines(items: Iterable[stream.Item]) -> list[bytes]:
         if raw is not None:
             add(raw[:-1] + tail if item[5] else raw)
         else:
-            line = dict(item.rec)  # type: ignore[arg-type]
-            if item.abandoned:
+            line = dict(item[4])  # type: ignore[arg-type]
+            if item[5]:
                 line["abandoned"] = True
             add(dumps(line, option=opt))
     return out

@@ -73,7 +73,7 @@ class Pairing:
         if kind == _BEGIN:
             self.begin(rec.get("pos"), rec)
         elif kind == _STEP:
-            if self.open and (type(rec) is LazyRecord or not rec.get("transient")):
+            if self.open and (isinstance(rec, LazyRecord) or not rec.get("transient")):
                 self.close(rec.get("pos"), int(rec["seq"]))
         elif kind == _START or kind == _ROLLBACK:
             self.end_attempt()

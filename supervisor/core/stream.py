@@ -292,10 +292,10 @@ class Item(NamedTuple):
     rec: Record | None
     """The parsed, normalised record (with the fold's ``pos``) of a line that is not canonical."""
     abandoned: bool
-    name: bytes | None = None
-    """A canonical line's step name, as JSON string content."""
-    ts: bytes | None = None
-    """A canonical line's ``ts``."""
+    name: Any = None
+    """A canonical line's step name, as JSON string content (bytes; text when ``rec`` is parsed too)."""
+    ts: Any = None
+    """A canonical line's ``ts`` (bytes; text when ``rec`` is parsed too)."""
 
     def record(self) -> Record:
         """The record (parsed from the line if canonical)."""
@@ -307,20 +307,26 @@ class Item(NamedTuple):
 
     def step_name(self) -> str | None:
         """The ``step`` field as text (``None``: none)."""
+        if self.rec is not None:
+            v = self.rec.get("step")
+            return None if v is None else v if isinstance(v, str) else str(v)
         if self.name is not None:
             if b"\\" in self.name:
                 text: str = orjson.loads(b'"' + self.name + b'"')
                 return text
-            return self.name.decode()
-        v = self.rec.get("step") if self.rec is not None else None
-        return None if v is None else v if isinstance(v, str) else str(v)
+            return str(self.name.decode())
+        return None
 
     def time(self) -> str | None:
         """The ``ts`` field (``None``: none, or not text)."""
-        if self.ts is not None:
-            return self.ts.decode()
-        v = self.rec.get("ts") if self.rec is not None else None
-        return v if isinstance(v, str) else None
+        if self.rec is not None:
+            v = self.rec.get("ts")
+            return v if isinstance(v, str) else None
+        return None if self.ts is None else str(self.ts.decode())
+
+
+Row = tuple[int, str, Any, bytes | None, Record | None, bool, Any, Any]
+"""What :meth:`Walk.batches` hands out: an :class:`Item`, or a plain tuple of its fields."""
 
 
 class Walk:
@@ -388,12 +394,16 @@ class Walk:
         return self.items()
 
     def items(self, warn: Any = None, *, parse_steps: bool = False) -> Iterator[Item]:
-        """Walk the whole stream, an :class:`Item` at a time (:meth:`batches`)."""
+        """Walk the whole stream, an :class:`Item` at a time (:meth:`batches`' rows made items)."""
+        new = tuple.__new__
         for batch in self.batches(warn, parse_steps=parse_steps):
-            yield from batch
+            for row in batch:
+                yield row if type(row) is Item else new(Item, row)
 
-    def batches(self, warn: Any = None, *, parse_steps: bool = False) -> Iterator[list[Item]]:
-        """Walk the whole stream, :data:`BATCH` :class:`Item` s at most at a time: the one loop of the second pass.
+    def batches(self, warn: Any = None, *, parse_steps: bool = False) -> Iterator[list[Row]]:
+        """Walk the whole stream, :data:`BATCH` rows at most at a time: the one loop of the second pass. A row is
+        an :class:`Item`, or for a canonical line a plain tuple of the same fields (a third of the cost of an
+        ``Item`` a line, measured on the text ``log``), whose ``name`` and ``ts`` are text for a parsed step.
 
         The fast branch (a chunk all in the writer's form, :meth:`Plan.writer_chunk`) takes a canonical line by
         its bytes, no parse, no normalisation: the loop runs once a line of a million-record journal, and the
@@ -406,8 +416,10 @@ class Walk:
         nxt = ranges[0][0] if ranges else _NEVER  # the next seq where "abandoned" changes
         ab = False
         all_, kinds = self.all, self.kinds
+        show = True  # all_ or not ab
+        want_step = kinds is None or wire.STEP in kinds  # the canonical lines of other kinds make no row
+        want_begin = kinds is None or wire.BEGIN in kinds
         canon = wire.CANON.fullmatch
-        new = tuple.__new__  # an Item without the namedtuple's Python-level __new__
         loads, bad_json = orjson.loads, orjson.JSONDecodeError
         fields = operator.itemgetter("seq", "pos", "step", "ts", "kind")  # one call for the five; KeyError: parsed
         s_byte, k_off, error = wire.S_BYTE, wire.KIND_OFFSET, wire.FIELD_ERROR
@@ -422,63 +434,59 @@ class Walk:
             fast = self.plan.writer_chunk(c, len(lines))
             if first + len(lines) > limit:
                 del lines[limit - first :]
-            out: list[Item] = []
-            add = out.append
             off_k, off = 0, reg.start  # a known line start (line off_k at byte off): offsets counted on from it
             top = self.top
-            for seq, raw in enumerate(lines, first):
-                if len(out) >= BATCH:  # a chunk's items handed out in parts: their parsed records do not pile up
+            for lo in range(0, len(lines), BATCH):  # a chunk's rows in parts: their parsed records do not pile up
+                out: list[Row] = []
+                add = out.append
+                for seq, raw in enumerate(lines[lo : lo + BATCH], first + lo):
+                    if seq >= nxt:  # abandoned: inside one of the merged ranges (seqs only grow)
+                        ri, ab, nxt = _abandoned_at(ranges, ri, seq)
+                        show = all_ or not ab
+                    if fast:
+                        if parse_steps and raw[k_off] == s_byte:  # {"kind":"s…: a step (or a start: parsed below)
+                            try:
+                                rec = loads(raw)
+                                s, p, name, ts, kind = fields(rec)
+                            except (bad_json, KeyError):
+                                s = None
+                            if (
+                                s == seq
+                                and type(s) is int is type(p)
+                                and kind == step_s
+                                and type(name) is str is type(ts)
+                                and rec.get("error") is None
+                            ):
+                                if p >= top:
+                                    top = p
+                                if show and want_step:
+                                    add((seq, step_s, p, raw, rec, ab, name, ts))
+                                continue
+                        elif (m := canon(raw)) is not None:
+                            kind, name, p, s, ts = m.groups()
+                            if int(s) == seq and (kind != step_b or error not in raw):
+                                pos = int(p)
+                                if kind == step_b:
+                                    if pos >= top:
+                                        top = pos
+                                    if show and want_step:
+                                        add((seq, step_s, pos, raw, None, ab, name, ts))
+                                elif show and want_begin:  # a begin: its pos sets nothing
+                                    add((seq, begin_s, pos, raw, None, ab, name, ts))
+                                continue
+                    k = seq - first
+                    off += sum(map(len, lines[off_k:k])) + k - off_k
+                    off_k = k
+                    ent = _parse(raw, seq, reg.path, reg.first_line + k, off)
+                    if ent is None:
+                        continue
                     self.top = top
-                    yield out
-                    out = []
-                    add = out.append
-                if seq >= nxt:  # abandoned: inside one of the merged ranges (seqs only grow)
-                    ri, ab, nxt = _abandoned_at(ranges, ri, seq)
-                if fast:
-                    if parse_steps and raw[k_off] == s_byte:  # {"kind":"s…: a step (or a start: parsed below)
-                        try:
-                            rec = loads(raw)
-                            s, p, name, ts, kind = fields(rec)
-                        except (bad_json, KeyError):
-                            s = None
-                        if (
-                            s == seq
-                            and type(s) is int is type(p)
-                            and kind == step_s
-                            and type(name) is str is type(ts)
-                            and rec.get("error") is None
-                        ):
-                            if p >= top:
-                                top = p
-                            if (all_ or not ab) and (kinds is None or step_s in kinds):
-                                add(new(Item, (seq, step_s, p, raw, rec, ab, None, None)))
-                            continue
-                    elif (m := canon(raw)) is not None:
-                        kind, name, p, s, ts = m.groups()
-                        if int(s) == seq and (kind != step_b or error not in raw):
-                            pos = int(p)
-                            if kind == step_b:
-                                if pos >= top:
-                                    top = pos
-                                kind = step_s
-                            else:
-                                kind = begin_s  # a begin: its pos sets nothing
-                            if (all_ or not ab) and (kinds is None or kind in kinds):
-                                add(new(Item, (seq, kind, pos, raw, None, ab, name, ts)))
-                            continue
-                k = seq - first
-                off += sum(map(len, lines[off_k:k])) + k - off_k
-                off_k = k
-                ent = _parse(raw, seq, reg.path, reg.first_line + k, off)
-                if ent is None:
-                    continue
+                    item = self._entry(ent, ab, warn)
+                    top = self.top
+                    if item is not None and show:
+                        add(item)
                 self.top = top
-                item = self._entry(ent, ab, warn)
-                top = self.top
-                if item is not None and (all_ or not ab):
-                    add(item)
-            self.top = top
-            yield out
+                yield out
 
     def entries(self, entries: list[Record | BadLine], warn: Any = None) -> Iterator[Item]:
         """Walk parsed entries (a window read from the end: ``JournalReader.tail``)."""
@@ -493,7 +501,7 @@ class Walk:
 _NEVER = 1 << 62
 """A seq past any stream's end."""
 
-BATCH = 4096
+BATCH = 256
 """The most items :meth:`Walk.batches` hands out at once."""
 
 
