@@ -122,13 +122,13 @@ class _Filter:
         ts = item.time()
         if ts is None:
             return False
-        if _ISO_TS.fullmatch(ts):
-            return ts >= self.since_text  # type: ignore[operator]
+        if _ISO_TS.fullmatch(ts) and self.since_text is not None:
+            return ts >= self.since_text
         try:
             t = _parse_time(ts)
         except SupervisorError:
             return False
-        return t >= self.since_time  # type: ignore[operator]
+        return self.since_time is not None and t >= self.since_time
 
     def __call__(self, item: stream.Item) -> bool:
         """Whether ``log`` prints the record: ``--kind`` and ``--step`` first, then ``--since`` (from the

@@ -4,6 +4,7 @@ that renders the walk's items as text (:class:`TextLog`) or JSON (:func:`json_li
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any, cast
 
 import orjson
 
@@ -122,10 +123,11 @@ class TextLog:
         add = out.append
         fmt_step, fmt_begin = self._step, self._begin
         plain, marked = not self.overlapped, self.marked
+        item: Any
         for item in items:
             seq, kind, _, raw, rec, ab, name, ts = item
             if raw is None:
-                add(self.other(item))  # type: ignore[arg-type]  # a row without its line is an Item
+                add(self.other(cast(stream.Item, item)))  # a row without its line is an Item
             elif rec is not None and plain:  # a writer step, parsed for its output
                 o = rec.get("output")
                 if type(o) is not str or len(o) > 70 or "\n" in o:
@@ -133,8 +135,8 @@ class TextLog:
                 if "usage" in rec or "call" in rec:
                     o += call_summary(rec)
                 add((fmt_step[ab] % (seq, ts, name, o)).encode())
-            elif plain and kind == _BEGIN and seq not in marked and b"\\" not in name and ts.isascii():  # type: ignore[operator,union-attr]
-                add(fmt_begin[ab] % (seq, ts[:23], name))  # type: ignore[index]
+            elif plain and kind == _BEGIN and seq not in marked and b"\\" not in name and ts.isascii():
+                add(fmt_begin[ab] % (seq, ts[:23], name))
             else:
                 add(self.canon(item))
         return out
@@ -151,7 +153,7 @@ class TextLog:
         if self.overlapped:
             body += f" #{pos}"
         if kind == _STEP:
-            body += self.tail(rec if rec is not None else orjson.loads(raw))  # type: ignore[arg-type]
+            body += self.tail(rec if rec is not None else orjson.loads(raw or b"{}"))
         elif seq in self.interrupted:
             body += _INTERRUPTED
         elif seq in self.open:
@@ -169,7 +171,7 @@ class TextLog:
 
     def other(self, item: stream.Item) -> bytes:
         """The line of a record that is not canonical (parsed)."""
-        return self.lead[item.abandoned] + format_record(item.rec, self.pairing).encode()  # type: ignore[arg-type]
+        return self.lead[item.abandoned] + format_record(item.record(), self.pairing).encode()
 
 
 def json_lines(items: Iterable[stream.Row]) -> list[bytes]:
@@ -183,7 +185,7 @@ def json_lines(items: Iterable[stream.Row]) -> list[bytes]:
         if raw is not None:
             add(raw[:-1] + tail if item[5] else raw)
         else:
-            line = dict(item[4])  # type: ignore[arg-type]
+            line = dict(item[4] or ())
             if item[5]:
                 line["abandoned"] = True
             add(dumps(line, option=opt))

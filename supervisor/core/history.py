@@ -27,7 +27,7 @@ import bisect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .cursor import Shape, StateCursor
 from . import wire
@@ -307,26 +307,27 @@ class Fold:
                 self._fold_keep(entries, h)
             else:
                 entries = list(entries)
-                h.entries.extend(entries)  # type: ignore[arg-type]
+                h.entries.extend(cast(list[Entry], entries))
                 self._fold_keep(entries, h)
             if self._lazy_lasts and not self._exact and not self._lazy_in_order():
                 self._refold_exact()
             if self._src is not None:  # the resume view (no begin lines): the files' bytes told
                 self._history._overlap = self._overlapping
             return
+        e: Any
         for e in entries:
             t = type(e)
             if t is LazyRecord:
-                if e.kind == _STEP:  # type: ignore[union-attr]
+                if e.kind == _STEP:
                     self.step_count += 1
             elif t is Marker:
-                self._marker(e)  # type: ignore[arg-type]
+                self._marker(e)
             elif t is BadLine:
                 self.problem_count += 1
-                if e.holds_step:  # type: ignore[union-attr]
+                if e.holds_step:
                     self.step_count += 1  # a damaged line keeps its step position
             else:
-                self._record(e)  # type: ignore[arg-type]
+                self._record(e)
 
     def _fold_keep(self, entries: Iterable[FoldInput], h: History) -> None:
         eff = h.effective
@@ -335,55 +336,56 @@ class Fold:
         exact = self._exact
         src = self._src
         lasts = self._lazy_lasts
+        e: Any
         for e in entries:
             t = type(e)
             if t is LazyRecord:  # the resume fast path: no parsing, no dict lookups
-                if e.src is not src:  # type: ignore[union-attr]
-                    src = self._src = e.src  # type: ignore[union-attr]
-                    lasts.append(e)  # type: ignore[arg-type]
+                if e.src is not src:
+                    src = self._src = e.src
+                    lasts.append(e)
                     if _overlaps(src, self._known):
                         self._overlapping = True
                         self._exact = exact = True  # refolded at the end of extend()
                 else:
-                    lasts[-1] = e  # type: ignore[assignment]
-                p = _lazy_pos(e, top + 1) if exact else top + 1  # type: ignore[arg-type]
-                e.pos = p  # type: ignore[union-attr]
+                    lasts[-1] = e
+                p = _lazy_pos(e, top + 1) if exact else top + 1
+                e.pos = p
                 if p >= top:
-                    steps.append(e)  # type: ignore[arg-type]
+                    steps.append(e)
                     top = p
                 else:
                     self._insert_step(e, p)
-                eff.append(e)  # type: ignore[arg-type]
+                eff.append(e)
                 continue
             if t is dict:
-                kind = e.get("kind", _STEP)  # type: ignore[union-attr]
-                if kind == _STEP and e.get("error") is None:  # type: ignore[union-attr]
-                    p = e.get("pos")  # type: ignore[union-attr,assignment]
+                kind = e.get("kind", _STEP)
+                if kind == _STEP and e.get("error") is None:
+                    p = e.get("pos")
                     if type(p) is not int:
-                        p = e["pos"] = top + 1  # type: ignore[index]
+                        p = e["pos"] = top + 1
                     if p >= top:
-                        steps.append(e)  # type: ignore[arg-type]
+                        steps.append(e)
                         top = p
                     else:
                         self._insert_step(e, p)
-                    eff.append(e)  # type: ignore[arg-type]
+                    eff.append(e)
                     continue
                 if kind != _ROLLBACK and kind != _CHECKPOINT:  # begin, start, note, fork, a failed step
-                    if type(e.get("pos")) is not int:  # type: ignore[union-attr]
-                        e["pos"] = top + 1  # type: ignore[index]
-                    eff.append(e)  # type: ignore[arg-type]
+                    if type(e.get("pos")) is not int:
+                        e["pos"] = top + 1
+                    eff.append(e)
                     continue
                 self.step_count = len(steps)
                 self._top = top
-                self._record(e)  # type: ignore[arg-type]
+                self._record(e)
                 top = self._top
                 continue
             if t is BadLine:
-                h.problems.append(e)  # type: ignore[arg-type]
+                h.problems.append(e)
                 self.problem_count += 1
-                if not e.foreign:  # type: ignore[union-attr]
+                if not e.foreign:
                     self._top = top
-                    self._damaged(e, h)  # type: ignore[arg-type]
+                    self._damaged(e, h)
                     top = self._top
                 continue
             if t is Marker:
@@ -391,7 +393,7 @@ class Fold:
             # a LazyRecord or dict subclass
             self.step_count = len(steps)
             self._top = top
-            self._record(e.record() if isinstance(e, LazyRecord) else e)  # type: ignore[arg-type]
+            self._record(e.record() if isinstance(e, LazyRecord) else e)
             top = self._top
         self._top = top
         self.step_count = len(steps)

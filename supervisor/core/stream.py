@@ -352,32 +352,20 @@ class Walk:
         self.chunk = chunk
         self.top = -1
         self._cp_top: dict[int, int] = {}
+        self._at = (0, 0)  # the last line parsed in the chunk being walked: its index and byte offset
 
     # the fold's per-record rules for a parsed entry
     def _entry(self, ent: Record | BadLine, abandoned: bool, warn: Any) -> Item | None:
-        if type(ent) is BadLine:
-            if warn is not None:
-                warn(ent)
-            if ent.foreign:
-                return None
-            rec = ent.record()
-            m = wire.TEXT_POS.search(ent.text)
-            pos = int(m.group(1)) if m else self.top + 1
-            if rec["holds_step"] and pos >= self.top:
-                self.top = pos
-            if self.all:
-                return Item(ent.seq, DAMAGED, None, None, ent.record(), abandoned)  # as --all showed it: no pos
-            rec["pos"] = pos
-            return Item(ent.seq, DAMAGED, pos, None, rec, abandoned)
-        rec = ent  # type: ignore[assignment]
+        if isinstance(ent, BadLine):
+            return self._bad(ent, abandoned, warn)
+        rec = ent
         kind = rec.get("kind", _STEP)
         seq = rec["seq"]
         if kind == _STEP and rec.get("error") is None:
             p = rec.get("pos")
             if type(p) is not int:
                 p = rec["pos"] = self.top + 1
-            if p >= self.top:
-                self.top = p
+            self.top = max(self.top, p)
         elif kind == _CHECKPOINT:
             self._cp_top[seq] = self.top
         elif kind == _ROLLBACK:
@@ -389,6 +377,22 @@ class Walk:
         if type(rec.get("pos")) is not int:
             rec["pos"] = self.top + 1
         return Item(seq, kind, rec["pos"], None, rec, abandoned)
+
+    def _bad(self, ent: BadLine, abandoned: bool, warn: Any) -> Item | None:
+        """A line that is no record: a damaged one keeps its place (and maybe a step position)."""
+        if warn is not None:
+            warn(ent)
+        if ent.foreign:
+            return None
+        rec = ent.record()
+        m = wire.TEXT_POS.search(ent.text)
+        pos = int(m.group(1)) if m else self.top + 1
+        if rec["holds_step"] and pos >= self.top:
+            self.top = pos
+        if self.all:
+            return Item(ent.seq, DAMAGED, None, None, ent.record(), abandoned)  # as --all showed it: no pos
+        rec["pos"] = pos
+        return Item(ent.seq, DAMAGED, pos, None, rec, abandoned)
 
     def __iter__(self) -> Iterator[Item]:
         return self.items()
@@ -415,26 +419,19 @@ class Walk:
         ri = 0  # the first range not wholly before the current seq
         nxt = ranges[0][0] if ranges else _NEVER  # the next seq where "abandoned" changes
         ab = False
-        all_, kinds = self.all, self.kinds
-        show = True  # all_ or not ab
-        want_step = kinds is None or wire.STEP in kinds  # the canonical lines of other kinds make no row
-        want_begin = kinds is None or wire.BEGIN in kinds
+        show_step, show_begin = self._shows(ab)
         canon = wire.CANON.fullmatch
         loads, bad_json = orjson.loads, orjson.JSONDecodeError
         fields = operator.itemgetter("seq", "pos", "step", "ts", "kind")  # one call for the five; KeyError: parsed
         s_byte, k_off, error = wire.S_BYTE, wire.KIND_OFFSET, wire.FIELD_ERROR
         step_b, step_s, begin_s = b"step", wire.STEP, wire.BEGIN
-        limit = self.plan.count  # lines appended since the first pass are left out: it did not see them
+        parsed_step = (int, int, str, str, step_s)  # the types of a step's seq, pos, step and ts, and its kind
         for c in read_stream(self.source, chunk=self.chunk):
-            reg = c.region
-            first = reg.first_seq
-            if first >= limit:
+            lines, fast = self._lines(c)
+            if lines is None:
                 break
-            lines = c.lines()
-            fast = self.plan.writer_chunk(c, len(lines))
-            if first + len(lines) > limit:
-                del lines[limit - first :]
-            off_k, off = 0, reg.start  # a known line start (line off_k at byte off): offsets counted on from it
+            first = c.region.first_seq
+            self._at = (0, c.region.start)
             top = self.top
             for lo in range(0, len(lines), BATCH):  # a chunk's rows in parts: their parsed records do not pile up
                 out: list[Row] = []
@@ -442,51 +439,66 @@ class Walk:
                 for seq, raw in enumerate(lines[lo : lo + BATCH], first + lo):
                     if seq >= nxt:  # abandoned: inside one of the merged ranges (seqs only grow)
                         ri, ab, nxt = _abandoned_at(ranges, ri, seq)
-                        show = all_ or not ab
+                        show_step, show_begin = self._shows(ab)
                     if fast:
                         if parse_steps and raw[k_off] == s_byte:  # {"kind":"s…: a step (or a start: parsed below)
                             try:
                                 rec = loads(raw)
                                 s, p, name, ts, kind = fields(rec)
                             except (bad_json, KeyError):
-                                s = None
-                            if (
-                                s == seq
-                                and type(s) is int is type(p)
-                                and kind == step_s
-                                and type(name) is str is type(ts)
-                                and rec.get("error") is None
-                            ):
-                                if p >= top:
-                                    top = p
-                                if show and want_step:
+                                s = p = name = ts = kind = None
+                            if (type(s), type(p), type(name), type(ts), kind) == parsed_step and s == seq and rec.get("error") is None:
+                                top = max(top, p)
+                                if show_step:
                                     add((seq, step_s, p, raw, rec, ab, name, ts))
                                 continue
-                        elif (m := canon(raw)) is not None:
+                        elif (m := canon(raw)) is not None and int(m[4]) == seq:
                             kind, name, p, s, ts = m.groups()
-                            if int(s) == seq and (kind != step_b or error not in raw):
-                                pos = int(p)
-                                if kind == step_b:
-                                    if pos >= top:
-                                        top = pos
-                                    if show and want_step:
-                                        add((seq, step_s, pos, raw, None, ab, name, ts))
-                                elif show and want_begin:  # a begin: its pos sets nothing
+                            pos = int(p)
+                            if kind != step_b:  # a begin: its pos sets nothing
+                                if show_begin:
                                     add((seq, begin_s, pos, raw, None, ab, name, ts))
                                 continue
-                    k = seq - first
-                    off += sum(map(len, lines[off_k:k])) + k - off_k
-                    off_k = k
-                    ent = _parse(raw, seq, reg.path, reg.first_line + k, off)
-                    if ent is None:
-                        continue
+                            if error not in raw:
+                                top = max(top, pos)
+                                if show_step:
+                                    add((seq, step_s, pos, raw, None, ab, name, ts))
+                                continue
                     self.top = top
-                    item = self._entry(ent, ab, warn)
+                    item = self._parsed(c, lines, seq - first, ab, warn)
                     top = self.top
-                    if item is not None and show:
+                    if item is not None and (self.all or not ab):
                         add(item)
                 self.top = top
                 yield out
+
+    def _shows(self, ab: bool) -> tuple[bool, bool]:
+        """Whether a canonical step and a canonical begin make a row (abandoned: ``ab``)."""
+        show = self.all or not ab
+        kinds = self.kinds
+        return show and (kinds is None or _STEP in kinds), show and (kinds is None or _BEGIN in kinds)
+
+    def _lines(self, c: Chunk) -> tuple[list[bytes] | None, bool]:
+        """A chunk's lines up to the first pass's end (``None``: past it; lines appended since it are left out:
+        it did not see them) and whether they are all in the writer's form."""
+        first, limit = c.region.first_seq, self.plan.count
+        if first >= limit:
+            return None, False
+        lines = c.lines()
+        fast = self.plan.writer_chunk(c, len(lines))
+        if first + len(lines) > limit:
+            del lines[limit - first :]
+        return lines, fast
+
+    def _parsed(self, c: Chunk, lines: list[bytes], k: int, ab: bool, warn: Any) -> Item | None:
+        """Line ``k`` of chunk ``c`` the fast branch did not take: parsed and given the fold's rules. Its byte
+        offset is counted on from the last line parsed (``_at``: a line index and its offset)."""
+        at_k, off = self._at
+        off += sum(map(len, lines[at_k:k])) + k - at_k
+        self._at = (k, off)
+        reg = c.region
+        ent = _parse(lines[k], reg.first_seq + k, reg.path, reg.first_line + k, off)
+        return None if ent is None else self._entry(ent, ab, warn)
 
     def entries(self, entries: list[Record | BadLine], warn: Any = None) -> Iterator[Item]:
         """Walk parsed entries (a window read from the end: ``JournalReader.tail``)."""
