@@ -21,7 +21,7 @@ from ..core import history as history_mod
 from ..core import state as state_mod
 from ..core import stream
 from ..core.cursor import StateCursor
-from ..core.journal_reader import JournalReader
+from ..core.journal_reader import Entry, JournalReader
 from ..core import wire
 from ..core.pairing import Pairing
 from ..core.records import BadLine, preview
@@ -168,34 +168,38 @@ def _tail_items(args: argparse.Namespace, keep: _Filter) -> tuple[list[stream.It
             # them), and the cuts are by position: the whole stream, keeping the last N
             return _tail_of_stream(args, keep, pl)
         walk = stream.Walk(args.run_dir, pl, all_=args.all)
-        keep.reached = args.since is None
-        pairing = Pairing(keep_paired=False)
-        shown: deque[stream.Item] = deque(maxlen=n)
-        for item in walk.entries(entries, _warn if whole or n <= 0 else None):
-            pairing.add_item(item)
-            if not keep.active or keep(item):
-                shown.append(item)
+        shown, pairing = _kept(args, keep, walk.entries(entries, _warn if whole or n <= 0 else None))
         if len(shown) >= n or whole:
             if not whole:  # the warnings about the lines read, once, in seq order
-                first = stream.entry_seq(entries[0])
-                problems = [e for e in entries if isinstance(e, BadLine)]
-                problems += [BadLine("journal", 0, s, history_mod.MISSING_TARGET, "") for s in pl.missing if s >= first]
-                for bad in sorted(problems, key=lambda b: b.seq):
-                    _warn(bad)
-            return list(shown), pairing
+                _warn_window(entries, pl)
+            return shown, pairing
         k *= 4
 
 
-def _tail_of_stream(args: argparse.Namespace, keep: _Filter, pl: stream.Plan) -> tuple[list[stream.Item], Pairing]:
-    """``--tail`` by the two passes over the whole journal (the last N kept as they go by)."""
+def _kept(args: argparse.Namespace, keep: _Filter, items: Iterable[stream.Item]) -> tuple[list[stream.Item], Pairing]:
+    """The last ``--tail`` of ``items`` the filter keeps, and the pairing of all of them."""
+    keep.reached = args.since is None
     pairing = Pairing(keep_paired=False)
     shown: deque[stream.Item] = deque(maxlen=args.tail)
-    keep.reached = args.since is None
-    for item in stream.Walk(args.run_dir, pl, all_=args.all).items(_warn):
+    for item in items:
         pairing.add_item(item)
         if not keep.active or keep(item):
             shown.append(item)
     return list(shown), pairing
+
+
+def _warn_window(entries: list[Entry], pl: stream.Plan) -> None:
+    """The warnings about a ``--tail`` window's lines, in seq order."""
+    first = stream.entry_seq(entries[0])
+    problems = [e for e in entries if isinstance(e, BadLine)]
+    problems += [BadLine("journal", 0, s, history_mod.MISSING_TARGET, "") for s in pl.missing if s >= first]
+    for bad in sorted(problems, key=lambda b: b.seq):
+        _warn(bad)
+
+
+def _tail_of_stream(args: argparse.Namespace, keep: _Filter, pl: stream.Plan) -> tuple[list[stream.Item], Pairing]:
+    """``--tail`` by the two passes over the whole journal (the last N kept as they go by)."""
+    return _kept(args, keep, stream.Walk(args.run_dir, pl, all_=args.all).items(_warn))
 
 
 def _write(out: Any, data: bytes) -> None:

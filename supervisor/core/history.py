@@ -300,20 +300,28 @@ class Fold:
         a map without one is checked by its bytes.
         """
         if self.keep:
-            self._known = {} if overlaps is None else overlaps
-            h = self._history
-            if isinstance(entries, list) and not h.entries and not h.effective:
-                h.entries = entries  # the first batch: keep the caller's list, no copy of a million pointers
-                self._fold_keep(entries, h)
-            else:
-                entries = list(entries)
-                h.entries.extend(cast(list[Entry], entries))
-                self._fold_keep(entries, h)
-            if self._lazy_lasts and not self._exact and not self._lazy_in_order():
-                self._refold_exact()
-            if self._src is not None:  # the resume view (no begin lines): the files' bytes told
-                self._history._overlap = self._overlapping
-            return
+            self._extend_keep(entries, {} if overlaps is None else overlaps)
+        else:
+            self._count(entries)
+
+    def _extend_keep(self, entries: Iterable[FoldInput], overlaps: Mapping[Any, bool]) -> None:
+        """:meth:`extend` of a fold that keeps its history."""
+        self._known = overlaps
+        h = self._history
+        if isinstance(entries, list) and not h.entries and not h.effective:
+            h.entries = entries  # the first batch: keep the caller's list, no copy of a million pointers
+            self._fold_keep(entries, h)
+        else:
+            entries = list(entries)
+            h.entries.extend(cast(list[Entry], entries))
+            self._fold_keep(entries, h)
+        if self._lazy_lasts and not self._exact and not self._lazy_in_order():
+            self._refold_exact()
+        if self._src is not None:  # the resume view (no begin lines): the files' bytes told
+            self._history._overlap = self._overlapping
+
+    def _count(self, entries: Iterable[FoldInput]) -> None:
+        """:meth:`extend` of a counting fold (``keep=False``)."""
         e: Any
         for e in entries:
             t = type(e)
@@ -483,19 +491,7 @@ class Fold:
             self.last_target = int(self.checkpoints[i]["seq"]) if i >= 0 else -1
             self.cuts.append((self.last_target, int(rb["seq"])))
             if self.keep:
-                h = self._history
-                cut = self._cp_at[i] + 1 if i >= 0 else 0
-                h.branches.append(Branch(rb["seq"], rb.get("checkpoint"), h.effective[cut:]))
-                if h.damaged and cut < len(h.effective):
-                    first_cut = h.effective[cut]["seq"]
-                    h.damaged[:] = [d for d in h.damaged if d["seq"] < first_cut]
-                del h.effective[cut:]
-                if self._ordered:
-                    del h.steps[n_ok:]
-                else:  # steps in pos order are not in file order: keep those before the checkpoint
-                    h.steps[:] = [r for r in h.steps if r["seq"] < self.last_target]
-                self._top = int(h.steps[-1]["pos"]) if h.steps else -1
-                del self._cp_at[i + 1 :]
+                self._cut(rb, i, n_ok, self.last_target)
             del self.checkpoints[i + 1 :]
             del self._cp_ok[i + 1 :]
             rbs = self._rb_cps
@@ -505,6 +501,23 @@ class Fold:
             self.step_count = n_ok
         self.rollbacks.append(rb)
         self._rb_cps.append(len(self.checkpoints))
+
+    def _cut(self, rb: Record, i: int, n_ok: int, target_seq: int) -> None:
+        """A kept history's part of a rollback to checkpoint ``i`` (-1: the start): the records after it become
+        a branch; the steps before it (``n_ok`` of them) stay."""
+        h = self._history
+        cut = self._cp_at[i] + 1 if i >= 0 else 0
+        h.branches.append(Branch(rb["seq"], rb.get("checkpoint"), h.effective[cut:]))
+        if h.damaged and cut < len(h.effective):
+            first_cut = h.effective[cut]["seq"]
+            h.damaged[:] = [d for d in h.damaged if d["seq"] < first_cut]
+        del h.effective[cut:]
+        if self._ordered:
+            del h.steps[n_ok:]
+        else:  # steps in pos order are not in file order: keep those before the checkpoint
+            h.steps[:] = [r for r in h.steps if r["seq"] < target_seq]
+        self._top = int(h.steps[-1]["pos"]) if h.steps else -1
+        del self._cp_at[i + 1 :]
 
     def _target(self, rb: Record) -> int | None:
         """Index in ``checkpoints`` of the checkpoint a rollback names; -1 for the start of the run."""

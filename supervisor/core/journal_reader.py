@@ -347,36 +347,9 @@ class JournalReader:
         """
         if n <= 0:
             return []
-        paths = segment_paths(self.source)
-        parts: list[_TailPart] = []  # the files the lines come from, first file first
-        got = 0
-        for i in range(len(paths) - 1, -1, -1):
-            if got >= n:
-                break
-            jf = JournalFile.open(paths[i])
-            if jf is None:
-                continue
-            with jf:
-                lines, whole = jf.last_lines(n - got, block=min(self.chunk, _TAIL_BLOCK))
-                part = _TailPart(paths[i], lines, end=jf.end)
-                if whole:
-                    part.first_line = 1
-                elif i == 0:
-                    part.file_seq = 0  # the stream's first line is seq 0
-                else:
-                    part.file_seq = jf.first_seq_field()
-            parts.insert(0, part)
-            got += len(lines)
+        parts = self._tail_parts(n)
         raws = [raw for part in parts for raw in part.lines]
-        last_seq: int | None = None
-        for k in range(len(raws) - 1, -1, -1):
-            try:
-                rec = orjson.loads(raws[k])
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(rec, dict) and type(rec.get("seq")) is int:
-                last_seq = int(rec["seq"]) + (len(raws) - 1 - k)
-            break
+        last_seq = _last_seq(raws)
         if last_seq is None:
             last_seq = count_lines(self.source, chunk=self.chunk) - 1
         out: list[Entry] = []
@@ -396,6 +369,30 @@ class JournalReader:
                     out.append(ent)
             seq += len(part.lines)
         return out
+
+    def _tail_parts(self, n: int) -> list[_TailPart]:
+        """The last ``n`` lines of the stream, by file, first file first (what places them: see :class:`_TailPart`)."""
+        paths = segment_paths(self.source)
+        parts: list[_TailPart] = []
+        got = 0
+        for i in range(len(paths) - 1, -1, -1):
+            if got >= n:
+                break
+            jf = JournalFile.open(paths[i])
+            if jf is None:
+                continue
+            with jf:
+                lines, whole = jf.last_lines(n - got, block=min(self.chunk, _TAIL_BLOCK))
+                part = _TailPart(paths[i], lines, end=jf.end)
+                if whole:
+                    part.first_line = 1
+                elif i == 0:
+                    part.file_seq = 0  # the stream's first line is seq 0
+                else:
+                    part.file_seq = jf.first_seq_field()
+            parts.insert(0, part)
+            got += len(lines)
+        return parts
 
     # -- random access
     def index(self) -> int:
@@ -545,6 +542,19 @@ class _TailPart:
     file_seq: int | None = None
     end: int = 0
     """The file's committed end: where the last line's newline ends."""
+
+
+def _last_seq(raws: list[bytes]) -> int | None:
+    """The seq of the last of ``raws`` from the ``seq`` field of the last line that parses (``None``: none has one)."""
+    for k in range(len(raws) - 1, -1, -1):
+        try:
+            rec = orjson.loads(raws[k])
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and type(rec.get("seq")) is int:
+            return int(rec["seq"]) + (len(raws) - 1 - k)
+        return None
+    return None
 
 
 def read_json_lines(path: Path, *, chunk: int = CHUNK) -> list[dict[str, Any]]:

@@ -636,40 +636,44 @@ class JournalWriter:
                 raise JournalError(self._broken)
             if size is not None and self._size < size:
                 return None  # another thread rotated while this one waited
-            try:
-                sealed = rundir.next_sealed(self.run_dir, "journal", ".jsonl")
-            except OSError as e:
-                raise JournalError(f"cannot rotate {self.active}: {e.strerror or e}") from e
-            try:
-                os.fsync(self._fd)
-            except OSError as e:
-                self._break(
-                    f"cannot sync {self.active} before sealing it: {e.strerror or e}; the records written since the "
-                    "last sync may not be on disk: this writer refuses further writes; restart the agent"
-                )
-                raise JournalError(self._broken) from e
-            self._synced = self._written
-            self._wake_synced_locked()
-            try:
-                os.rename(self.active, sealed)
-            except OSError as e:
-                raise JournalError(f"cannot rotate {self.active}: {e.strerror or e}") from e
-            try:
-                fd, size_now = self._open_active()
-            except (OSError, JournalError) as e:
-                self._break(f"cannot start a new {self.active} after sealing {sealed.name}: {e}; restart the agent")
-                raise JournalError(self._broken) from e
-            os.close(self._fd)
-            self._fd, self._size = fd, size_now
-            try:
-                rundir.fsync_dir(self.run_dir)
-            except OSError as e:
-                raise JournalError(f"cannot sync {self.run_dir} after a rotation: {e.strerror or e}") from e
-            return sealed
+            return self._seal()
         finally:
             self._rotating -= 1
             if not self._syncing and not self._rotating:
                 self._handoff_locked()  # waiters parked meanwhile and not committed by it get a leader
+
+    def _seal(self) -> Path:
+        """Sync the active file, seal it as the next segment and open a new one (under the lock, no lead)."""
+        try:
+            sealed = rundir.next_sealed(self.run_dir, "journal", ".jsonl")
+        except OSError as e:
+            raise JournalError(f"cannot rotate {self.active}: {e.strerror or e}") from e
+        try:
+            os.fsync(self._fd)
+        except OSError as e:
+            self._break(
+                f"cannot sync {self.active} before sealing it: {e.strerror or e}; the records written since the "
+                "last sync may not be on disk: this writer refuses further writes; restart the agent"
+            )
+            raise JournalError(self._broken) from e
+        self._synced = self._written
+        self._wake_synced_locked()
+        try:
+            os.rename(self.active, sealed)
+        except OSError as e:
+            raise JournalError(f"cannot rotate {self.active}: {e.strerror or e}") from e
+        try:
+            fd, size_now = self._open_active()
+        except (OSError, JournalError) as e:
+            self._break(f"cannot start a new {self.active} after sealing {sealed.name}: {e}; restart the agent")
+            raise JournalError(self._broken) from e
+        os.close(self._fd)
+        self._fd, self._size = fd, size_now
+        try:
+            rundir.fsync_dir(self.run_dir)
+        except OSError as e:
+            raise JournalError(f"cannot sync {self.run_dir} after a rotation: {e.strerror or e}") from e
+        return sealed
 
     def close(self) -> None:
         """Let the parked waiters' syncs finish, then close the files and free the lock.

@@ -340,27 +340,35 @@ class StepPairs:
             end = data.find(b"\n", i)
             m = wire.BEGIN_KEY.match(data, i)
             if m is not None:
-                want = wire.STEP_HEAD + m.group(1)
-                if data.startswith(want, end + 1) and not (
-                    transient and data.find(wire.TRANSIENT_TRUE, end + 1, data.find(b"\n", end + 1)) >= 0
-                ):
-                    self.hidden.append(seq)
-                else:
-                    k = bisect.bisect_right(starts, i)
-                    limit = starts[k] if k < len(starts) else len(data)
-                    if not self._find(data, want, end, limit, seq) and limit == len(data):
-                        self.pairing.begin(want, {"seq": seq})
+                self._begin(data, wire.STEP_HEAD + m.group(1), i, end, seq, starts, transient)
             elif data.startswith(wire.STEP_HEAD, end + 1):
                 self.hidden.append(seq)  # a begin without the writer's head: the step line after it
             i = data.find(wire.NL_BEGIN, end) + 1 or -1
         if wire.CHANGED_NOTE in data:
-            for j in _find_all(data, wire.CHANGED_NOTE):
-                a = data.rfind(b"\n", 0, j) + 1
-                try:
-                    rec = parse_line(data[a : data.find(b"\n", j)])
-                except ValueError:
-                    continue
-                self.note(rec)
+            self._notes(data)
+
+    def _begin(self, data: bytes, want: bytes, i: int, end: int, seq: int, starts: list[int], transient: bool) -> None:
+        """A writer begin line at ``i`` (ending at ``end``) whose step line starts with ``want``: paired when its
+        step is the next line or further on before the next attempt's start, else pending."""
+        if data.startswith(want, end + 1) and not (
+            transient and data.find(wire.TRANSIENT_TRUE, end + 1, data.find(b"\n", end + 1)) >= 0
+        ):
+            self.hidden.append(seq)
+            return
+        k = bisect.bisect_right(starts, i)
+        limit = starts[k] if k < len(starts) else len(data)
+        if not self._find(data, want, end, limit, seq) and limit == len(data):
+            self.pairing.begin(want, {"seq": seq})
+
+    def _notes(self, data: bytes) -> None:
+        """The changed-inputs notes in ``data`` (parsed: there are few)."""
+        for j in _find_all(data, wire.CHANGED_NOTE):
+            a = data.rfind(b"\n", 0, j) + 1
+            try:
+                rec = parse_line(data[a : data.find(b"\n", j)])
+            except ValueError:
+                continue
+            self.note(rec)
 
     def note(self, rec: Record) -> None:
         """Take a parsed record: a changed-inputs note marks its step."""
