@@ -209,6 +209,16 @@ class JournalWriter:
             os.close(self._lock_fd)  # a refused or unreadable journal leaves no lock held
             raise
 
+    @property
+    def waiting(self) -> int:
+        """Callers parked until a sync covers their lines (threads and asyncio futures)."""
+        return len(self._queue)
+
+    @property
+    def unsynced(self) -> int:
+        """Bytes written that no sync covers yet (0: every line written is on disk)."""
+        return self._written - self._synced
+
     def _open_active(self) -> tuple[int, int]:
         try:
             fd = rundir.open_run_file(self.active, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
