@@ -425,7 +425,6 @@ class Walk:
         fields = operator.itemgetter("seq", "pos", "step", "ts", "kind")  # one call for the five; KeyError: parsed
         s_byte, k_off, error = wire.S_BYTE, wire.KIND_OFFSET, wire.FIELD_ERROR
         step_b, step_s, begin_s = b"step", wire.STEP, wire.BEGIN
-        parsed_step = (int, int, str, str, step_s)  # the types of a step's seq, pos, step and ts, and its kind
         for c in read_stream(self.source, chunk=self.chunk):
             lines, fast = self._lines(c)
             if lines is None:
@@ -447,8 +446,15 @@ class Walk:
                                 s, p, name, ts, kind = fields(rec)
                             except (bad_json, KeyError):
                                 s = p = name = ts = kind = None
-                            if (type(s), type(p), type(name), type(ts), kind) == parsed_step and s == seq and rec.get("error") is None:
-                                top = max(top, p)
+                            if (
+                                s == seq
+                                and type(s) is int is type(p)
+                                and kind == step_s
+                                and type(name) is str is type(ts)
+                                and rec.get("error") is None
+                            ):
+                                if p >= top:
+                                    top = p
                                 if show_step:
                                     add((seq, step_s, p, raw, rec, ab, name, ts))
                                 continue
@@ -460,7 +466,8 @@ class Walk:
                                     add((seq, begin_s, pos, raw, None, ab, name, ts))
                                 continue
                             if error not in raw:
-                                top = max(top, pos)
+                                if pos >= top:
+                                    top = pos
                                 if show_step:
                                     add((seq, step_s, pos, raw, None, ab, name, ts))
                                 continue
