@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import errno
 import fnmatch
+import gc
 import re
 import sys
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -19,12 +21,13 @@ from ..core import history as history_mod
 from ..core import state as state_mod
 from ..core import stream
 from ..core.cursor import StateCursor
-from ..core.journal import JournalReader
-from ..core.records import DAMAGED, BadLine, Kind, Record, preview, step_name
+from ..core.journal_reader import Entry, JournalReader
+from ..core import wire
+from ..core.pairing import Pairing
+from ..core.records import BadLine, preview
 from ..core.rundir import check_readable_run_dir
-from ..core.usage import call_of, step_tokens
-from ..export.pricing import step_cost
 from ..errors import SupervisorError
+from . import log_text
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -68,74 +71,6 @@ def _load(run_dir: Path) -> history_mod.History:
     for bad in h.problems:
         print(f"warning: {bad}", file=sys.stderr)
     return h
-
-
-CHANGED_INPUTS = "changed inputs"
-"""The ``message`` of the SDK's note for a step served on resume whose inputs differ from the call's."""
-
-
-def call_summary(rec: Record) -> str:
-    """What ``log`` adds to a model or tool call's step line: ``  [120 in (100 cached), 30 out, $0.000210]``
-    (tokens summed over its ``usage``; the cost when the price table knows the model) or ``  [tool search]``.
-    Nothing for a step without usage or ``call``, or with a malformed one (never a wrong figure)."""
-    call = call_of(rec)
-    if call is not None and call.get("kind") == "tool":
-        name = call.get("tool")
-        return f"  [tool {name}]" if isinstance(name, str) and name else ""
-    tokens = step_tokens(rec)
-    if tokens is None:
-        return ""
-    cached = f" ({tokens.cached} cached)" if tokens.cached else ""
-    cost = step_cost(rec)
-    price = f", ${cost:.6f}" if cost is not None else ""
-    return f"  [{tokens.input} in{cached}, {tokens.output} out{price}]"
-
-
-def format_record(rec: Record, pairing: history_mod.Pairing | stream.StreamPairing | None = None) -> str:
-    """One line for a record, as ``log`` prints it.
-
-    With ``pairing`` (the begins of the records shown paired with their steps by
-    ``pos``): a begin whose step never came says so (in flight, or interrupted by
-    the end of its process attempt), and if steps overlapped (concurrent steps) a
-    begin or step shows its ``pos`` after the name (``search:a #4``), so a reader
-    pairs a step with its begin however many records come between.
-    """
-    kind = rec.get("kind", Kind.STEP)
-    head = f"{rec.get('seq', ''):>6} {str(rec.get('ts', ''))[:23]:23} {kind:10}"
-    if kind in (Kind.STEP, Kind.BEGIN):
-        body = step_name(rec)
-        if pairing is not None and pairing.overlapped and rec.get("pos") is not None:
-            body += f" #{rec.get('pos')}"
-        if kind == Kind.BEGIN and pairing is not None:
-            seq = rec.get("seq")
-            if seq in pairing.interrupted:
-                body += "  (interrupted: no step record in its attempt)"
-            elif any(b.get("seq") == seq for b in pairing.open.values()):
-                body += "  (in flight: no step record yet)"
-        if kind == Kind.STEP:  # a model or tool call's step also shows its tokens and cost, or its tool
-            if rec.get("error") is not None:
-                err = rec["error"]
-                msg = err.get("message", err) if isinstance(err, dict) else err
-                body += f"  ERROR {preview(msg, 70)}"
-            else:
-                body += f"  -> {preview(rec.get('output'), 70)}"
-            if "usage" in rec or "call" in rec:
-                body += call_summary(rec)
-    elif kind == Kind.CHECKPOINT:
-        body = f"{rec.get('name')} ({rec.get('file')})"
-    elif kind == Kind.ROLLBACK:
-        body = f"to {rec.get('checkpoint') or 'start'}: {rec.get('reason', '')}"
-    elif kind == Kind.START:
-        body = f"attempt {rec.get('attempt')} pid {rec.get('pid')}" + (" (resume)" if rec.get("resume") else "")
-    elif kind == Kind.NOTE and rec.get("message") == CHANGED_INPUTS:
-        body = f"CHANGED INPUTS: step {step_name(rec)!r} #{rec.get('pos')} was served with the output recorded for other inputs"
-    elif kind == DAMAGED:
-        held = f"step position {rec.get('pos')}" if rec.get("holds_step") else f"was {rec.get('was')!r}"
-        text = repr(str(rec.get("text") or ""))[1:-1]  # escaped: NUL and control bytes never reach the terminal
-        body = f"{rec.get('file')}:{rec.get('line')}: {rec.get('reason')} ({held}): {preview(text, 40)}"
-    else:
-        body = preview({k: v for k, v in rec.items() if k not in ("kind", "seq", "ts", "id", "pos")}, 90)
-    return f"{head} {body}"
 
 
 def _permission(run_dir: Path) -> SupervisorError:
@@ -187,13 +122,13 @@ class _Filter:
         ts = item.time()
         if ts is None:
             return False
-        if _ISO_TS.fullmatch(ts):
-            return ts >= self.since_text  # type: ignore[operator]
+        if _ISO_TS.fullmatch(ts) and self.since_text is not None:
+            return ts >= self.since_text
         try:
             t = _parse_time(ts)
         except SupervisorError:
             return False
-        return t >= self.since_time  # type: ignore[operator]
+        return self.since_time is not None and t >= self.since_time
 
     def __call__(self, item: stream.Item) -> bool:
         """Whether ``log`` prints the record: ``--kind`` and ``--step`` first, then ``--since`` (from the
@@ -215,7 +150,7 @@ _TAIL_SLACK = 1000
 """Lines read before a ``--tail`` window: the steps there give the records without a ``pos`` theirs."""
 
 
-def _tail_items(args: argparse.Namespace, keep: _Filter) -> tuple[list[stream.Item], stream.StreamPairing]:
+def _tail_items(args: argparse.Namespace, keep: _Filter) -> tuple[list[stream.Item], Pairing]:
     """The last ``--tail`` records, read from the end of the journal (a window that grows until it holds
     them). Abandoned branches: a rollback in the window takes the first pass over the whole journal for
     the cuts. The pairing marks (in flight, interrupted, ``#pos``) come from the records read."""
@@ -226,44 +161,45 @@ def _tail_items(args: argparse.Namespace, keep: _Filter) -> tuple[list[stream.It
         entries = reader.tail(k)
         last = stream.entry_seq(entries[-1]) if entries else -1
         whole = last - k + 1 <= 0
-        rolled = any(isinstance(e, dict) and e.get("kind") == Kind.ROLLBACK for e in entries)
+        rolled = any(isinstance(e, dict) and e.get("kind") == wire.ROLLBACK for e in entries)
         pl = stream.plan(args.run_dir) if rolled else stream.Plan()
         if rolled and last != pl.count - 1:
             # the seq fields are not the lines' positions (a hand-edited journal: the reader's tail trusts
             # them), and the cuts are by position: the whole stream, keeping the last N
             return _tail_of_stream(args, keep, pl)
         walk = stream.Walk(args.run_dir, pl, all_=args.all)
-        keep.reached = args.since is None
-        pairing = stream.StreamPairing()
-        shown: deque[stream.Item] = deque(maxlen=n)
-        for item in walk.entries(entries, _warn if whole or n <= 0 else None):
-            pairing.add(item)
-            if not keep.active or keep(item):
-                shown.append(item)
+        shown, pairing = _kept(args, keep, walk.entries(entries, _warn if whole or n <= 0 else None))
         if len(shown) >= n or whole:
             if not whole:  # the warnings about the lines read, once, in seq order
-                first = stream.entry_seq(entries[0])
-                problems = [e for e in entries if isinstance(e, BadLine)]
-                problems += [BadLine("journal", 0, s, history_mod.MISSING_TARGET, "") for s in pl.missing if s >= first]
-                for bad in sorted(problems, key=lambda b: b.seq):
-                    _warn(bad)
-            return list(shown), pairing
+                _warn_window(entries, pl)
+            return shown, pairing
         k *= 4
 
 
-def _tail_of_stream(args: argparse.Namespace, keep: _Filter, pl: stream.Plan) -> tuple[list[stream.Item], stream.StreamPairing]:
-    """``--tail`` by the two passes over the whole journal (the last N kept as they go by)."""
-    pairing = stream.StreamPairing()
-    shown: deque[stream.Item] = deque(maxlen=args.tail)
+def _kept(args: argparse.Namespace, keep: _Filter, items: Iterable[stream.Item]) -> tuple[list[stream.Item], Pairing]:
+    """The last ``--tail`` of ``items`` the filter keeps, and the pairing of all of them."""
     keep.reached = args.since is None
-    for item in stream.Walk(args.run_dir, pl, all_=args.all).items(_warn):
-        pairing.add(item)
+    pairing = Pairing(keep_paired=False)
+    shown: deque[stream.Item] = deque(maxlen=args.tail)
+    for item in items:
+        pairing.add_item(item)
         if not keep.active or keep(item):
             shown.append(item)
     return list(shown), pairing
 
 
-_BATCH = 4096
+def _warn_window(entries: list[Entry], pl: stream.Plan) -> None:
+    """The warnings about a ``--tail`` window's lines, in seq order."""
+    first = stream.entry_seq(entries[0])
+    problems = [e for e in entries if isinstance(e, BadLine)]
+    problems += [BadLine("journal", 0, s, history_mod.MISSING_TARGET, "") for s in pl.missing if s >= first]
+    for bad in sorted(problems, key=lambda b: b.seq):
+        _warn(bad)
+
+
+def _tail_of_stream(args: argparse.Namespace, keep: _Filter, pl: stream.Plan) -> tuple[list[stream.Item], Pairing]:
+    """``--tail`` by the two passes over the whole journal (the last N kept as they go by)."""
+    return _kept(args, keep, stream.Walk(args.run_dir, pl, all_=args.all).items(_warn))
 
 
 def _write(out: Any, data: bytes) -> None:
@@ -278,156 +214,69 @@ def _write(out: Any, data: bytes) -> None:
         view = view[n:]
 
 
-class _Text:
-    """:func:`format_record` for a canonical ``begin`` or ``step`` line (see :mod:`supervisor.core.stream`),
-    from what the walk read in its bytes: a begin is not parsed at all, a step only for its output."""
+def _pairing(args: argparse.Namespace, pl: stream.Plan) -> Pairing:
+    """The text ``log``'s pairing marks (in flight, interrupted, ``#pos``): from the first pass when every begin
+    is followed by its step (no look ahead needed), else from one more walk (a begin's step comes after it)."""
+    pairing = Pairing(keep_paired=False)
+    if pl.paired:
+        if pl.open_at_end is not None:
+            pairing.open[pl.open_at_end[1]] = {"seq": pl.open_at_end[0]}
+    else:
+        for item in stream.Walk(args.run_dir, pl, all_=args.all).items():
+            pairing.add_item(item)
+    return pairing
 
-    def __init__(self, pairing: stream.StreamPairing, all_: bool) -> None:
-        self.pairing = pairing
-        self.all = all_
-        self.overlapped = pairing.overlapped
-        self.interrupted = pairing.interrupted
-        self.open = {int(b["seq"]) for b in pairing.open.values()}
 
-    def line(self, item: stream.Item) -> bytes:
-        """The line of a canonical :class:`stream.Item`."""
-        seq, kind, pos, raw, _, ab, name, ts = item
-        return self.canon(seq, kind == Kind.STEP, pos, raw, ab, name, ts)  # type: ignore[arg-type]
+def _batched(items: Iterable[stream.Item], n: int) -> Iterator[list[stream.Item]]:
+    """``items`` in lists of ``n`` (the last one shorter)."""
+    it = iter(items)
+    while batch := list(islice(it, n)):
+        yield batch
 
-    def canon(self, seq: int, step: bool, pos: int, raw: bytes, ab: bool, name: bytes, ts: bytes) -> bytes:
-        """The line, as bytes: a canonical line's name and ``ts`` are its bytes (no escapes in them: else
-        decoded), so a begin's line is made without a decode or an encode."""
-        if b"\\" in name or not ts.isascii():
-            text = self._text(stream.Item(seq, Kind.STEP.value if step else _BEGIN_S, pos, raw, None, ab, name, ts)).encode()
+
+def _print_log(args: argparse.Namespace, keep: _Filter, out: Any) -> None:
+    """``log``'s records, rendered a batch at a time (text or JSON: one loop in :mod:`.log_text`)."""
+    batches: Iterable[Iterable[stream.Row]]
+    if args.tail is not None:
+        items, pairing = _tail_items(args, keep)
+        batches = _batched(items, stream.BATCH)
+    else:
+        pl = stream.plan(args.run_dir, pairs=not args.json)
+        pairing = Pairing(keep_paired=False) if args.json else _pairing(args, pl)
+        walk = stream.Walk(args.run_dir, pl, all_=args.all, kinds=keep.kinds)
+        if keep.active:
+            batches = _batched(filter(keep, walk.items(_warn, parse_steps=not args.json)), stream.BATCH)
         else:
-            text = self._bytes(seq, step, pos, raw, name, ts)
-        if self.all:
-            return (b"~ " if ab else b"  ") + text
-        return text
-
-    def _bytes(self, seq: int, step: bool, pos: int, raw: bytes, name: bytes, ts: bytes) -> bytes:
-        head = b"%6d %-23s %s %s" % (seq, ts[:23], b"step      " if step else b"begin     ", name)
-        if self.overlapped:
-            head += b" #%d" % pos
-        if not step:
-            if seq in self.interrupted:
-                return head + b"  (interrupted: no step record in its attempt)"
-            if seq in self.open:
-                return head + b"  (in flight: no step record yet)"
-            return head
-        return head + self.tail(raw)
-
-    def tail(self, raw: bytes) -> bytes:
-        """What a canonical step line's text adds after its name: ``  -> `` the output's preview, and the call
-        summary (:func:`format_record`'s)."""
-        rec = orjson.loads(raw)
-        out = rec.get("output")
-        if type(out) is str and len(out) <= 70 and "\n" not in out:
-            tail = "  -> " + out
-        else:
-            tail = f"  -> {preview(out, 70)}"
-        if "usage" in rec or "call" in rec:
-            tail += call_summary(rec)
-        return tail.encode()
-
-    def other(self, item: stream.Item) -> bytes:
-        """The line of a record that is not canonical (parsed)."""
-        text = format_record(item.rec, self.pairing).encode()  # type: ignore[arg-type]
-        if self.all:
-            return (b"~ " if item.abandoned else b"  ") + text
-        return text
-
-    def _text(self, item: stream.Item) -> str:
-        seq, kind, pos, raw = item[0], item[1], item[2], item[3]
-        ts = item[7].decode()  # type: ignore[union-attr]
-        name = item[6]
-        body = orjson.loads(b'"' + name + b'"') if b"\\" in name else name.decode()  # type: ignore[operator,union-attr]
-        if self.overlapped:
-            body += f" #{pos}"
-        if kind == Kind.BEGIN:
-            if seq in self.interrupted:
-                body += "  (interrupted: no step record in its attempt)"
-            elif seq in self.open:
-                body += "  (in flight: no step record yet)"
-            return f"{seq:>6} {ts[:23]:23} {kind:10} {body}"
-        rec = orjson.loads(raw)  # type: ignore[arg-type]
-        body += f"  -> {preview(rec.get('output'), 70)}"
-        if "usage" in rec or "call" in rec:
-            body += call_summary(rec)
-        return f"{seq:>6} {ts[:23]:23} {kind:10} {body}"
-
-
-_BEGIN_S = Kind.BEGIN.value
-_AFTER_VALUE = (b",", b"}")
+            batches = walk.batches(_warn, parse_steps=not args.json)
+    render = log_text.json_lines if args.json else log_text.TextLog(pairing, args.all).lines
+    for batch in batches:
+        lines = render(batch)
+        if lines:
+            lines.append(b"")
+            _write(out, b"\n".join(lines))
 
 
 def cmd_log(args: argparse.Namespace) -> int:
     """Stream the effective history: a first pass finds the rollbacks' cuts from the raw bytes, the second
     prints each record as it is read (see :mod:`supervisor.core.stream`); text needs one more pass before
-    printing for the pairing marks (a begin's step comes after it)."""
+    printing for the pairing marks (a begin's step comes after it), unless the first pass found every begin
+    followed by its step."""
     check_readable_run_dir(args.run_dir)
     if args.tail is not None and args.tail < 0:
         raise SupervisorError(f"--tail {args.tail}: pass a number of records, 0 or more")
     keep = _Filter(args)
     out = sys.stdout.buffer
-    all_ = args.all
+    # the walk makes a million short-lived tuples and dicts and no cycles: the cyclic GC would only rescan
+    # each batch again and again (a third of the text log's time)
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        if args.tail is not None:
-            items, pairing = _tail_items(args, keep)
-            source: Iterable[stream.Item] = items
-        else:
-            pl = stream.plan(args.run_dir, pairs=not args.json)
-            pairing = stream.StreamPairing()
-            if pl.paired:  # every begin is followed by its step: no look ahead needed
-                if pl.open_at_end is not None:
-                    pairing.open[pl.open_at_end[1]] = {"seq": pl.open_at_end[0]}
-            elif not args.json:
-                for item in stream.Walk(args.run_dir, pl, all_=all_).items():
-                    pairing.add(item)
-            source = stream.Walk(args.run_dir, pl, all_=all_, kinds=keep.kinds).items(_warn)
-            if keep.active:
-                source = filter(keep, source)
-        buf: list[bytes] = []
-        if args.json and args.tail is None and not keep.active:  # the plain stream: a chunk's lines at a time
-            for lines in stream.Walk(args.run_dir, pl, all_=all_).json_lines(_warn):
-                if lines:
-                    lines.append(b"")
-                    _write(out, b"\n".join(lines))
-        elif args.json:
-            for item in source:
-                raw = item.raw
-                if raw is not None:
-                    buf.append(raw[:-1] + b',"abandoned":true}' if item.abandoned else raw)
-                else:
-                    line = dict(item.rec)  # type: ignore[arg-type]
-                    if item.abandoned:
-                        line["abandoned"] = True
-                    buf.append(orjson.dumps(line, option=orjson.OPT_NON_STR_KEYS))
-                if len(buf) >= _BATCH:
-                    buf.append(b"")
-                    _write(out, b"\n".join(buf))
-                    buf.clear()
-        else:
-            text = _Text(pairing, all_)
-            if args.tail is None and not keep.active:  # the plain stream: a chunk's lines at a time
-                walk = stream.Walk(args.run_dir, pl, all_=all_)
-                summary = None if text.overlapped else call_summary  # with #pos: every canonical line through canon
-                for lines in walk.rendered(text.canon, text.other, _warn, summary=summary, marked=text.interrupted | text.open):
-                    if lines:
-                        lines.append(b"")
-                        _write(out, b"\n".join(lines))
-            else:
-                for item in source:
-                    buf.append(text.line(item) if item[3] is not None else text.other(item))
-                    if len(buf) >= _BATCH:
-                        buf.append(b"")
-                        _write(out, b"\n".join(buf))
-                        buf.clear()
-        if buf:
-            buf.append(b"")
-            _write(out, b"\n".join(buf))
+        _print_log(args, keep, out)
     except PermissionError:
         raise _permission(args.run_dir) from None
+    finally:
+        if enabled:
+            gc.enable()
     out.flush()
     return 0
 

@@ -276,7 +276,7 @@ def get_status(run_dir: Path) -> RunStatus:
 
 def usage_fields(run_dir: Path) -> dict[str, Any]:
     """``tokens``, ``cost_usd``, ``saved_tokens``, ``saved_cost_usd`` (and ``unpriced_steps``) of a run, from its journal."""
-    from ..core.journal import JournalReader
+    from ..core.journal_reader import JournalReader
     from ..core.usage import run_usage
     from ..export.pricing import step_cost
 

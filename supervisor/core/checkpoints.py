@@ -11,7 +11,7 @@ import orjson
 
 from ..errors import CheckpointError, RunDirError
 from . import rundir
-from .journal import JournalReader
+from .journal_reader import JournalReader
 from .records import Kind
 
 _FILE_RE = re.compile(r"^(\d{4,})-(.+)\.json$")

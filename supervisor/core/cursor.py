@@ -92,6 +92,51 @@ def _seq_of(e: Any) -> int:
     return int(e.seq) if isinstance(e, (BadLine, LazyRecord)) else int(e["seq"])
 
 
+def _start_file(start: Region | None, paths: list[Path]) -> tuple[Region | None, int]:
+    """The region to start a read at and the index of its file in ``paths`` (``None``, 0: its file is gone,
+    read from the start)."""
+    if start is None:
+        return None, 0
+    inos = []
+    for p in paths:
+        try:
+            inos.append(os.stat(p).st_ino)
+        except OSError:
+            inos.append(-1)
+    if start.ino not in inos:
+        return None, 0
+    return start, inos.index(start.ino)
+
+
+def _records(lines: list[bytes], lo: int, hi: int, s0: int) -> Iterator[tuple[int, Record]]:
+    """``(seq, record)`` of lines ``lo:hi`` (the first at seq ``s0``); blank and bad lines carry no state."""
+    for n, raw in enumerate(lines[lo:hi], s0 + lo):
+        if raw:
+            try:
+                rec = parse_line(raw)
+            except ValueError:
+                continue
+            yield n, rec
+
+
+def _begin_end(seq: int, pos: int, it: Iterator[tuple[int, Any]]) -> int:
+    """Where the SDK's begin at ``seq`` (of step ``pos``) ends: its own step record, not a failed try to be
+    retried (``seq``: none before a rollback or the end)."""
+    for s, e in it:
+        if s <= seq or type(e) is BadLine:
+            continue
+        if type(e) is LazyRecord:
+            if e.pos == pos or (e.pos < 0 and e.record().get("pos") == pos):
+                return s
+            continue
+        kind = e.get("kind", _STEP)
+        if kind == _ROLLBACK:
+            return seq
+        if kind == _STEP and e.get("pos") == pos and (e.get("error") is None or not e.get("transient")):
+            return s  # its step: done, or failed for good (a failed try is retried: go on)
+    return seq
+
+
 class StateCursor:
     """The state at any point of one journal; forward moves apply only the patches in between.
 
@@ -197,20 +242,7 @@ class StateCursor:
         If none comes before a rollback or the end, the state right after the begin.
         """
         if type(at) is dict and at.get("kind") == _BEGIN and type(at.get("pos")) is int and "attempt" in at:
-            pos = at["pos"]
-            for s, e in it:
-                if s <= seq or type(e) is BadLine:
-                    continue
-                if type(e) is LazyRecord:
-                    if e.pos == pos or (e.pos < 0 and e.record().get("pos") == pos):
-                        return s
-                    continue
-                kind = e.get("kind", _STEP)
-                if kind == _ROLLBACK:
-                    return seq
-                if kind == _STEP and e.get("pos") == pos and (e.get("error") is None or not e.get("transient")):
-                    return s  # its step: done, or failed for good (a failed try is retried: go on)
-            return seq
+            return _begin_end(seq, at["pos"], it)
         end = seq
         for s, e in it:
             if s <= seq or type(e) is BadLine:
@@ -437,18 +469,7 @@ class StateCursor:
 
     def _read_from(self, start: Region | None, a: int, b: int, mark: bool = False) -> Iterator[tuple[int, Record]]:
         paths = segment_paths(self.source)
-        first = 0
-        if start is not None:
-            inos = []
-            for p in paths:
-                try:
-                    inos.append(os.stat(p).st_ino)
-                except OSError:
-                    inos.append(-1)
-            if start.ino not in inos:
-                start = None  # its file is gone: read from the start
-            else:
-                first = inos.index(start.ino)
+        start, first = _start_file(start, paths)
         seq = start.first_seq if start is not None else 0
         for n, p in enumerate(paths[first:]):
             jf = JournalFile.open(p)
@@ -469,13 +490,7 @@ class StateCursor:
                         off = c.region.start + sum(map(len, lines[:lo])) + lo
                         self._mark = Region(c.region.path, off, c.region.end, s0 + lo, c.region.first_line + lo, c.region.ino)
                         mark = False
-                    for n_, raw in enumerate(lines[lo:hi], s0 + lo):
-                        if raw:
-                            try:
-                                rec = parse_line(raw)
-                            except ValueError:
-                                continue
-                            yield n_, rec
+                    yield from _records(lines, lo, hi, s0)
                     if hi < cnt:  # stopped inside the chunk: remember where line ``b`` starts
                         off = c.region.start + sum(map(len, lines[:hi])) + hi
                         self._next = Region(c.region.path, off, c.region.end, b, c.region.first_line + hi, c.region.ino)

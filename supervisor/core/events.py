@@ -16,7 +16,8 @@ from typing import Any
 import orjson
 
 from . import rundir
-from .journal import read_json_lines, repair_torn_tail
+from .journal_reader import read_json_lines
+from .journal_writer import repair_torn_tail
 
 EVENTS = frozenset(
     {

@@ -24,14 +24,15 @@ bytes, with the number of successful steps between them).
 from __future__ import annotations
 
 import bisect
-import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from .cursor import Shape, StateCursor
-from .journal import _AFTER_BEGIN, OVERLAPS, Entry, JournalReader
+from . import wire
+from .journal_reader import Entry, JournalReader
+from .pairing import Pairing
 from .records import (
     DAMAGED,
     BadLine,
@@ -49,7 +50,6 @@ __all__ = [
     "Fold",
     "History",
     "Marker",
-    "Pairing",
     "fold",
     "load",
     "rollback_record",
@@ -65,22 +65,15 @@ STEPS = "steps"
 # DAMAGED (from records) is also a marker kind: a damaged line, ``name`` the kind its first bytes show
 MISSING_TARGET = "rollback names a checkpoint not in the effective history"
 
-# The fold runs once per record of a million-record resume, and looking up an enum member
-# (``Kind.STEP``) costs about 100 ns in Python 3.11 (the enum metaclass hooks attribute access):
-# the loops below use these module constants, which are the same members.
-_STEP, _CHECKPOINT, _ROLLBACK = Kind.STEP, Kind.CHECKPOINT, Kind.ROLLBACK
-_BEGIN, _START = Kind.BEGIN, Kind.START
+# The fold runs once per record of a million-record resume: plain-string kinds (:mod:`.wire`), no enum lookups.
+_STEP, _CHECKPOINT, _ROLLBACK, _BEGIN, _START = wire.STEP, wire.CHECKPOINT, wire.ROLLBACK, wire.BEGIN, wire.START
 
-# The resume view (``JournalReader.load(lazy=True)``) hands out successful step lines unparsed and leaves
+# The resume view (``JournalReader.resume_view``) hands out successful step lines unparsed and leaves
 # the begin lines out. A lazy step's ``pos`` is taken as the one after the highest so far (the count of
 # successful steps before it: file order is pos order for sequential code) unless a file shows overlapping
-# steps: a ``begin`` line followed by a line that is not a ``step`` (another begin: a step started while one
-# was in flight), other than the end of the file or a process start (a crash). Then, or when a file's last
-# step line does not carry the pos it was given (positions skipped), the fold is done again with every step
-# line's ``pos`` read from its bytes.
-_OVERLAP = re.compile(rb'\n\{"kind":"begin",[^\n]*\n(?!\{"kind":"step",|\{"kind":"start",|\{"kind":"rollback",|\Z)')
-_LAZY_POS = re.compile(rb'\{"kind":"step","step":"[^"\\]*(?:\\.[^"\\]*)*","pos":(\d+)[,}]')
-_TEXT_POS = re.compile(r'"pos"\s*:\s*(\d+)')
+# steps (:data:`wire.AFTER_BEGIN`: the verdict the read gives, else :func:`wire.overlaps` over the bytes).
+# Then, or when a file's last step line does not carry the pos it was given (positions skipped), the fold is
+# done again with every step line's ``pos`` read from its bytes.
 
 
 @dataclass(slots=True)
@@ -125,7 +118,7 @@ class History:
 
     Concurrent steps: ``steps`` is in ``pos`` order (call order; records with the
     same ``pos`` in file order), whatever order their records were committed in;
-    :meth:`steps_by_pos` maps each position to its step, :meth:`in_flight_steps`
+    :meth:`in_flight_steps`
     gives the begins that have no step yet, :attr:`concurrent` says whether any
     two steps overlapped. For a sequential journal ``steps[i]["pos"] == i``.
     """
@@ -154,11 +147,6 @@ class History:
     def next_pos(self) -> int:
         """The position after the highest of the effective steps (0 without steps)."""
         return int(self.steps[-1]["pos"]) + 1 if self.steps else 0
-
-    def steps_by_pos(self) -> dict[int, Record]:
-        """Each position's successful step (two at one position, which only a hand-edited journal has:
-        the later in the file)."""
-        return {int(r["pos"]): r for r in self.steps}
 
     def consecutive_failures(self, pos: int | None = None) -> int:
         """Failed attempts of the step at ``pos`` (default: :attr:`next_pos`) since its last success or the
@@ -213,52 +201,6 @@ class History:
         return _find_checkpoint(self.checkpoints, ref)
 
 
-class Pairing:
-    """Begins paired with their steps by ``pos``, in journal order (feed records with :meth:`add`).
-
-    A ``step`` record closes the ``begin`` of the same ``pos`` (a failed try marked
-    ``transient`` does not: the step is retried); a ``begin`` or ``step`` without a
-    ``pos`` pairs with the next one (hand-written, sequential). A ``start`` (a new
-    process attempt) or a ``rollback`` ends every step still open: those were
-    interrupted. Used by ``History``, ``log`` and the TUI, so they agree.
-    """
-
-    __slots__ = ("interrupted", "open", "overlapped", "paired")
-
-    def __init__(self) -> None:
-        self.open: dict[Any, Record] = {}
-        """``pos`` -> the begin record of a step in flight."""
-        self.paired: dict[int, int] = {}
-        """begin seq -> the seq of the step record that closed it."""
-        self.interrupted: set[int] = set()
-        """Seqs of the begins whose process attempt ended (or that were begun again) before their step."""
-        self.overlapped = False
-        """A begin came while another step was in flight."""
-
-    def add(self, rec: Record) -> None:
-        kind = rec.get("kind", _STEP)
-        if kind == _BEGIN:
-            if self.open:
-                self.overlapped = True
-            key = rec.get("pos")
-            old = self.open.get(key)
-            if old is not None:
-                self.interrupted.add(int(old["seq"]))
-            self.open[key] = rec
-        elif kind == _STEP:
-            if not self.open or (not isinstance(rec, LazyRecord) and rec.get("transient")):
-                return  # (a lazy step line is a success: never parsed here)
-            b = self.open.pop(rec.get("pos"), None)
-            if b is None:
-                b = self.open.pop(None, None)
-            if b is not None:
-                self.paired[int(b["seq"])] = int(rec["seq"])
-        elif kind == _START or kind == _ROLLBACK:
-            for b in self.open.values():
-                self.interrupted.add(int(b["seq"]))
-            self.open.clear()
-
-
 def _find_checkpoint(cps: list[Record], ref: str) -> Record | None:
     for r in reversed(cps):
         if ref in (r.get("name"), r.get("file"), str(r.get("seq"))):
@@ -278,6 +220,7 @@ class Fold:
     """
 
     def __init__(self, keep: bool = True) -> None:
+        self._known: Mapping[Any, bool] = {}  # the overlap verdicts given to extend() (ResumeView.overlaps)
         self._reset(keep)
 
     def _reset(self, keep: bool) -> None:
@@ -305,7 +248,7 @@ class Fold:
         """``(target seq, rollback seq)`` of every rollback that cut, abandoned ones too (for :class:`Shape`)."""
         self._top = -1  # keep: the highest pos among ``steps`` (-1: none)
         self._ordered = True  # keep: ``steps`` in pos order is also file order (a rollback cuts its tail)
-        self._exact = False  # keep: read every lazy step line's pos from its bytes (see _OVERLAP)
+        self._exact = False  # keep: read every lazy step line's pos from its bytes (see wire.AFTER_BEGIN)
         self._src: Any = None  # keep: the mapped file of the last lazy step (checked for overlapping steps)
         self._overlapping = False  # keep: a mapped file shows overlapping steps
         self._lazy_lasts: list[LazyRecord] = []  # keep: the last lazy step of each file, not checked yet
@@ -348,39 +291,51 @@ class Fold:
             return
         self.extend((entry,))
 
-    def extend(self, entries: Iterable[FoldInput]) -> None:
+    def extend(self, entries: Iterable[FoldInput], overlaps: Mapping[Any, bool] | None = None) -> None:
         """Fold entries in journal order (the loop is inlined for the resume of a million steps).
 
         With ``keep=True`` the first list given becomes ``history.entries`` itself
         (not a copy: a million pointers), and later entries are appended to it.
+        ``overlaps``: the read's verdicts on the files' maps (:attr:`journal_reader.ResumeView.overlaps`);
+        a map without one is checked by its bytes.
         """
         if self.keep:
-            h = self._history
-            if isinstance(entries, list) and not h.entries and not h.effective:
-                h.entries = entries  # the first batch: keep the caller's list, no copy of a million pointers
-                self._fold_keep(entries, h)
-            else:
-                entries = list(entries)
-                h.entries.extend(entries)  # type: ignore[arg-type]
-                self._fold_keep(entries, h)
-            if self._lazy_lasts and not self._exact and not self._lazy_in_order():
-                self._refold_exact()
-            if self._src is not None:  # the resume view (no begin lines): the files' bytes told
-                self._history._overlap = self._overlapping
-            return
+            self._extend_keep(entries, {} if overlaps is None else overlaps)
+        else:
+            self._count(entries)
+
+    def _extend_keep(self, entries: Iterable[FoldInput], overlaps: Mapping[Any, bool]) -> None:
+        """:meth:`extend` of a fold that keeps its history."""
+        self._known = overlaps
+        h = self._history
+        if isinstance(entries, list) and not h.entries and not h.effective:
+            h.entries = entries  # the first batch: keep the caller's list, no copy of a million pointers
+            self._fold_keep(entries, h)
+        else:
+            entries = list(entries)
+            h.entries.extend(cast(list[Entry], entries))
+            self._fold_keep(entries, h)
+        if self._lazy_lasts and not self._exact and not self._lazy_in_order():
+            self._refold_exact()
+        if self._src is not None:  # the resume view (no begin lines): the files' bytes told
+            self._history._overlap = self._overlapping
+
+    def _count(self, entries: Iterable[FoldInput]) -> None:
+        """:meth:`extend` of a counting fold (``keep=False``)."""
+        e: Any
         for e in entries:
             t = type(e)
             if t is LazyRecord:
-                if e.kind == _STEP:  # type: ignore[union-attr]
+                if e.kind == _STEP:
                     self.step_count += 1
             elif t is Marker:
-                self._marker(e)  # type: ignore[arg-type]
+                self._marker(e)
             elif t is BadLine:
                 self.problem_count += 1
-                if e.holds_step:  # type: ignore[union-attr]
+                if e.holds_step:
                     self.step_count += 1  # a damaged line keeps its step position
             else:
-                self._record(e)  # type: ignore[arg-type]
+                self._record(e)
 
     def _fold_keep(self, entries: Iterable[FoldInput], h: History) -> None:
         eff = h.effective
@@ -389,55 +344,56 @@ class Fold:
         exact = self._exact
         src = self._src
         lasts = self._lazy_lasts
+        e: Any
         for e in entries:
             t = type(e)
             if t is LazyRecord:  # the resume fast path: no parsing, no dict lookups
-                if e.src is not src:  # type: ignore[union-attr]
-                    src = self._src = e.src  # type: ignore[union-attr]
-                    lasts.append(e)  # type: ignore[arg-type]
-                    if _overlaps(src):
+                if e.src is not src:
+                    src = self._src = e.src
+                    lasts.append(e)
+                    if _overlaps(src, self._known):
                         self._overlapping = True
                         self._exact = exact = True  # refolded at the end of extend()
                 else:
-                    lasts[-1] = e  # type: ignore[assignment]
-                p = _lazy_pos(e, top + 1) if exact else top + 1  # type: ignore[arg-type]
-                e.pos = p  # type: ignore[union-attr]
+                    lasts[-1] = e
+                p = _lazy_pos(e, top + 1) if exact else top + 1
+                e.pos = p
                 if p >= top:
-                    steps.append(e)  # type: ignore[arg-type]
+                    steps.append(e)
                     top = p
                 else:
                     self._insert_step(e, p)
-                eff.append(e)  # type: ignore[arg-type]
+                eff.append(e)
                 continue
             if t is dict:
-                kind = e.get("kind", _STEP)  # type: ignore[union-attr]
-                if kind == _STEP and e.get("error") is None:  # type: ignore[union-attr]
-                    p = e.get("pos")  # type: ignore[union-attr,assignment]
+                kind = e.get("kind", _STEP)
+                if kind == _STEP and e.get("error") is None:
+                    p = e.get("pos")
                     if type(p) is not int:
-                        p = e["pos"] = top + 1  # type: ignore[index]
+                        p = e["pos"] = top + 1
                     if p >= top:
-                        steps.append(e)  # type: ignore[arg-type]
+                        steps.append(e)
                         top = p
                     else:
                         self._insert_step(e, p)
-                    eff.append(e)  # type: ignore[arg-type]
+                    eff.append(e)
                     continue
                 if kind != _ROLLBACK and kind != _CHECKPOINT:  # begin, start, note, fork, a failed step
-                    if type(e.get("pos")) is not int:  # type: ignore[union-attr]
-                        e["pos"] = top + 1  # type: ignore[index]
-                    eff.append(e)  # type: ignore[arg-type]
+                    if type(e.get("pos")) is not int:
+                        e["pos"] = top + 1
+                    eff.append(e)
                     continue
                 self.step_count = len(steps)
                 self._top = top
-                self._record(e)  # type: ignore[arg-type]
+                self._record(e)
                 top = self._top
                 continue
             if t is BadLine:
-                h.problems.append(e)  # type: ignore[arg-type]
+                h.problems.append(e)
                 self.problem_count += 1
-                if not e.foreign:  # type: ignore[union-attr]
+                if not e.foreign:
                     self._top = top
-                    self._damaged(e, h)  # type: ignore[arg-type]
+                    self._damaged(e, h)
                     top = self._top
                 continue
             if t is Marker:
@@ -445,7 +401,7 @@ class Fold:
             # a LazyRecord or dict subclass
             self.step_count = len(steps)
             self._top = top
-            self._record(e.record() if isinstance(e, LazyRecord) else e)  # type: ignore[arg-type]
+            self._record(e.record() if isinstance(e, LazyRecord) else e)
             top = self._top
         self._top = top
         self.step_count = len(steps)
@@ -460,7 +416,7 @@ class Fold:
         """Whether each file's last lazy step line (so far) carries the pos the fold gave it (none skipped)."""
         lasts = self._lazy_lasts
         for last in lasts:
-            m = _LAZY_POS.match(last.src, last.start, last.end)
+            m = wire.STEP_POS.match(last.src, last.start, last.end)
             if m is not None and int(m.group(1)) != last.pos:
                 return False
         del lasts[:-1]  # the current file's last step may still change
@@ -479,7 +435,7 @@ class Fold:
         position if it may have been a step (:func:`records.damaged_holds_step`), so nothing after it shifts.
         Its position: the ``pos`` its bytes still show, else the one after the highest so far."""
         rec = bad.record()
-        m = _TEXT_POS.search(bad.text)
+        m = wire.TEXT_POS.search(bad.text)
         rec["pos"] = int(m.group(1)) if m else self._top + 1
         if rec["holds_step"]:
             if rec["pos"] >= self._top:
@@ -535,19 +491,7 @@ class Fold:
             self.last_target = int(self.checkpoints[i]["seq"]) if i >= 0 else -1
             self.cuts.append((self.last_target, int(rb["seq"])))
             if self.keep:
-                h = self._history
-                cut = self._cp_at[i] + 1 if i >= 0 else 0
-                h.branches.append(Branch(rb["seq"], rb.get("checkpoint"), h.effective[cut:]))
-                if h.damaged and cut < len(h.effective):
-                    first_cut = h.effective[cut]["seq"]
-                    h.damaged[:] = [d for d in h.damaged if d["seq"] < first_cut]
-                del h.effective[cut:]
-                if self._ordered:
-                    del h.steps[n_ok:]
-                else:  # steps in pos order are not in file order: keep those before the checkpoint
-                    h.steps[:] = [r for r in h.steps if r["seq"] < self.last_target]
-                self._top = int(h.steps[-1]["pos"]) if h.steps else -1
-                del self._cp_at[i + 1 :]
+                self._cut(rb, i, n_ok, self.last_target)
             del self.checkpoints[i + 1 :]
             del self._cp_ok[i + 1 :]
             rbs = self._rb_cps
@@ -557,6 +501,23 @@ class Fold:
             self.step_count = n_ok
         self.rollbacks.append(rb)
         self._rb_cps.append(len(self.checkpoints))
+
+    def _cut(self, rb: Record, i: int, n_ok: int, target_seq: int) -> None:
+        """A kept history's part of a rollback to checkpoint ``i`` (-1: the start): the records after it become
+        a branch; the steps before it (``n_ok`` of them) stay."""
+        h = self._history
+        cut = self._cp_at[i] + 1 if i >= 0 else 0
+        h.branches.append(Branch(rb["seq"], rb.get("checkpoint"), h.effective[cut:]))
+        if h.damaged and cut < len(h.effective):
+            first_cut = h.effective[cut]["seq"]
+            h.damaged[:] = [d for d in h.damaged if d["seq"] < first_cut]
+        del h.effective[cut:]
+        if self._ordered:
+            del h.steps[n_ok:]
+        else:  # steps in pos order are not in file order: keep those before the checkpoint
+            h.steps[:] = [r for r in h.steps if r["seq"] < target_seq]
+        self._top = int(h.steps[-1]["pos"]) if h.steps else -1
+        del self._cp_at[i + 1 :]
 
     def _target(self, rb: Record) -> int | None:
         """Index in ``checkpoints`` of the checkpoint a rollback names; -1 for the start of the run."""
@@ -592,26 +553,16 @@ def _pos_of(r: Any) -> int:
     return r.pos if type(r) is LazyRecord else int(r["pos"])
 
 
-def _overlaps(src: Any) -> bool:
-    """Whether a mapped journal file shows overlapping steps (see :data:`_OVERLAP`): the resume view's read
-    has told it from the lines (:data:`journal.OVERLAPS`), else the regex walks the file."""
-    try:
-        known = OVERLAPS.get(src)
-    except TypeError:  # bytes (a LazyRecord made by hand): no weak reference
-        known = None
-    if known is not None:
-        return known
-    if src[:16] == b'{"kind":"begin",':  # the first line (the pattern looks for begins after a newline)
-        nl = src.find(b"\n")
-        after = bytes(src[nl + 1 : nl + 20]) if nl >= 0 else b""
-        if after and not after.startswith(_AFTER_BEGIN):
-            return True
-    return _OVERLAP.search(src) is not None
+def _overlaps(src: Any, known: Mapping[Any, bool]) -> bool:
+    """Whether a mapped journal file shows overlapping steps: the resume view's read has told it from the
+    lines (``known``: :attr:`journal_reader.ResumeView.overlaps`), else the rule walks the file's bytes."""
+    verdict = known.get(src)
+    return wire.overlaps(src) if verdict is None else verdict
 
 
 def _lazy_pos(e: LazyRecord, count: int) -> int:
     """The ``pos`` a lazy step line carries (``count`` if its bytes do not show one where the writer puts it)."""
-    m = _LAZY_POS.match(e.src, e.start, e.end)
+    m = wire.STEP_POS.match(e.src, e.start, e.end)
     return int(m.group(1)) if m is not None else count
 
 

@@ -8,12 +8,13 @@ durable loops use. Unknown fields are kept.
 from __future__ import annotations
 
 import mmap
-import re
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 import orjson
+
+from . import wire
 
 Record = dict[str, Any]
 
@@ -39,10 +40,7 @@ class Kind(StrEnum):
 
 KINDS = frozenset(Kind)
 
-# Plain-string twins of the kinds the per-line paths test and write: looking up an enum member
-# costs ~100 ns in Python 3.11, and orjson encodes a member at half the speed of a str.
-_STEP: str = Kind.STEP.value
-_BEGIN: str = Kind.BEGIN.value
+_STEP, _BEGIN = wire.STEP, wire.BEGIN  # plain strings for the per-line paths (see wire)
 _STEP_ALIASES = ("action", "name")
 _OUTPUT_ALIASES = ("result",)
 _TS_ALIASES = ("timestamp", "time")
@@ -58,8 +56,6 @@ carries ``file``, ``line``, ``offset`` (of the line's first byte in its file),
 still show, or ``None``) and ``holds_step``.
 """
 
-_KIND_HEAD = re.compile(r'\s*\{\s*"kind"\s*:\s*"([a-z]+)"')
-_STEP_FIELD = re.compile(r'"step"\s*:\s*"((?:[^"\\]|\\.)*)"')
 # Kinds that carry no output and no state: a damaged line of these kinds costs a reader nothing.
 _HARMLESS = frozenset(("begin", "start"))
 
@@ -77,7 +73,7 @@ def damaged_was(head: str | bytes) -> str:
     """The kind a damaged line's first bytes still show (``""``: none readable)."""
     if isinstance(head, bytes):
         head = head[:64].decode("utf-8", "replace")
-    m = _KIND_HEAD.match(head)
+    m = wire.KIND_FIELD.match(head)
     return m.group(1) if m else ""
 
 
@@ -155,7 +151,7 @@ class BadLine:
     @property
     def step(self) -> str | None:
         """The step name its bytes still show, if any (as written: escapes are not undone)."""
-        m = _STEP_FIELD.search(self.text)
+        m = wire.STEP_FIELD.search(self.text)
         return m.group(1) if m else None
 
 
@@ -276,26 +272,20 @@ def normalize(rec: Record, seq: int) -> Record:
         rec["seq"] = seq
     if kind == _STEP or kind == _BEGIN:
         if "step" not in rec:
-            for alias in _STEP_ALIASES:
-                if alias in rec:
-                    rec["step"] = rec[alias]
-                    break
+            _alias(rec, "step", _STEP_ALIASES)
         if kind == _STEP and "output" not in rec and "error" not in rec:
-            for alias in _OUTPUT_ALIASES:
-                if alias in rec:
-                    rec["output"] = rec[alias]
-                    break
+            _alias(rec, "output", _OUTPUT_ALIASES)
     if "ts" not in rec:
-        for alias in _TS_ALIASES:
-            if alias in rec:
-                rec["ts"] = rec[alias]
-                break
+        _alias(rec, "ts", _TS_ALIASES)
     return rec
 
 
-def is_ok_step(rec: Record) -> bool:
-    """A finished step that succeeded: a ``step`` record without an ``error``."""
-    return rec.get("kind") == _STEP and rec.get("error") is None
+def _alias(rec: Record, key: str, aliases: tuple[str, ...]) -> None:
+    """Set ``rec[key]`` from the first of ``aliases`` it holds (a hand-written journal's field name)."""
+    for alias in aliases:
+        if alias in rec:
+            rec[key] = rec[alias]
+            return
 
 
 def step_name(rec: Record) -> str:

@@ -39,7 +39,8 @@ import orjson
 from ..errors import SupervisorError
 from . import rundir
 from .events import read_events
-from .journal import JournalReader, journal_locked
+from .journal_reader import JournalReader
+from .journal_writer import journal_locked
 from .records import Kind
 from .segments import JournalFile, count_lines
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from .history import Fold, History
-from .journal import Entry
+from .journal_reader import Entry
 from .records import Kind, LazyRecord
 from .wire import USAGE_WORD
 

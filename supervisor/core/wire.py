@@ -21,6 +21,7 @@ general path (``orjson.loads`` and ``records.normalize``) and must give the same
 from __future__ import annotations
 
 import re
+from typing import Any, TypedDict
 
 # --- the record kinds as plain strings --------------------------------------------------------
 # Plain-string twins of records.Kind for the per-line paths: looking up an enum member costs
@@ -81,3 +82,287 @@ def writer_kind(line: bytes) -> bytes | None:
         if end > KIND_AT:
             return line[KIND_AT:end]
     return None
+
+# --- core: the patterns the readers test lines with, the overlap rule, the record TypedDicts -------
+
+FIELD_TRANSIENT = b'"transient":'
+"""In a step line: maybe a failed try that is retried (its begin stays open)."""
+ABANDONED_TAIL = b',"abandoned":true}'
+"""What ``log --json --all`` puts in place of a writer line's last ``}`` on an abandoned branch."""
+S_BYTE = ord("s")
+"""``line[KIND_AT]`` of a ``step`` (or ``start``) writer line."""
+MARKS = (b'"kind":"checkpoint"', b'"kind":"rollback"')
+"""The kind markers the first pass looks for in a chunk of writer lines (the fold's markers)."""
+WORDS = (CHECKPOINT.encode(), ROLLBACK.encode())
+"""The words a writer line must not hold to be passed over unparsed in a chunk not all in the writer's form."""
+
+AFTER_BEGIN = (STEP_HEAD, START_HEAD, ROLLBACK_HEAD)
+"""The overlap rule: the steps did not overlap while every ``begin`` line is followed by one of these (its
+step, a new attempt, a rollback) or is the file's last line. :data:`OVERLAP` is built from it."""
+OVERLAP = re.compile(
+    b"\\n" + re.escape(BEGIN_HEAD) + b"[^\\n]*\\n(?!" + b"|".join(map(re.escape, AFTER_BEGIN)) + b"|\\Z)"
+)
+"""The overlap rule over a whole file's bytes: a begin line (after a newline) whose next line is none of
+:data:`AFTER_BEGIN` (the file's first line is checked apart, by :func:`first_line_overlaps`)."""
+
+_NAME = rb'"[^"\\\n]*(?:\\.[^"\\\n]*)*"'  # a JSON string on one line (the step name, its quotes kept)
+STEP_POS = re.compile(rb'\{"kind":"step","step":"[^"\\]*(?:\\.[^"\\]*)*","pos":(\d+)[,}]')
+"""A writer step line's head; group 1 its ``pos``."""
+TEXT_POS = re.compile(r'"pos"\s*:\s*(\d+)')
+"""A ``pos`` field in any JSON text (a damaged line's text: the step position it still shows)."""
+CANON = re.compile(
+    rb'\{"kind":"(step|begin)","step":"([^"\\]*(?:\\.[^"\\]*)*)","pos":(\d+),.*,"seq":(\d+),"id":"[^"\\]*","ts":"([^"\\]*)"\}',
+    re.DOTALL,
+)
+"""A writer begin/step line whole: its head (kind, the step name as JSON string content, pos) and its tail
+(seq, ts: the last ``,"seq":`` of the line, the greedy ``.*`` backtracks from the end), all top-level."""
+PLAIN_BEGIN = re.compile(
+    rb'\{"kind":"begin","step":"([^"\\]*)","pos":\d+,.*,"seq":(\d+),"id":"[^"\\]*","ts":"([\x20\x21\x23-\x5b\x5d-\x7e]{23})[\x20\x21\x23-\x5b\x5d-\x7e]*"\}',
+    re.DOTALL,
+)
+"""A :data:`CANON` begin line whose name has no escape and whose ``ts`` is ASCII, 23 characters or more
+(groups: name, seq, the first 23 of the ``ts``)."""
+UNCLOSED = re.compile(rb"\n" + re.escape(BEGIN_HEAD) + rb'(?!"step":(' + _NAME + rb',"pos":\d+,)[^\n]*+\n\{"kind":"step","step":\1)')
+"""A writer begin line not followed by its own step line (the backreference: the same name and pos; a begin
+not in the head's form counts). Led by a newline, not ``^``: a literal prefix lets the engine search for it at
+C speed (``^`` tries every byte); a possessive ``[^\\n]*+`` (nothing to give back before the newline)."""
+BEGIN_NAME_POS = re.compile(re.escape(BEGIN_HEAD) + rb'"step":(' + _NAME + rb'),"pos":(\d+),')
+"""A writer begin line's head; groups: the step name (a JSON string, quotes kept), ``pos``."""
+KIND_FIELD = re.compile(r'\s*\{\s*"kind"\s*:\s*"([a-z]+)"')
+"""Any line's leading ``kind`` (spaces allowed): the kind a damaged line still shows."""
+STEP_FIELD = re.compile(r'"step"\s*:\s*"((?:[^"\\]|\\.)*)"')
+"""A ``step`` field in any JSON text (spaces allowed): the name a damaged line still shows."""
+
+
+def step_head(name_json: bytes, pos: bytes) -> bytes:
+    """How the step line closing a begin of ``name_json`` (a JSON string, quotes kept) at ``pos`` starts."""
+    return STEP_HEAD + b'"step":' + name_json + b',"pos":' + pos + b","
+
+
+def is_suspect(data: bytes) -> bool:
+    """A NUL or ``\\xff`` byte: never in a line this package writes (a damaged line may still look whole)."""
+    return b"\x00" in data or b"\xff" in data
+
+
+def is_writer_line(raw: bytes) -> bool:
+    """A line that starts and ends as the writer's lines do and holds no suspect byte."""
+    return raw.startswith(WRITER) and raw.endswith(b"}") and not is_suspect(raw)
+
+
+def is_writer_chunk(data: bytes, n: int) -> bool:
+    """Every line of ``data`` (``n`` lines, each ending in a newline) is in the writer's form."""
+    return (
+        n > 0
+        and data.startswith(WRITER)
+        and data.endswith(b"}\n")
+        and data.count(END_WRITER) == n - 1
+        and not is_suspect(data)
+    )
+
+
+def is_lazy_step(raw: bytes) -> bool:
+    """A successful writer step line: the resume view keeps it unparsed."""
+    return raw.startswith(STEP_HEAD) and ERROR_WORD not in raw
+
+
+def is_marker_line(raw: bytes) -> bool:
+    """A writer line the first pass must parse (a checkpoint or a rollback may be in it)."""
+    return any(w in raw for w in WORDS)
+
+
+def closes_begin(next_line: bytes) -> bool:
+    """The overlap rule for one begin line: ``next_line`` (the line after it) shows the steps did not overlap."""
+    return next_line.startswith(AFTER_BEGIN)
+
+
+def first_line_overlaps(src: Any) -> bool:
+    """The overlap rule for a file's first line (:data:`OVERLAP` looks for begins after a newline)."""
+    if src[: len(BEGIN_HEAD)] != BEGIN_HEAD:
+        return False
+    nl = src.find(b"\n")
+    after = bytes(src[nl + 1 : nl + 20]) if nl >= 0 else b""
+    return bool(after) and not closes_begin(after)
+
+
+def overlaps(src: Any) -> bool:
+    """The overlap rule over a whole file's bytes (``bytes`` or a map)."""
+    return first_line_overlaps(src) or OVERLAP.search(src) is not None
+
+
+class StartRecord(TypedDict, total=False):
+    """``start``: a process attempt began (written by the SDK when a ``Run`` opens its journal)."""
+
+    kind: str
+    """Always ``"start"``."""
+    seq: int
+    """The line's position in the journal (all segments), dense from 0."""
+    id: str
+    """Unique record id."""
+    ts: str
+    """ISO-8601 UTC time, e.g. ``2026-11-29T18:30:12.345Z``."""
+    pos: int
+    """The number of successful steps before it in the effective history (derived by readers)."""
+    attempt: int
+    """The process attempt this record opens."""
+    pid: int
+    """The writing process."""
+    resume: bool
+    """Whether the attempt resumes recorded steps."""
+    replayable_steps: int
+    """How many recorded steps the attempt can serve."""
+    argv: list[str]
+    """The command line, redacted."""
+    supervisor: int
+    """The supervising process's pid, when supervised (tells the attempt's records from another writer's)."""
+    numbering: str
+    """``"name-k"``: this attempt's ``begin``/``step`` records carry ``k``."""
+
+
+class BeginRecord(TypedDict, total=False):
+    """``begin``: a step started (written, not synced; a resume does not need it)."""
+
+    kind: str
+    """Always ``"begin"``."""
+    step: str
+    """The step's name, e.g. ``search:q2`` (the action type is the part before ``:``)."""
+    pos: int
+    """The step's position: successful steps before it in the effective history."""
+    attempt: int
+    """The process attempt that wrote it."""
+    k: int
+    """The call's number among the run's calls of the same name (absent: 0)."""
+    call: dict[str, Any]
+    """Optional: a model call ``{"kind": "model", "model", "provider"}`` or a tool call ``{"kind": "tool", ...}``."""
+    seq: int
+    """The line's position in the journal."""
+    id: str
+    """Unique record id."""
+    ts: str
+    """ISO-8601 UTC time."""
+
+
+class StepRecord(TypedDict, total=False):
+    """``step``: a step finished; exactly one of ``output`` and ``error`` (the writer asserts it)."""
+
+    kind: str
+    """Always ``"step"`` (a record without ``kind`` is a step too)."""
+    step: str
+    """The step's name."""
+    pos: int
+    """The step's position: successful steps before it in the effective history."""
+    attempt: int
+    """The process attempt that wrote it."""
+    k: int
+    """The call's number among the run's calls of the same name (absent: 0)."""
+    inputs: Any
+    """``{"args": [...], "kwargs": {...}}`` as the SDK records them (any JSON in other writers)."""
+    inputs_hash: str
+    """sha256 of the inputs' sorted-key JSON, 16 hex digits."""
+    output: Any
+    """The step's result, plain JSON (a success)."""
+    output_type: str
+    """How to read ``output`` back as its type (only when it was not plain JSON)."""
+    error: str
+    """Why the step failed (a failed step is not done)."""
+    transient: bool
+    """A failed try that is retried."""
+    dur_ms: float
+    """How long the step ran."""
+    key: str
+    """The idempotency key."""
+    usage: list[dict[str, Any]]
+    """What the step's model calls consumed, each ``{model, provider, input_tokens, output_tokens, cached_tokens}``."""
+    call: dict[str, Any]
+    """Optional: the model or tool call the step is."""
+    state_patch: list[dict[str, Any]]
+    """RFC 6902 JSON Patch from the state after the previous record that had one."""
+    seq: int
+    """The line's position in the journal."""
+    id: str
+    """Unique record id."""
+    ts: str
+    """ISO-8601 UTC time."""
+
+
+class CheckpointRecord(TypedDict, total=False):
+    """``checkpoint``: a named state snapshot (a rollback may return to it)."""
+
+    kind: str
+    """Always ``"checkpoint"``."""
+    name: str
+    """The checkpoint's name."""
+    file: str
+    """The snapshot's file in ``checkpoints/``."""
+    pos: int
+    """Successful steps before it in the effective history."""
+    state_patch: list[dict[str, Any]]
+    """Its own RFC 6902 patch."""
+    seq: int
+    """The line's position in the journal."""
+    id: str
+    """Unique record id."""
+    ts: str
+    """ISO-8601 UTC time."""
+
+
+class RollbackRecord(TypedDict, total=False):
+    """``rollback``: the records since a checkpoint become an abandoned branch (an attempt's last line)."""
+
+    kind: str
+    """Always ``"rollback"``."""
+    checkpoint: str | None
+    """The checkpoint's name, or null for the start of the run."""
+    checkpoint_seq: int | None
+    """The checkpoint record's seq."""
+    reason: str
+    """Why the run was rolled back."""
+    by: str
+    """``sdk``, ``supervisor`` or ``user``."""
+    failed_step: str | None
+    """The step that failed, if one did."""
+    pos: int
+    """Successful steps before it in the effective history (derived by readers)."""
+    seq: int
+    """The line's position in the journal."""
+    id: str
+    """Unique record id."""
+    ts: str
+    """ISO-8601 UTC time."""
+
+
+class ForkRecord(TypedDict, total=False):
+    """``fork``: the run was forked from another run's history (the first lines of a fork's journal)."""
+
+    kind: str
+    """Always ``"fork"``."""
+    origin: dict[str, Any]
+    """Where the fork was made: ``{run_dir, run_id, seq, id}`` of the origin's record."""
+    records: int
+    """How many records were copied from the origin's effective history."""
+    skipped_bad_lines: int
+    """Bad lines of the origin left out (they stay in the original, shown by ``log``)."""
+    pos: int
+    """Successful steps before it in the effective history (derived by readers)."""
+    seq: int
+    """The line's position in the journal."""
+    id: str
+    """Unique record id."""
+    ts: str
+    """ISO-8601 UTC time."""
+
+
+class NoteRecord(TypedDict, total=False):
+    """``note``: a message for the reader (changed inputs, a damaged line a resume stopped at, ...)."""
+
+    kind: str
+    """Always ``"note"``."""
+    message: str
+    """What happened."""
+    pos: int
+    """Successful steps before it in the effective history (derived by readers)."""
+    seq: int
+    """The line's position in the journal."""
+    id: str
+    """Unique record id."""
+    ts: str
+    """ISO-8601 UTC time."""

@@ -46,8 +46,9 @@ import orjson
 from .. import __version__
 from ..core import rundir
 from ..core.events import read_events
-from ..core.history import Pairing, fold
-from ..core.journal import JournalReader
+from ..core.history import fold
+from ..core.journal_reader import JournalReader
+from ..core.pairing import Pairing
 from ..core.records import Kind, Record, step_name
 from ..core.redact import Redactor
 from ..core.usage import Price, RunUsage, UsageFold, call_of, usage_entries

@@ -43,7 +43,7 @@ from typing import Any, ClassVar, cast
 import orjson
 
 from ..core import rundir
-from ..core.journal import move_torn
+from ..core.journal_writer import move_torn
 from ..errors import JournalError, JournalLockedError, StepPassThrough
 
 try:

@@ -11,7 +11,7 @@ import orjson
 
 from ..core import wire
 from ..core.history import Fold
-from ..core.journal import JournalWriter
+from ..core.journal_writer import JournalWriter
 from ..core.records import Kind, Record
 from ..errors import JournalError
 from ..replay.session import inputs_hash

@@ -29,7 +29,8 @@ import orjson
 
 from ..core import checkpoints, rundir, wire
 from ..core.history import Fold, History
-from ..core.journal import JournalReader, JournalWriter, open_journal
+from ..core.journal_reader import JournalReader, ResumeView
+from ..core.journal_writer import JournalWriter, open_journal
 from ..core.records import Kind, Record
 from ..core.redact import Redactor, redact_argv, send_secrets
 from ..errors import DivergenceError, JournalLockedError, ReplayError, SupervisorError
@@ -80,11 +81,11 @@ class Run:
         send_secrets(self.redactor.values)  # the supervisor redacts agent.log and its events with them too
         self.run_id: str = str(self._run_json().get("id") or self.run_dir.name)
         self.on_changed_inputs = on_changed_inputs
-        writer, entries = self._open_journal(rotate_bytes)
+        writer, view = self._open_journal(rotate_bytes)
         # The resume view (every recorded step, the effective records) serves positions not yet reached; the
         # first live step lets go of it, and live records are only counted: memory stays flat however long the run.
         fold = self._fold = Fold()
-        fold.extend(entries)
+        fold.extend(view.entries, view.overlaps)
         resumed = fold.history
         self._pending_checkpoints = list(resumed.checkpoints)
         self.attempt = int(os.environ.get(rundir.ENV_ATTEMPT) or _starts(resumed.entries) + 1)
@@ -118,15 +119,15 @@ class Run:
             )
         return meta
 
-    def _open_journal(self, rotate_bytes: int | None) -> tuple[JournalWriter | None, list[Any]]:
+    def _open_journal(self, rotate_bytes: int | None) -> tuple[JournalWriter | None, ResumeView]:
         """The writer (``None`` in a replay) and the journal's entries, lazy: finished steps stay unparsed until
         served, and begin records are not kept (resuming 1,000,000 steps builds no million dicts)."""
         if self.replay_mode:
-            return None, JournalReader(self.run_dir).load(lazy=True)
+            return None, JournalReader(self.run_dir).resume_view()
         kw: dict[str, Any] = {} if rotate_bytes is None else {"rotate_bytes": rotate_bytes}
-        writer, entries = open_journal(self.run_dir, redact=self.redactor, **kw)
+        writer, view = open_journal(self.run_dir, redact=self.redactor, **kw)
         checkpoints.clean_stale_tmp(self.run_dir)  # a killed checkpoint write's temporary file (we hold the lock)
-        return writer, entries
+        return writer, view
 
     def _start_record(self, replayable: int) -> Record:
         sup = os.environ.get(rundir.ENV_SUPERVISED, "")
@@ -355,7 +356,7 @@ class Run:
         if self._fold.keep:
             return self._fold.history
         f = Fold()
-        f.extend(JournalReader(self.run_dir).load(lazy=True))
+        f.extend(*JournalReader(self.run_dir).resume_view())
         return f.history
 
     @property

@@ -20,7 +20,7 @@ import orjson
 
 from ..core import wire
 from ..core.history import Fold
-from ..core.journal import JournalReader
+from ..core.journal_reader import JournalReader
 from ..core.records import LazyRecord, Record, normalize, step_name
 from ..errors import DivergenceError, JournalError
 from ..replay.session import ReplaySession, canonical_inputs, inputs_hash

@@ -19,7 +19,7 @@ import psutil
 
 from ..core import rundir
 from ..core.history import Fold
-from ..core.journal import Entry, JournalReader
+from ..core.journal_reader import Entry, JournalReader
 from ..core.records import Kind, Record, step_name
 from .policy import Attempt, is_progress
 

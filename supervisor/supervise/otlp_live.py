@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core import rundir
-from ..core.journal import JournalReader
+from ..core.journal_reader import JournalReader
 
 __all__ = ["OtlpLive"]
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from ..core.events import EventLog
 from ..core.history import Fold, rollback_record
-from ..core.journal import JournalReader, JournalWriter
+from ..core.journal_reader import JournalReader
+from ..core.journal_writer import JournalWriter
 from ..core.records import Record
 from ..core.redact import Redactor
 from ..core.rundir import check_readable_run_dir, read_run_json

@@ -56,7 +56,7 @@ from typing import Any
 
 from ..core import rundir
 from ..core.events import EventLog, read_events
-from ..core.journal import journal_locked
+from ..core.journal_writer import journal_locked
 from ..core.records import Kind
 from ..core.redact import Redactor, argv_is_redacted, redact_argv
 from ..errors import JournalLockedError, SupervisorError

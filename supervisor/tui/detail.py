@@ -11,7 +11,7 @@ from rich.text import Text
 from textual.containers import VerticalScroll
 from textual.widgets import Static
 
-from ..core.journal import Entry
+from ..core.journal_reader import Entry
 from ..core.records import BadLine
 from ..views.fmt import dumps_pretty
 

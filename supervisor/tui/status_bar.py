@@ -160,7 +160,7 @@ class StatusBar(Static):
         per chunk), nothing is parsed; then one pass folds the whole journal and later rounds fold
         only new records. The prices (genai-prices, 0.4 s to import) are loaded here, in this thread.
         """
-        from ..core.journal import JournalReader
+        from ..core.journal_reader import JournalReader
         from ..core.segments import read_stream
         from ..core.usage import UsageFold
 

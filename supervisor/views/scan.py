@@ -22,9 +22,10 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..core import rundir
+from ..core import rundir, wire
 from ..core.history import ERROR, STEPS, Marker
-from ..core.journal import JournalReader
+from ..core.journal_reader import JournalReader
+from ..core.pairing import Pairing
 from ..core.records import (
     DAMAGED,
     Kind,
@@ -293,71 +294,86 @@ class SeqBits:
 class StepPairs:
     """Begin lines paired with their step lines in raw bytes, chunk after chunk (a scan's, then the live reads').
 
-    A writer ``begin`` line's head (``"step":...,"pos":N,"attempt":A,``) is repeated
-    by its ``step`` line after ``{"kind":"step",``: a ``bytes.find`` of that finds the
-    step however many records come between (concurrent steps), and the next line
-    for sequential code. A failed try marked ``transient`` does not close it; a
-    ``start`` line (a new process attempt) ends every begin still open (interrupted).
-    A begin in another form pairs with the step line right after it.
+    A writer ``begin`` line's head (``"step":...,"pos":N,"attempt":A,``, :data:`wire.BEGIN_KEY`) is repeated
+    by its ``step`` line after :data:`wire.STEP_HEAD`: a ``bytes.find`` of that finds the step however many
+    records come between (concurrent steps), and the next line for sequential code. The rule is
+    :class:`pairing.Pairing`'s (its open begins are this scan's pending ones, keyed by that head): a failed
+    try marked ``transient`` does not close a begin; a ``start`` line ends every begin still open. A begin in
+    another form pairs with the step line right after it.
     """
 
     hidden: list[int] = field(default_factory=list)
     """Seqs of the begins whose step record exists (their rows fold into the step's), in the order found."""
-    pending: dict[bytes, int] = field(default_factory=dict)
-    """The step-line head still awaited -> the seq of its begin (steps in flight)."""
+    pairing: Pairing = field(default_factory=lambda: Pairing(keep_paired=False))
+    """The begins still awaiting their step, keyed by the step line's head (steps in flight)."""
     changed: dict[int, str] = field(default_factory=dict)
     """``pos`` -> step name of every changed-inputs note seen."""
 
+    @property
+    def pending(self) -> dict[bytes, int]:
+        """The step-line head still awaited -> the seq of its begin (steps in flight)."""
+        return {k: int(b["seq"]) for k, b in self.pairing.open.items()}
+
     def copy(self) -> StepPairs:
-        return StepPairs(list(self.hidden), dict(self.pending), dict(self.changed))
+        p = Pairing(keep_paired=False)
+        p.open = dict(self.pairing.open)
+        return StepPairs(list(self.hidden), p, dict(self.changed))
 
     def scan(self, data: bytes, base_seq: int) -> None:
         """Pair the begin lines in ``data`` (whole lines, the first at ``base_seq``) and close pending ones."""
-        starts = [i for i in _find_all(data, _START) if i == 0 or data[i - 1] == 10]
-        if self.pending:
+        starts = [i for i in _find_all(data, wire.START_HEAD) if i == 0 or data[i - 1] == 10]
+        if self.pairing.open:
             self._close(data, starts[0] if starts else len(data))
         if starts:
-            self.pending.clear()
-        transient = _TRANSIENT in data  # else no line needs the look for it
+            self.pairing.end_attempt()
+        transient = wire.TRANSIENT in data  # else no line needs the look for it
         line_at, seq = 0, base_seq
-        i = 0 if data.startswith(_BEGIN) else data.find(_NL_BEGIN) + 1 or -1
+        i = 0 if data.startswith(wire.BEGIN_HEAD) else data.find(wire.NL_BEGIN) + 1 or -1
         while i >= 0:
             seq += data.count(b"\n", line_at, i)
             line_at = i
             end = data.find(b"\n", i)
-            m = _BEGIN_KEY.match(data, i)
+            m = wire.BEGIN_KEY.match(data, i)
             if m is not None:
-                want = b'{"kind":"step",' + m.group(1)
-                if data.startswith(want, end + 1) and not (
-                    transient and data.find(_TRANSIENT, end + 1, data.find(b"\n", end + 1)) >= 0
-                ):
-                    self.hidden.append(seq)
-                else:
-                    k = bisect.bisect_right(starts, i)
-                    limit = starts[k] if k < len(starts) else len(data)
-                    if not self._find(data, want, end, limit, seq) and limit == len(data):
-                        self.pending[want] = seq
-            elif data.startswith(_STEP, end + 1):
+                self._begin(data, wire.STEP_HEAD + m.group(1), i, end, seq, starts, transient)
+            elif data.startswith(wire.STEP_HEAD, end + 1):
                 self.hidden.append(seq)  # a begin without the writer's head: the step line after it
-            i = data.find(_NL_BEGIN, end) + 1 or -1
-        if b"changed inputs" in data:
-            for j in _find_all(data, _CHANGED):
-                a = data.rfind(b"\n", 0, j) + 1
-                try:
-                    rec = parse_line(data[a : data.find(b"\n", j)])
-                except ValueError:
-                    continue
-                self.note(rec)
+            i = data.find(wire.NL_BEGIN, end) + 1 or -1
+        if wire.CHANGED_WORD in data:
+            self._notes(data)
+
+    def _begin(self, data: bytes, want: bytes, i: int, end: int, seq: int, starts: list[int], transient: bool) -> None:
+        """A writer begin line at ``i`` (ending at ``end``) whose step line starts with ``want``: paired when its
+        step is the next line or further on before the next attempt's start, else pending."""
+        if data.startswith(want, end + 1) and not (
+            transient and data.find(wire.TRANSIENT, end + 1, data.find(b"\n", end + 1)) >= 0
+        ):
+            self.hidden.append(seq)
+            return
+        k = bisect.bisect_right(starts, i)
+        limit = starts[k] if k < len(starts) else len(data)
+        if not self._find(data, want, end, limit, seq) and limit == len(data):
+            self.pairing.begin(want, {"seq": seq})
+
+    def _notes(self, data: bytes) -> None:
+        """The changed-inputs notes in ``data`` (parsed: there are few)."""
+        for j in _find_all(data, wire.CHANGED_WORD):
+            a = data.rfind(b"\n", 0, j) + 1
+            try:
+                rec = parse_line(data[a : data.find(b"\n", j)])
+            except ValueError:
+                continue
+            self.note(rec)
 
     def note(self, rec: Record) -> None:
         """Take a parsed record: a changed-inputs note marks its step."""
-        if rec.get("kind") == Kind.NOTE and rec.get("message") == CHANGED_INPUTS and isinstance(rec.get("pos"), int):
+        if rec.get("kind") == wire.NOTE and rec.get("message") == CHANGED_INPUTS and isinstance(rec.get("pos"), int):
             self.changed[rec["pos"]] = str(rec.get("step") or "")
 
     def _find(self, data: bytes, want: bytes, at: int, limit: int, seq: int) -> bool:
         j = data.find(b"\n" + want, at, limit)
         while j >= 0:
-            if data.find(_TRANSIENT, j + 1, data.find(b"\n", j + 1)) < 0:
+            if data.find(wire.TRANSIENT, j + 1, data.find(b"\n", j + 1)) < 0:
                 self.hidden.append(seq)
                 return True
             j = data.find(b"\n" + want, j + 1, limit)
@@ -365,12 +381,13 @@ class StepPairs:
 
     def _close(self, data: bytes, limit: int) -> None:
         """Look for the steps of the begins pending from earlier bytes (``data`` starts at a line start)."""
-        for want, seq in list(self.pending.items()):
-            if data.startswith(want) and data.find(_TRANSIENT, 0, data.find(b"\n")) < 0:
+        for want, b in list(self.pairing.open.items()):
+            seq = int(b["seq"])
+            if data.startswith(want) and data.find(wire.TRANSIENT, 0, data.find(b"\n")) < 0:
                 self.hidden.append(seq)
-                del self.pending[want]
+                self.pairing.close(want, seq)
             elif self._find(data, want, 0, limit, seq):
-                del self.pending[want]
+                self.pairing.close(want, seq)
 
 
 @dataclass

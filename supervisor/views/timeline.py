@@ -44,8 +44,9 @@ from typing import TYPE_CHECKING, Any
 from ..core import rundir
 from ..core.cursor import Shape, StateCursor
 from ..core.events import is_error_event, read_events
-from ..core.history import ERROR, STEPS, Fold, Pairing, fold_shape
-from ..core.journal import Entry, JournalReader
+from ..core.history import ERROR, STEPS, Fold, fold_shape
+from ..core.pairing import Pairing
+from ..core.journal_reader import Entry, JournalReader
 from ..core.records import DAMAGED, BadLine, Kind
 from ..core.segments import segment_paths
 from ..errors import JournalError

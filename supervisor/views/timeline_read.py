@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core.journal import Entry, JournalReader
+from ..core.journal_reader import Entry, JournalReader
 from .scan import Marker, Region, StepPairs
 
 SHORT_READS = 5

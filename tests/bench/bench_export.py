@@ -70,7 +70,7 @@ def main() -> int:
               f"supervise in all {plain_total:.2f} s")
         print(f"  with --otlp-endpoint: agent {live:.3f} s ({live / a.steps * 1e6:.0f} us/step), "
               f"supervise in all {live_total:.2f} s; {got} spans received in {len(rec.requests)} requests")
-        from supervisor.core.journal import JournalReader
+        from supervisor.core.journal_reader import JournalReader
         from supervisor.core.usage import run_usage
         from supervisor.export.otlp import write_otlp_json
         from supervisor.export.pricing import step_cost

@@ -40,7 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from supervisor import Run  # noqa: E402
-from supervisor.core.journal import JournalWriter  # noqa: E402
+from supervisor.core.journal_writer import JournalWriter  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: tests/bench/ holds benchutil
 from benchutil import raw_sync_floor  # noqa: E402

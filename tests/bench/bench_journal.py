@@ -35,7 +35,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
 from supervisor import Run  # noqa: E402
-from supervisor.core.journal import JournalReader  # noqa: E402
+from supervisor.core.journal_reader import JournalReader  # noqa: E402
 from supervisor.core.rundir import utc_now  # noqa: E402
 from supervisor.replay.session import inputs_hash  # noqa: E402
 

@@ -113,7 +113,7 @@ INDEX_BUILD = """
 import hashlib, os, sys, orjson
 from array import array
 from pathlib import Path
-from supervisor.core.journal import JournalReader
+from supervisor.core.journal_reader import JournalReader
 from supervisor.core.records import LazyRecord
 run = Path(sys.argv[1])
 ents = JournalReader(run).load(lazy=True)
@@ -166,7 +166,7 @@ SCAN_LOAD = """
 import sys, time
 t0 = time.perf_counter()
 from pathlib import Path
-from supervisor.core.journal import JournalReader
+from supervisor.core.journal_reader import JournalReader
 out = JournalReader(Path(sys.argv[1])).load(lazy=True)
 print(time.perf_counter() - t0, len(out))
 """

@@ -311,7 +311,7 @@ def main() -> int:
         return 0
 
     # the full session: RSS, live appends, a burst, a search
-    from supervisor.core.journal import JournalWriter
+    from supervisor.core.journal_writer import JournalWriter
 
     p = Pane(f"bench-tui-live-{os.getpid()}", [PY, "-m", "supervisor", "tui", str(run)], env)
     rss = PeakRSS(p.pid)

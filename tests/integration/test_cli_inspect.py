@@ -105,7 +105,7 @@ def test_log_into_a_closed_pipe_is_a_quiet_exit(tmp_path: Path, extra: list[str]
     import subprocess
     import sys
 
-    from supervisor.core.journal import JournalWriter
+    from supervisor.core.journal_writer import JournalWriter
 
     from ..conftest import ROOT, clean_env
 

@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from supervisor.core.history import Fold, fold, load, state_at
-from supervisor.core.journal import JournalReader
+from supervisor.core.journal_reader import JournalReader
 from supervisor.core.records import LazyRecord
 
 
@@ -85,7 +85,7 @@ def test_fold_orders_concurrent_steps_by_pos(tmp_path: Path) -> None:
         assert [r["step"] for r in h.steps] == ["plan", "search:1", "search:2", "search:3", "search:4", "summarize"]
         assert h.concurrent
         assert h.in_flight_steps() == [] and h.in_flight() is None
-        assert h.steps_by_pos()[3]["output"] == "out-search:3-3"
+        assert {int(r["pos"]): r for r in h.steps}[3]["output"] == "out-search:3-3"
         assert h.next_pos == 6
         pairing = h.pairing()
         assert pairing.paired == {0: 1, 2: 7, 3: 9, 4: 6, 5: 8, 10: 11}

@@ -28,7 +28,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 from supervisor.core import rundir
 from supervisor.core.events import read_events
-from supervisor.core.journal import JournalReader
+from supervisor.core.journal_reader import JournalReader
 from supervisor.export.otlp import span_id, trace_id
 
 from ..conftest import ROOT, clean_env, wait_for

@@ -10,7 +10,7 @@ import pytest
 
 from supervisor.core import history, rundir
 from supervisor.core.fork import FORK_CHECKPOINT, ForkError, fork
-from supervisor.core.journal import JournalReader
+from supervisor.core.journal_reader import JournalReader
 from supervisor.core.records import step_name
 
 from ..conftest import SAMPLE_AGENT, run_agent, run_cli
@@ -191,7 +191,7 @@ def test_fork_into_an_empty_directory(recorded: Path, tmp_path: Path) -> None:
 
 def test_fork_of_a_run_being_written(recorded: Path, tmp_path: Path) -> None:
     """Forking never takes the origin's journal lock: a run being written can be forked."""
-    from supervisor.core.journal import JournalWriter
+    from supervisor.core.journal_writer import JournalWriter
 
     with JournalWriter(recorded):
         new = fork(recorded, 2, tmp_path / "f")

@@ -24,8 +24,9 @@ from typing import Any
 import orjson
 import pytest
 
-from supervisor.core import rundir
-from supervisor.core.journal import JournalReader, JournalWriter, open_journal
+from supervisor.core import journal_writer, rundir
+from supervisor.core.journal_reader import JournalReader
+from supervisor.core.journal_writer import JournalWriter, open_journal
 from supervisor.core.records import BadLine
 from supervisor.core.segments import segment_paths
 from supervisor.errors import JournalError
@@ -161,7 +162,7 @@ def test_a_sync_under_way_is_shared_by_every_thread_that_parks_meanwhile(
 
     def hold_first(n: int) -> None:
         if n == 1:
-            wait_for(lambda: len(w._queue) == THREADS - 1, timeout=20, what="15 parked threads")
+            wait_for(lambda: w.waiting == THREADS - 1, timeout=20, what="15 parked threads")
 
     log.gate = hold_first
     returned = hammer(w, THREADS, 1, log)
@@ -179,7 +180,7 @@ def test_one_thread_pays_one_sync_per_durable_append_and_none_for_the_others(
         for i in range(5):
             w.append(rec("begin", i), sync=False)
             w.append(rec("step", i))
-        w.write_line(orjson.dumps({"kind": "note", "seq": 10, "ts": "2026-11-30T00:00:00.000Z"}) + b"\n")
+        w.append({"kind": "note", "ts": "2026-11-30T00:00:00.000Z"})
         assert log.datasyncs == 6
     assert len(stream_lines(run)) == 11
 
@@ -252,7 +253,7 @@ def test_a_loop_stopped_before_the_flusher_got_the_lead_is_committed_at_close(
             tasks.append(asyncio.ensure_future(w.aappend(rec("stopped", 0))))
 
         loop.run_until_complete(start())  # the loop stops in the turn where the task writes its line
-        assert w._written > 0 and w._kick_loop is loop and log.datasyncs == 0
+        assert w.unsynced > 0 and log.datasyncs == 0  # written, its sync left to the loop's next turn
         w.close()  # the flusher syncs it
         assert log.datasyncs == 1
         assert loop.run_until_complete(tasks[0])["seq"] == 0  # and the waiter hears of it
@@ -290,12 +291,12 @@ def test_a_cancelled_aappend_is_committed_all_the_same(tmp_path: Path, monkeypat
     release = threading.Event()
     log.gate = lambda n: None if n > 1 else (release.wait(20) or None)
     w = JournalWriter(run)
-    w._last_sync = 1.0  # a slow disk: the flusher thread syncs (inline, the held sync would block this loop)
+    monkeypatch.setattr(journal_writer, "INLINE_SYNC_MAX", -1.0)  # a slow disk: the flusher thread syncs (inline, the held sync would block this loop)
 
     async def main() -> None:
         task = asyncio.create_task(w.aappend(rec("cancelled", 0)))
         await asyncio.sleep(0)  # the task runs up to its await: the line is written, the flusher syncs it
-        assert w._written > 0
+        assert w.unsynced > 0
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
@@ -304,7 +305,7 @@ def test_a_cancelled_aappend_is_committed_all_the_same(tmp_path: Path, monkeypat
         assert r["seq"] == 1
 
     asyncio.run(main())
-    wait_for(lambda: w._synced == w._written, timeout=20, what="the cancelled record's sync")
+    wait_for(lambda: w.unsynced == 0, timeout=20, what="the cancelled record's sync")
     w.close()
     lines = stream_lines(run)
     assert [orjson.loads(line)["step"] for _, _, line in lines] == ["cancelled", "after"]
@@ -366,7 +367,7 @@ def test_a_failed_sync_fails_every_waiter_it_covered_and_breaks_the_writer(
 
     def gate(n: int) -> None:
         if n == 1:
-            wait_for(lambda: len(w._queue) == 7, timeout=20, what="7 parked threads")
+            wait_for(lambda: w.waiting == 7, timeout=20, what="7 parked threads")
         else:
             raise OSError(errno.EIO, os.strerror(errno.EIO))
 
@@ -451,7 +452,7 @@ CRASH_AGENT = textwrap.dedent(
     """
     import sys, threading
     from pathlib import Path
-    from supervisor.core.journal import JournalWriter
+    from supervisor.core.journal_writer import JournalWriter
 
     w = JournalWriter(Path(sys.argv[1]), rotate_bytes=4000)
     out_lock = threading.Lock()
@@ -492,7 +493,7 @@ def test_a_process_killed_while_16_threads_append_keeps_every_returned_record(tm
         # each line was one write of a few bytes to a pipe (atomic): none is cut
         printed += [line.split() for line in p.stdout.read().splitlines()]
     assert len(printed) >= 600
-    w, entries = open_journal(run, lazy=False)
+    w, (entries, _) = open_journal(run, lazy=False)
     try:
         assert not any(isinstance(e, BadLine) for e in entries)
         by_seq = {int(e["seq"]): e for e in entries}
@@ -573,7 +574,7 @@ def test_the_loop_leads_fast_syncs_itself_and_a_slow_disk_goes_to_the_flusher(
 ) -> None:
     """Which thread syncs for asyncio waiters: the loop's own while syncs are fast (no thread hand-off), the flusher
     once a sync took longer than INLINE_SYNC_MAX (the loop is not blocked on a slow disk)."""
-    from supervisor.core import journal
+    from supervisor.core import journal_writer as journal
 
     monkeypatch.setattr(journal, "INLINE_SYNC_MAX", 0.05)  # far above a no-op's time, even on a loaded machine
     who: list[str] = []

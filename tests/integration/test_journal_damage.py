@@ -19,7 +19,7 @@ import pytest
 
 from supervisor.core.events import read_events
 from supervisor.core.history import DAMAGED, Fold, fold, load
-from supervisor.core.journal import JournalReader
+from supervisor.core.journal_reader import JournalReader
 from supervisor.core.records import BadLine, LazyRecord
 from supervisor.views.scan import scan_journal
 from supervisor.views.timeline import TimelineModel

@@ -19,7 +19,8 @@ import orjson
 import pytest
 
 from supervisor.core import rundir
-from supervisor.core.journal import JournalReader, JournalWriter, read_json_lines
+from supervisor.core.journal_reader import JournalReader, read_json_lines
+from supervisor.core.journal_writer import JournalWriter
 from supervisor.errors import JournalError, RunDirError
 
 from ..conftest import ROOT, clean_env, run_cli

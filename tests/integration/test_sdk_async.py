@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import pytest
 
-from supervisor.core.journal import JournalReader
+from supervisor.core.journal_reader import JournalReader
 
 from ..conftest import ROOT, clean_env, run_cli
 

@@ -16,7 +16,7 @@ import pytest
 
 from supervisor import Run
 from supervisor.core import rundir
-from supervisor.core.journal import JournalReader
+from supervisor.core.journal_reader import JournalReader
 
 from ..conftest import ROOT, clean_env
 

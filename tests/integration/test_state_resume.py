@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from supervisor import Run
-from supervisor.core.journal import JournalReader
+from supervisor.core.journal_reader import JournalReader
 
 from ..conftest import ROOT, clean_env, run_cli, wait_for
 

@@ -164,7 +164,7 @@ def test_second_supervisor_is_refused_naming_the_first(tmp_path: Path) -> None:
 @pytest.mark.timeout(60)
 def test_unsupervised_agent_holding_the_journal_is_refused(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    from supervisor.core.journal import JournalWriter
+    from supervisor.core.journal_writer import JournalWriter
 
     w = JournalWriter(run_dir)  # stands for an agent running without a supervisor
     try:

@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from supervisor.core.history import Fold, load
-from supervisor.core.journal import JournalReader
+from supervisor.core.journal_reader import JournalReader
 from supervisor.core.usage import Tokens, call_of, run_usage, step_model, step_tokens, usage_entries
 from supervisor.export import pricing
 from supervisor.export.pricing import step_cost, usage_cost

@@ -181,7 +181,7 @@ def test_names_with_quotes_and_backslashes_pair(tmp_path: Path) -> None:
     m.adopt(scan_journal(tmp_path))
     assert list(m.hidden) == paired_begins(tmp_path) == [0, 1, 2]
     from supervisor.core.history import Fold
-    from supervisor.core.journal import JournalReader
+    from supervisor.core.journal_reader import JournalReader
 
     f = Fold()
     f.extend(JournalReader(tmp_path).load(lazy=True))

@@ -256,7 +256,7 @@ async def test_fork_and_live_only_keys(rolled_back_run: Path, tmp_path: Path, mo
 
 
 async def test_new_records_appear_and_follow(tmp_path: Path) -> None:
-    from supervisor.core.journal import JournalWriter
+    from supervisor.core.journal_writer import JournalWriter
 
     run = tmp_path / "live"
     w = JournalWriter(run, durable=False)

@@ -140,7 +140,7 @@ def test_status_bar_figures() -> None:
 
 async def test_totals_follow_a_live_run(rolled_back_run: Path) -> None:
     """A run without usage shows no totals (nothing parsed for them); a model call appended later brings them."""
-    from supervisor.core.journal import JournalWriter
+    from supervisor.core.journal_writer import JournalWriter
 
     app = make_app(rolled_back_run)
     async with app.run_test(size=(120, 36)) as pilot:

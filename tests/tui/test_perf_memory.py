@@ -9,7 +9,7 @@ from pathlib import Path
 
 import orjson
 
-from supervisor.core.journal import JournalWriter
+from supervisor.core.journal_writer import JournalWriter
 from supervisor.tui import app as app_mod
 from supervisor.views.scan import scan_journal, search_regions
 from supervisor.views.timeline import CACHE_MAX, REGION_MAX, TimelineModel

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from supervisor.core import checkpoints, history
-from supervisor.core.journal import JournalReader
+from supervisor.core.journal_reader import JournalReader
 from supervisor.views.scan import journal_regions, scan_journal, search_regions
 from supervisor.views.timeline import TimelineModel
 
@@ -109,7 +109,7 @@ def test_model_matches_history_fold(ops: list[tuple[str, object]]) -> None:
 
 
 def test_live_appends_and_rotation_are_scanned_once(tmp_path: Path) -> None:
-    from supervisor.core.journal import JournalWriter
+    from supervisor.core.journal_writer import JournalWriter
 
     run = tmp_path / "run"
     w = JournalWriter(run, durable=False, rotate_bytes=400)

@@ -10,7 +10,7 @@ import orjson
 import pytest
 from textual.widgets import Log
 
-from supervisor.core.journal import JournalWriter
+from supervisor.core.journal_writer import JournalWriter
 from supervisor.tui.app import make_app
 from supervisor.tui.dashboard import DashboardScreen
 from supervisor.tui.detail import JsonPane

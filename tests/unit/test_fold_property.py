@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 from supervisor import Run
 from supervisor.core import checkpoints
 from supervisor.core.history import Fold, fold, state_at
-from supervisor.core.journal import JournalReader
+from supervisor.core.journal_reader import JournalReader
 from supervisor.core.records import LazyRecord
 from supervisor.core.segments import segment_paths
 from supervisor.core.state import apply_patch

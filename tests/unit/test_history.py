@@ -7,7 +7,7 @@ from pathlib import Path
 import orjson
 
 from supervisor.core.history import fold, load, state_at
-from supervisor.core.journal import JournalReader
+from supervisor.core.journal_reader import JournalReader
 
 
 def write_lines(path: Path, recs: list[dict]) -> None:

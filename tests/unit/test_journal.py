@@ -13,7 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from supervisor.core.journal import Entry, JournalReader, JournalWriter, open_journal
+from supervisor.core.journal_reader import Entry, JournalReader
+
+from supervisor.core.journal_writer import JournalWriter, open_journal
 from supervisor.core.records import BadLine, Kind, LazyRecord, normalize, parse_line
 from supervisor.core.segments import (
     JournalFile,
@@ -359,7 +361,8 @@ def test_every_reader_returns_the_same_entries_with_their_seq_and_line(
     assert JournalReader(run, chunk=chunk).tail(n) == [e for e in want if _seq_of(e) >= total - n]
     # after the tail, following from the end
     follower = JournalReader(run, chunk=chunk)
-    assert follower.seek_end() == total and follower.read_new() == []
+    follower.load()
+    assert follower.end_seq == total and follower.read_new() == []
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
@@ -434,7 +437,7 @@ def test_open_journal_locks_repairs_and_loads_once(tmp_path: Path) -> None:
     write_records(tmp_path, 4)
     with open(tmp_path / "journal.jsonl", "ab") as f:
         f.write(b'{"kind": "step", "step": "ha')
-    w, entries = open_journal(tmp_path, lazy=False)
+    w, (entries, _) = open_journal(tmp_path, lazy=False)
     try:
         assert [e["seq"] for e in entries] == [0, 1, 2, 3] and w.next_seq == 4 and w.repaired_bytes > 0
         with pytest.raises(JournalLockedError):
@@ -489,7 +492,9 @@ def test_index_while_a_writer_rotates_never_shifts_seqs(tmp_path: Path) -> None:
     import random
     import threading
 
-    from supervisor.core.journal import JournalReader, JournalWriter
+    from supervisor.core.journal_reader import JournalReader
+
+    from supervisor.core.journal_writer import JournalWriter
 
     for trial in range(3):
         run = tmp_path / f"run{trial}"

@@ -19,6 +19,7 @@ import pytest
 
 from supervisor.cli.main import main
 from supervisor.core import stream
+from supervisor.core.pairing import Pairing
 
 from ..conftest import run_cli
 from ..data.log_golden.make_fixtures import CASES, HERE, SAMPLE_CASES, SAMPLES, command_line, commands
@@ -178,9 +179,9 @@ def test_the_first_pass_pairing_is_the_look_aheads(case: str) -> None:
     run = (SAMPLES if case in SAMPLE_CASES else HERE) / case
     pl = stream.plan(run, pairs=True)
     for all_ in (False, True):
-        look = stream.StreamPairing()
+        look = Pairing(keep_paired=False)
         for item in stream.Walk(run, pl, all_=all_).items():
-            look.add(item)
+            look.add_item(item)
         if pl.paired:
             assert not look.overlapped and not look.interrupted
             assert {b["seq"] for b in look.open.values()} == ({pl.open_at_end[0]} if pl.open_at_end else set())
@@ -211,7 +212,7 @@ def test_lines_appended_after_the_first_pass_are_not_printed(tmp_path: Path) -> 
     with open(tmp_path / "journal.jsonl", "ab") as f:
         f.write(orjson.dumps({"kind": "rollback", "checkpoint": None, "reason": "late", "seq": pl.count, "ts": "t"}) + b"\n")
     assert [i.seq for i in stream.Walk(tmp_path, pl).items()][-1] == pl.count - 1
-    assert sum(len(x) for x in stream.Walk(tmp_path, pl, all_=True).json_lines()) == pl.count
+    assert sum(len(x) for x in stream.Walk(tmp_path, pl, all_=True).batches()) == pl.count
 
 
 @pytest.mark.parametrize("case", ["damaged", "handwritten", "rotated", "async", "nested"])

@@ -1,7 +1,7 @@
 """The text ``log``'s fast lines (made in the walk's loop) are the lines the whole-parse ``log`` made.
 
 The reference is the code before streaming: :func:`history.load` and :func:`format_record` with a
-:class:`history.Pairing` over the records shown. The journal is in the writer's form (the fast path)
+:class:`pairing.Pairing` over the records shown. The journal is in the writer's form (the fast path)
 with the shapes a line-level shortcut could get wrong: an ``output`` key nested in the inputs,
 outputs long, multi-line, non-ASCII, not text or missing, failed steps, model and tool calls, a
 wrong or non-integer seq, escaped names, short and non-ASCII times, a line that is not JSON, a
@@ -20,9 +20,10 @@ from typing import Any
 import orjson
 import pytest
 
-from supervisor.cli.inspect_cmds import _Text, call_summary, format_record
+from supervisor.cli.log_text import TextLog, format_record
 from supervisor.cli.main import main
 from supervisor.core import history, stream
+from supervisor.core.pairing import Pairing
 
 TS = "2026-11-30T10:00:00.000Z"
 
@@ -100,7 +101,7 @@ def _reference(run: Path, all_: bool) -> bytes:
         if all_
         else h.effective
     )
-    pairing = history.Pairing()
+    pairing = Pairing()
     for rec in records:
         pairing.add(rec)
     lines = []
@@ -113,18 +114,16 @@ def _reference(run: Path, all_: bool) -> bytes:
 def _streamed(run: Path, all_: bool, chunk: int) -> bytes:
     """``cmd_log``'s plain text stream at a given chunk size."""
     pl = stream.plan(run, pairs=True, chunk=chunk)
-    pairing = stream.StreamPairing()
+    pairing = Pairing(keep_paired=False)
     if pl.paired:
         if pl.open_at_end is not None:
             pairing.open[pl.open_at_end[1]] = {"seq": pl.open_at_end[0]}
     else:
         for item in stream.Walk(run, pl, all_=all_, chunk=chunk).items():
-            pairing.add(item)
-    text = _Text(pairing, all_)
+            pairing.add_item(item)
+    text = TextLog(pairing, all_)
     walk = stream.Walk(run, pl, all_=all_, chunk=chunk)
-    summary = None if text.overlapped else call_summary
-    out = walk.rendered(text.canon, text.other, None, summary=summary, marked=text.interrupted | text.open)
-    return b"".join(line + b"\n" for lines in out for line in lines)
+    return b"".join(line + b"\n" for batch in walk.batches(parse_steps=True) for line in text.lines(batch))
 
 
 @pytest.mark.parametrize("all_", [False, True], ids=["effective", "all"])
@@ -148,7 +147,7 @@ def test_the_command_prints_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyP
         assert buf.getvalue() == _reference(run, all_)
 
 
-def test_the_fast_loop_takes_the_common_lines(tmp_path: Path) -> None:
+def test_the_fast_loop_takes_the_common_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A test that can fail: the writer's plain begin and step lines never reach ``canon`` or ``other``."""
     run = _journal(tmp_path)
     pl = stream.plan(run, pairs=True)
@@ -156,15 +155,18 @@ def test_the_fast_loop_takes_the_common_lines(tmp_path: Path) -> None:
     seen: list[int] = []
     walk = stream.Walk(run, pl)
 
-    def canon(seq: int, *_: Any) -> bytes:
-        seen.append(seq)
+    def canon(self: TextLog, item: stream.Row) -> bytes:
+        seen.append(int(item[0]))
         return b"c"
 
-    def other(item: stream.Item) -> bytes:
-        seen.append(int(item.seq))
+    def other(self: TextLog, item: stream.Row) -> bytes:
+        seen.append(int(item[0]))
         return b"o"
 
-    lines = list(walk.rendered(canon, other, summary=call_summary))
+    monkeypatch.setattr(TextLog, "canon", canon)
+    monkeypatch.setattr(TextLog, "other", other)
+    text = TextLog(Pairing(keep_paired=False), False)
+    lines = [text.lines(batch) for batch in walk.batches(parse_steps=True)]
     assert sum(map(len, lines)) > 80
     raw = (run / "journal.jsonl").read_bytes().splitlines()
     names = {orjson.loads(raw[i]).get("step") for i in seen if b"not-json" not in raw[i]}

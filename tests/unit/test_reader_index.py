@@ -12,8 +12,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from supervisor.core import journal
-from supervisor.core.journal import ANCHOR, JournalReader, JournalWriter
+from supervisor.core import journal_reader as journal
+from supervisor.core.journal_reader import ANCHOR, JournalReader
+from supervisor.core.journal_writer import JournalWriter
 from supervisor.core.records import BadLine
 from supervisor.core.segments import segment_paths
 

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from supervisor import Run
-from supervisor.core import journal
+from supervisor.core import journal_writer as journal
 from supervisor.replay.session import inputs_hash
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import orjson
 
-from supervisor.core.history import _OVERLAP
-from supervisor.core.journal import OVERLAPS, JournalReader
+from supervisor.core import wire
+from supervisor.core.journal_reader import JournalReader
 from supervisor.core.records import LazyRecord
 
 
@@ -57,7 +57,8 @@ def test_kind_letters_give_what_the_prefixes_give(tmp_path: Path) -> None:
         (run / "journal.jsonl").write_bytes(data)
         full = JournalReader(run).load()
         for chunk in (64, 1000, 1 << 20):
-            got = JournalReader(run, chunk=chunk).load(lazy=True)
+            view = JournalReader(run, chunk=chunk).resume_view()
+            got = view.entries
             lazy = [e for e in got if type(e) is LazyRecord]
             kept = {e.seq if type(e) is LazyRecord else e["seq"] if type(e) is dict else e.seq for e in got}
             for seq, raw in enumerate(lines):
@@ -70,4 +71,4 @@ def test_kind_letters_give_what_the_prefixes_give(tmp_path: Path) -> None:
                 assert e.record() | {"pos": by_seq[e.seq]["pos"]} == by_seq[e.seq]
             maps = {e.src for e in lazy}
             for m in maps:
-                assert OVERLAPS.get(m, _OVERLAP.search(m) is not None) == _expected_overlap(data), (case, chunk)
+                assert view.overlaps.get(m, wire.overlaps(m)) == _expected_overlap(data), (case, chunk)

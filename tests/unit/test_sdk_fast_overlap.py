@@ -1,5 +1,5 @@
-"""The resume view's read tells overlapping steps from the lines it splits (``journal.OVERLAPS``) exactly as
-history's ``_OVERLAP`` regex tells them from the file's bytes, whatever the chunking; a map the read did not
+"""The resume view's read tells overlapping steps from the lines it splits (``ResumeView.overlaps``) exactly as
+the wire's ``OVERLAP`` rule tells them from the file's bytes, whatever the chunking; a map the read did not
 cover to its end is left to the regex."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ import random
 from pathlib import Path
 from typing import Any
 
-from supervisor.core import history, journal
+from supervisor.core import journal_reader as journal
+from supervisor.core import wire
+from supervisor.core.history import Fold
 from supervisor.core.records import LazyRecord
 
 KINDS = [
@@ -24,8 +26,7 @@ KINDS = [
 
 
 def _regex(m: Any) -> bool:
-    journal.OVERLAPS.pop(m, None)
-    return history._overlaps(m)
+    return wire.overlaps(m)
 
 
 def test_the_reads_answer_is_the_regexs(tmp_path: Path) -> None:
@@ -37,9 +38,9 @@ def test_the_reads_answer_is_the_regexs(tmp_path: Path) -> None:
         run.mkdir()
         (run / "journal.jsonl").write_bytes(b"\n".join(lines) + b"\n")
         for chunk in (8, 64, 1 << 20):
-            entries: list[Any] = journal.JournalReader(run, chunk=chunk).load(lazy=True)
-            for m in {e.src for e in entries if type(e) is LazyRecord}:
-                got = journal.OVERLAPS.get(m)  # type: ignore[arg-type]
+            view = journal.JournalReader(run, chunk=chunk).resume_view()
+            for m in {e.src for e in view.entries if type(e) is LazyRecord}:
+                got = view.overlaps.get(m)
                 assert got is not None, (chunk, lines)
                 registered += 1
                 assert got == _regex(m), (chunk, lines)
@@ -51,7 +52,10 @@ def test_a_map_longer_than_the_read_is_left_to_the_regex(tmp_path: Path) -> None
     run.mkdir()
     # a torn tail after the last whole line: the map holds it, the read stops before it
     (run / "journal.jsonl").write_bytes(b'{"kind":"step","step":"a","pos":0}\n{"kind":"begin","step":"b","pos":1}\n{"kind":"st')
-    entries: list[Any] = journal.JournalReader(run).load(lazy=True)
-    (m,) = {e.src for e in entries if type(e) is LazyRecord}
-    assert journal.OVERLAPS.get(m) is None  # type: ignore[arg-type]
-    assert history._overlaps(m) is True  # the regex sees the torn line after the begin, as before
+    view = journal.JournalReader(run).resume_view()
+    (m,) = {e.src for e in view.entries if type(e) is LazyRecord}
+    assert view.overlaps.get(m) is None
+    assert _regex(m) is True  # the regex sees the torn line after the begin, as before
+    f = Fold()
+    f.extend(view.entries, view.overlaps)
+    assert f.history.concurrent is True  # and the fold asks it

@@ -189,7 +189,7 @@ def test_a_record_not_written_after_a_resume_with_a_rollback_leaves_the_shadow_a
         run.state["lost"] = "abandoned"
         run.step("b", lambda: 2)
     from supervisor.core.history import rollback_record
-    from supervisor.core.journal import JournalWriter
+    from supervisor.core.journal_writer import JournalWriter
 
     with JournalWriter(run_dir) as w:
         w.append(rollback_record(load(run_dir).checkpoints[-1], "test", by="test"))

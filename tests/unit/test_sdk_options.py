@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from supervisor import Run
-from supervisor.core.journal import JournalReader
+from supervisor.core.journal_reader import JournalReader
 from supervisor.errors import SupervisorError
 
 

@@ -1,0 +1,192 @@
+"""The ``log`` command's output lines: the text line of a record (:func:`format_record`) and the one loop
+that renders the walk's items as text (:class:`TextLog`) or JSON (:func:`json_lines`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, cast
+
+import orjson
+
+from ..core import stream, wire
+from ..core.pairing import Pairing
+from ..core.records import DAMAGED, Kind, Record, preview, step_name
+from ..core.usage import call_of, step_tokens
+from ..export.pricing import step_cost
+
+__all__ = ["CHANGED_INPUTS", "TextLog", "call_summary", "format_record", "json_lines"]
+
+_STEP, _BEGIN = wire.STEP, wire.BEGIN
+_INTERRUPTED = "  (interrupted: no step record in its attempt)"
+_IN_FLIGHT = "  (in flight: no step record yet)"
+
+
+CHANGED_INPUTS = "changed inputs"
+"""The ``message`` of the SDK's note for a step served on resume whose inputs differ from the call's."""
+
+
+def call_summary(rec: Record) -> str:
+    """What ``log`` adds to a model or tool call's step line: ``  [120 in (100 cached), 30 out, $0.000210]``
+    (tokens summed over its ``usage``; the cost when the price table knows the model) or ``  [tool search]``.
+    Nothing for a step without usage or ``call``, or with a malformed one (never a wrong figure)."""
+    call = call_of(rec)
+    if call is not None and call.get("kind") == "tool":
+        name = call.get("tool")
+        return f"  [tool {name}]" if isinstance(name, str) and name else ""
+    tokens = step_tokens(rec)
+    if tokens is None:
+        return ""
+    cached = f" ({tokens.cached} cached)" if tokens.cached else ""
+    cost = step_cost(rec)
+    price = f", ${cost:.6f}" if cost is not None else ""
+    return f"  [{tokens.input} in{cached}, {tokens.output} out{price}]"
+
+
+def format_record(rec: Record, pairing: Pairing | None = None) -> str:
+    """One line for a record, as ``log`` prints it.
+
+    With ``pairing`` (the begins of the records shown paired with their steps by
+    ``pos``): a begin whose step never came says so (in flight, or interrupted by
+    the end of its process attempt), and if steps overlapped (concurrent steps) a
+    begin or step shows its ``pos`` after the name (``search:a #4``), so a reader
+    pairs a step with its begin however many records come between.
+    """
+    kind = rec.get("kind", _STEP)
+    head = f"{rec.get('seq', ''):>6} {str(rec.get('ts', ''))[:23]:23} {kind:10}"
+    body = _step_body(rec, kind, pairing) if kind == _STEP or kind == _BEGIN else _other_body(rec, kind)
+    return f"{head} {body}"
+
+
+def _step_body(rec: Record, kind: str, pairing: Pairing | None) -> str:
+    """A begin's or step's text after its kind: the name, ``#pos`` with overlapping steps, the marks or the
+    output (or error), and a model or tool call's summary."""
+    body = step_name(rec)
+    if pairing is not None and pairing.overlapped and rec.get("pos") is not None:
+        body += f" #{rec.get('pos')}"
+    if kind == _BEGIN:
+        if pairing is not None:
+            seq = rec.get("seq")
+            if seq in pairing.interrupted:
+                body += _INTERRUPTED
+            elif any(b.get("seq") == seq for b in pairing.open.values()):
+                body += _IN_FLIGHT
+        return body
+    if rec.get("error") is not None:
+        err = rec["error"]
+        msg = err.get("message", err) if isinstance(err, dict) else err
+        body += f"  ERROR {preview(msg, 70)}"
+    else:
+        body += f"  -> {preview(rec.get('output'), 70)}"
+    if "usage" in rec or "call" in rec:  # a model or tool call's step also shows its tokens and cost, or its tool
+        body += call_summary(rec)
+    return body
+
+
+def _other_body(rec: Record, kind: str) -> str:
+    """The text after the kind of any record but a begin or step."""
+    if kind == Kind.CHECKPOINT:
+        return f"{rec.get('name')} ({rec.get('file')})"
+    if kind == Kind.ROLLBACK:
+        return f"to {rec.get('checkpoint') or 'start'}: {rec.get('reason', '')}"
+    if kind == Kind.START:
+        return f"attempt {rec.get('attempt')} pid {rec.get('pid')}" + (" (resume)" if rec.get("resume") else "")
+    if kind == Kind.NOTE and rec.get("message") == CHANGED_INPUTS:
+        return f"CHANGED INPUTS: step {step_name(rec)!r} #{rec.get('pos')} was served with the output recorded for other inputs"
+    if kind == DAMAGED:
+        held = f"step position {rec.get('pos')}" if rec.get("holds_step") else f"was {rec.get('was')!r}"
+        text = repr(str(rec.get("text") or ""))[1:-1]  # escaped: NUL and control bytes never reach the terminal
+        return f"{rec.get('file')}:{rec.get('line')}: {rec.get('reason')} ({held}): {preview(text, 40)}"
+    return preview({k: v for k, v in rec.items() if k not in ("kind", "seq", "ts", "id", "pos")}, 90)
+
+
+class TextLog:
+    """:func:`format_record` for the items of :meth:`stream.Walk.batches` (``parse_steps=True``), in one loop
+    (:meth:`lines`): a writer step or begin line is made from what the walk read (a begin is not parsed at
+    all, a step only for its output); any other record by :func:`format_record`."""
+
+    def __init__(self, pairing: Pairing, all_: bool) -> None:
+        self.pairing = pairing
+        self.overlapped = pairing.overlapped
+        self.interrupted = pairing.interrupted
+        self.open = {int(b["seq"]) for b in pairing.open.values()}
+        self.marked = self.interrupted | self.open
+        """The begins shown in flight or interrupted."""
+        leads = ("  ", "~ ") if all_ else ("", "")  # --all: the mark before each line (abandoned: "~ ")
+        self.lead = tuple(x.encode() for x in leads)
+        self._step = tuple(x + "%6d %-23.23s step       %s  -> %s" for x in leads)  # the mark in the format
+        self._begin = tuple(x.encode() + b"%6d %-23s begin      %s" for x in leads)
+
+    def lines(self, items: Iterable[stream.Row]) -> list[bytes]:
+        """The lines of ``items`` (:meth:`stream.Walk.batches`' rows; the loop runs once a line of a million-record journal: the common lines,
+        a writer step and a plain begin without ``#pos`` or a mark, are made here, no call a line)."""
+        out: list[bytes] = []
+        add = out.append
+        fmt_step, fmt_begin = self._step, self._begin
+        plain, marked = not self.overlapped, self.marked
+        item: Any
+        for item in items:
+            seq, kind, _, raw, rec, ab, name, ts = item
+            if raw is None:
+                add(self.other(cast(stream.Item, item)))  # a row without its line is an Item
+            elif rec is not None and plain:  # a writer step, parsed for its output
+                o = rec.get("output")
+                if type(o) is not str or len(o) > 70 or "\n" in o:
+                    o = preview(o, 70)
+                if "usage" in rec or "call" in rec:
+                    o += call_summary(rec)
+                add((fmt_step[ab] % (seq, ts, name, o)).encode())
+            elif plain and kind == _BEGIN and seq not in marked and b"\\" not in name and ts.isascii():
+                add(fmt_begin[ab] % (seq, ts[:23], name))
+            else:
+                add(self.canon(item))
+        return out
+
+    def canon(self, item: stream.Row) -> bytes:
+        """The line of a writer begin or step item by the general rules (escapes, ``#pos``, the marks)."""
+        seq, kind, pos, raw, rec, ab, name, ts = item
+        if rec is not None:  # parsed for its output: its name and ts are text
+            body, when = str(rec["step"]), str(rec["ts"])
+        else:
+            assert name is not None and ts is not None and raw is not None
+            body = orjson.loads(b'"' + name + b'"') if b"\\" in name else name.decode()
+            when = ts.decode()
+        if self.overlapped:
+            body += f" #{pos}"
+        if kind == _STEP:
+            body += self.tail(rec if rec is not None else orjson.loads(raw or b"{}"))
+        elif seq in self.interrupted:
+            body += _INTERRUPTED
+        elif seq in self.open:
+            body += _IN_FLIGHT
+        return self.lead[ab] + f"{seq:>6} {when[:23]:23} {kind:10} {body}".encode()
+
+    @staticmethod
+    def tail(rec: Record) -> str:
+        """What a step line's text adds after its name: ``  -> `` the output's preview, and the call summary."""
+        out = rec.get("output")
+        tail = "  -> " + (out if type(out) is str and len(out) <= 70 and "\n" not in out else preview(out, 70))
+        if "usage" in rec or "call" in rec:
+            tail += call_summary(rec)
+        return tail
+
+    def other(self, item: stream.Item) -> bytes:
+        """The line of a record that is not canonical (parsed)."""
+        return self.lead[item.abandoned] + format_record(item.record(), self.pairing).encode()
+
+
+def json_lines(items: Iterable[stream.Row]) -> list[bytes]:
+    """``log --json``'s lines of ``items``: a writer line as its bytes (no decode, no encode), any other record
+    encoded; ``"abandoned": true`` added on an abandoned branch (``--all``)."""
+    out: list[bytes] = []
+    add = out.append
+    dumps, opt, tail = orjson.dumps, orjson.OPT_NON_STR_KEYS, wire.ABANDONED_TAIL
+    for item in items:
+        raw = item[3]
+        if raw is not None:
+            add(raw[:-1] + tail if item[5] else raw)
+        else:
+            line = dict(item[4] or ())
+            if item[5]:
+                line["abandoned"] = True
+            add(dumps(line, option=opt))
+    return out
