@@ -21,7 +21,8 @@ from textual.theme import Theme
 from ..core.rundir import check_readable_run_dir, is_run_dir
 from ..errors import RunDirError
 from . import settings as settings_mod
-from .gc_pause import pause_gc as pause_gc, resume_gc as resume_gc  # (tests use them from here)
+from .gc_pause import pause_gc as pause_gc  # (tests use them from here)
+from .gc_pause import resume_gc as resume_gc  # (tests use them from here)
 from .settings import DARK, LAYOUTS, LIGHT, TIMES, WIDE_COLUMNS, Settings
 from .textual_hooks import FirstFrameApp
 

@@ -56,6 +56,7 @@ from .worker_errors import report_worker_error
 if TYPE_CHECKING:
     # imported when a filter is first applied, not on the first screen's path
     from ..views.filters import FilterPass
+
     # imported when first used (after the first frame): the prompt (an Input) and the confirmations (Buttons)
     from .prompt import Prompt
 

@@ -92,7 +92,7 @@ class Panes(Container):
     Panes > .pane { height: 1fr; }
     """
 
-    def __init__(self, tabs: list[tuple[str, str]], *, initial: str, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, tabs: list[tuple[str, str]], *, initial: str, id: str | None = None) -> None:
         super().__init__(id=id)
         self.bar = TabBar(tabs, initial)
         self._active = initial

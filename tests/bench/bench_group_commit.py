@@ -36,14 +36,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from supervisor import Run  # noqa: E402
-from supervisor.core.journal import JournalWriter  # noqa: E402
+from supervisor import Run
+from supervisor.core.journal import JournalWriter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: tests/bench/ holds benchutil
-from benchutil import raw_sync_floor  # noqa: E402
+from benchutil import raw_sync_floor
 
 THREADS = 16
 

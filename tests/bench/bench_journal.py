@@ -27,17 +27,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from supervisor import Run  # noqa: E402
-from supervisor.core.journal import JournalReader  # noqa: E402
-from supervisor.core.rundir import utc_now  # noqa: E402
-from supervisor.replay.session import inputs_hash  # noqa: E402
+from supervisor import Run
+from supervisor.core.journal import JournalReader
+from supervisor.core.rundir import utc_now
+from supervisor.replay.session import inputs_hash
 
 
 def bench_commit(tmp: Path, steps: int, rounds: int = 7) -> None:
