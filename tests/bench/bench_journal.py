@@ -133,8 +133,9 @@ def bench_cpu(steps: int = 3000, rounds: int = 7) -> None:
             run = Run.open(base / label.replace(" ", "-").replace(",", ""))
             run.state.update(orjson.loads(orjson.dumps(state)))
             if "value changed" in label:  # each step changes one score among the 300 notes (a patch of one replace)
+                counter = itertools.count()  # one per function, as a default made at the def
 
-                def work(x: int, run: Run = run, n: Iterator[int] = itertools.count()) -> dict[str, int]:
+                def work(x: int, run: Run = run, n: Iterator[int] = counter) -> dict[str, int]:
                     i = next(n)
                     run.state["notes"][(i * 7) % 300]["score"] = i
                     return {"value": x}
@@ -173,7 +174,7 @@ def make_journal(run_dir: Path, steps: int, *, with_begin: bool) -> None:
         buf = []
         for i in range(steps):
             name = f"search:q{i}"
-            ts = "2026-11-29T18:30:12.%03dZ" % (i % 1000)
+            ts = f"2026-11-29T18:30:12.{i % 1000:03d}Z"
             if with_begin:
                 buf.append(orjson.dumps({"kind": "begin", "seq": seq, "id": f"a1b2c3d4{seq:x}", "ts": ts, "step": name, "pos": i, "attempt": 1, "inputs": {"args": [f"query number {i}"]}}))
                 seq += 1

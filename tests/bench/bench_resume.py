@@ -242,7 +242,7 @@ def make_journal(run_dir: Path, steps: int) -> None:
     seq = 1
     for i in range(steps):
         name = f"search:q{i}"
-        ts = "2026-11-29T18:30:12.%03dZ" % (i % 1000)
+        ts = f"2026-11-29T18:30:12.{i % 1000:03d}Z"
         inputs = {"args": [f"query number {i}"]}
         buf.append(orjson.dumps({"kind": "begin", "step": name, "pos": i, "attempt": 1, "inputs": inputs,
                                  "seq": seq, "id": f"a1b2c3d4{seq:x}", "ts": ts}))

@@ -296,13 +296,13 @@ def main() -> int:
                     p.kill()
     floor_s = min(floor)
     first_s = min(firsts)
-    pairs = sorted(t / f for t, f in zip(firsts, floor))
+    pairs = sorted(t / f for t, f in zip(firsts, floor, strict=False))
     print(f"\njournal: {n} records, {size / 1e6:.0f} MB; terminal {COLS}x{ROWS}; tmux capture-pane polling")
     print(f"floor (minimal Textual app, first screen): {floor_s:.3f} s  (runs: {', '.join(f'{x:.3f}' for x in floor)})")
     print(f"first correct screen:   {first_s:.3f} s  = {first_s / floor_s:.2f} x floor   (target <= 1.5 x; runs: {', '.join(f'{x:.3f}' for x in firsts)})")
     print(f"  pair by pair:         median {statistics.median(pairs):.2f} x, worst {pairs[-1]:.2f} x  ({', '.join(f'{x:.2f}' for x in pairs)})")
     if befores:
-        bpairs = sorted(t / f for t, f in zip(befores, floor))
+        bpairs = sorted(t / f for t, f in zip(befores, floor, strict=False))
         print(f"--before {args.before}: {min(befores):.3f} s = {min(befores) / floor_s:.2f} x floor  (runs: {', '.join(f'{x:.3f}' for x in befores)})")
         print(f"  pair by pair:         median {statistics.median(bpairs):.2f} x, worst {bpairs[-1]:.2f} x  ({', '.join(f'{x:.2f}' for x in bpairs)})")
     if args.first_only:
