@@ -201,7 +201,11 @@ class SupervisorApp(FirstFrameApp):
         self.settings.layout = settings_mod.next_in(LAYOUTS, self.settings.layout)
         self._apply_layout()
         self._save_settings()
-        self.notify(f"layout: {self.settings.layout}" + (f" (side by side from {WIDE_COLUMNS} columns)" if self.settings.layout == "auto" else ""), timeout=2)
+        self.notify(
+            f"layout: {self.settings.layout}"
+            + (f" (side by side from {WIDE_COLUMNS} columns)" if self.settings.layout == "auto" else ""),
+            timeout=2,
+        )
 
     def action_toggle_time(self) -> None:
         """Absolute times or times relative to the run's first record."""
@@ -211,7 +215,10 @@ class SupervisorApp(FirstFrameApp):
 
         for view in self.screen.query(TimelineView):
             view.refresh()
-        self.notify(f"times: {self.settings.time}" + (" (since the run's first record)" if self.settings.time == "relative" else ""), timeout=2)
+        self.notify(
+            f"times: {self.settings.time}" + (" (since the run's first record)" if self.settings.time == "relative" else ""),
+            timeout=2,
+        )
 
     def get_default_screen(self) -> Screen[Any]:
         """The first screen, the bottom of the stack: the runs list or the dashboard (not Textual's empty default

@@ -471,7 +471,11 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
             return [Segment(head, muted), Segment(text, muted)]
         if isinstance(ent, BadLine):
             err = self._fg("timeline--error")
-            return [Segment(head), Segment(f"✗ line {ent.line} of {ent.path.rsplit('/', 1)[-1]}: {ent.reason}: ", err), Segment(ent.text[:200], muted)]
+            return [
+                Segment(head),
+                Segment(f"✗ line {ent.line} of {ent.path.rsplit('/', 1)[-1]}: {ent.reason}: ", err),
+                Segment(ent.text[:200], muted),
+            ]
         return self._rec_segments(head, ent)
 
     def _name_width(self) -> int:
