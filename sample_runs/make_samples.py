@@ -57,7 +57,10 @@ def make(name: str, agent_args: list[str], root: Path) -> Path:
         sys.executable, "-m", "supervisor", "supervise", "--run-dir", os.path.relpath(run_dir, HERE), "-q",
         "--backoff-initial", "0.05", "--", "python", AGENT.name, *agent_args,
     ]
-    subprocess.run(cmd, check=True, env=env, cwd=HERE, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120)
+    subprocess.run(
+        cmd, check=True, env=env, cwd=HERE,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=120,
+    )
     for transient in ("journal.lock", "supervisor.lock", "control.sock"):
         (run_dir / transient).unlink(missing_ok=True)
     make_portable(run_dir)

@@ -32,7 +32,7 @@ def start_mypy() -> None:
     """Start ``mypy --strict supervisor`` in the background, niced, once (``mypy_verdict`` collects it)."""
     if _MYPY:
         return
-    out = tempfile.NamedTemporaryFile(prefix="mypy-", suffix=".txt")  # noqa: SIM115 - closed by mypy_verdict
+    out = tempfile.NamedTemporaryFile(prefix="mypy-", suffix=".txt")  # closed by mypy_verdict
     proc = subprocess.Popen(
         niced([sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir", "/dev/null", "supervisor"]),
         stdout=out, stderr=subprocess.STDOUT, cwd=ROOT,

@@ -21,7 +21,8 @@ from textual.theme import Theme
 from ..core.rundir import check_readable_run_dir, is_run_dir
 from ..errors import RunDirError
 from . import settings as settings_mod
-from .gc_pause import pause_gc as pause_gc, resume_gc as resume_gc  # (tests use them from here)
+from .gc_pause import pause_gc as pause_gc  # (tests use them from here)
+from .gc_pause import resume_gc as resume_gc  # (tests use them from here)
 from .settings import DARK, LAYOUTS, LIGHT, TIMES, WIDE_COLUMNS, Settings
 from .textual_hooks import FirstFrameApp
 
@@ -200,7 +201,11 @@ class SupervisorApp(FirstFrameApp):
         self.settings.layout = settings_mod.next_in(LAYOUTS, self.settings.layout)
         self._apply_layout()
         self._save_settings()
-        self.notify(f"layout: {self.settings.layout}" + (f" (side by side from {WIDE_COLUMNS} columns)" if self.settings.layout == "auto" else ""), timeout=2)
+        self.notify(
+            f"layout: {self.settings.layout}"
+            + (f" (side by side from {WIDE_COLUMNS} columns)" if self.settings.layout == "auto" else ""),
+            timeout=2,
+        )
 
     def action_toggle_time(self) -> None:
         """Absolute times or times relative to the run's first record."""
@@ -210,7 +215,10 @@ class SupervisorApp(FirstFrameApp):
 
         for view in self.screen.query(TimelineView):
             view.refresh()
-        self.notify(f"times: {self.settings.time}" + (" (since the run's first record)" if self.settings.time == "relative" else ""), timeout=2)
+        self.notify(
+            f"times: {self.settings.time}" + (" (since the run's first record)" if self.settings.time == "relative" else ""),
+            timeout=2,
+        )
 
     def get_default_screen(self) -> Screen[Any]:
         """The first screen, the bottom of the stack: the runs list or the dashboard (not Textual's empty default

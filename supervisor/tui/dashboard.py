@@ -56,6 +56,7 @@ from .worker_errors import report_worker_error
 if TYPE_CHECKING:
     # imported when a filter is first applied, not on the first screen's path
     from ..views.filters import FilterPass
+
     # imported when first used (after the first frame): the prompt (an Input) and the confirmations (Buttons)
     from .prompt import Prompt
 
@@ -86,7 +87,10 @@ class DashboardScreen(Navigation, DetailPanes, FilterKeys, RowKeys, ExportKeys, 
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key, grouped"),
         Binding("f", "toggle_follow", "Follow", tooltip="Follow new records as they are committed (tail -f); off when you move up"),
         _why("f", "replay mode: follow is off (the run is finished)"),
-        Binding("S", "start_again", "Start again", key_display="S", tooltip="Start 'supervise' again on this stopped or failed run, with its recorded command (asks first)"),
+        Binding(
+            "S", "start_again", "Start again", key_display="S",
+            tooltip="Start 'supervise' again on this stopped or failed run, with its recorded command (asks first)",
+        ),
         _why("S", "S starts a stopped or failed run again; not a running or succeeded run, nor a bare journal"),
         Binding("slash", "search", "Search", key_display="/", tooltip="Search the raw JSON of every record (smart case); n / N move"),
         Binding("n", "search_next(1)", "Next match", show=False, tooltip="The next search match (wraps around)"),

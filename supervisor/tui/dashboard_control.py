@@ -121,10 +121,15 @@ class RunControl(DashboardState):
         self.app.push_screen(ConfirmScreen(title, body, cmd.capitalize()), done)
 
     def action_restart(self) -> None:
-        self._control("restart", "Restart the agent?", "The agent is stopped (SIGTERM, then SIGKILL) and started again with the resume flag.")
+        self._control(
+            "restart", "Restart the agent?", "The agent is stopped (SIGTERM, then SIGKILL) and started again with the resume flag."
+        )
 
     def action_stop(self) -> None:
-        self._control("stop", "Stop the agent?", "The agent is stopped (SIGTERM, then SIGKILL) and the supervisor exits. The run can be resumed later.")
+        self._control(
+            "stop", "Stop the agent?",
+            "The agent is stopped (SIGTERM, then SIGKILL) and the supervisor exits. The run can be resumed later.",
+        )
 
     @work(thread=True, exclusive=True, group="control", exit_on_error=False)
     def send_control(self, cmd: str) -> None:

@@ -149,7 +149,10 @@ class Navigation(DashboardState):
     def run_search(self, query: str, regions: list[Region] | None) -> None:
         """Search every record's raw text in a thread (the scan's regions, else the whole journal)."""
         worker = get_current_worker()
-        cancelled = lambda: worker.is_cancelled
+
+        def cancelled() -> bool:
+            return worker.is_cancelled
+
         if regions is not None:
             hits = search_regions(regions, query, cancelled)
         else:

@@ -119,12 +119,10 @@ class DiffScreen(Screen[None]):
         self.label_a, self.label_b = self._label(self.a), self._label(self.b)
         yield Static(f"diff  {self.label_a}  →  {self.label_b}", id="diff-title")
         with TabbedContent(initial="changes"):
-            with TabPane("Changes", id="changes"):
-                with VerticalScroll():
-                    yield Static("computing…", id="changes-body")
-            with TabPane("Unified", id="unified"):
-                with VerticalScroll():
-                    yield Static("computing…", id="unified-body")
+            with TabPane("Changes", id="changes"), VerticalScroll():
+                yield Static("computing…", id="changes-body")
+            with TabPane("Unified", id="unified"), VerticalScroll():
+                yield Static("computing…", id="unified-body")
         yield KeyFooter()  # the dashboard's footer: one widget, the same look
 
     def on_mount(self) -> None:

@@ -40,7 +40,7 @@ class KeyFooter(Widget, can_focus=False):
     }
     """
 
-    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 (Textual's name)
+    def __init__(self, *, id: str | None = None) -> None:  # `id`: Textual's name
         super().__init__(id=id)
         self._spans: list[tuple[int, int, Binding, str]] = []
         """Where each key is on the line as last drawn: start and end column, its binding, its tooltip."""

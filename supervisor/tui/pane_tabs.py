@@ -61,7 +61,7 @@ class TabBar(Widget):
         active_style = self.get_component_rich_style("tab-bar--active")
         labels = Text(no_wrap=True)
         highlight = (0, 0)
-        for (start, end, tab_id), (_id, label) in zip(self._spans(), self.tabs):
+        for (start, end, tab_id), (_id, label) in zip(self._spans(), self.tabs, strict=True):
             labels.append(" ")  # the padding unstyled, as Textual's Tab draws it
             labels.append(label, active_style if tab_id == self.active else tab_style)
             labels.append(" ")
@@ -92,7 +92,7 @@ class Panes(Container):
     Panes > .pane { height: 1fr; }
     """
 
-    def __init__(self, tabs: list[tuple[str, str]], *, initial: str, id: str | None = None) -> None:  # noqa: A002
+    def __init__(self, tabs: list[tuple[str, str]], *, initial: str, id: str | None = None) -> None:
         super().__init__(id=id)
         self.bar = TabBar(tabs, initial)
         self._active = initial

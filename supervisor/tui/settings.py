@@ -27,7 +27,7 @@ WIDE_COLUMNS = 160
 class Settings:
     """The dashboard's settings (a plain class, not a dataclass: one costs ~0.3 ms of the start)."""
 
-    __slots__ = ("theme", "layout", "time")
+    __slots__ = ("layout", "theme", "time")
 
     def __init__(self, theme: str = DARK, layout: str = "auto", time: str = "absolute") -> None:
         self.theme = theme

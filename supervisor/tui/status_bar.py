@@ -293,7 +293,9 @@ class StatusBar(Static):
         parts.add(8, *spent)
         if usage.saved_tokens:
             ok = self._st("status--ok")
-            saved: list[tuple[str, Style | None]] = [("saved by resume " if wide else "saved ", label), (fmt_tokens(usage.saved_tokens), ok)]
+            saved: list[tuple[str, Style | None]] = [
+                ("saved by resume " if wide else "saved ", label), (fmt_tokens(usage.saved_tokens), ok)
+            ]
             if usage.saved_cost:
                 saved.append((f" {fmt_cost(usage.saved_cost)}", ok))
             parts.add(8, *saved)

@@ -10,7 +10,7 @@ on at the end, off when the cursor leaves the last row, on again with ``f`` or `
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, ClassVar
 
 import orjson
@@ -59,7 +59,7 @@ def _parse_ts(ts: Any) -> datetime | None:
         t = datetime.fromisoformat(str(ts).replace("Z", "+00:00"))
     except ValueError:
         return None
-    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
 
 
 def _relative(ts: Any, origin: datetime | None) -> str:
@@ -130,7 +130,7 @@ def _elapsed(ts: Any, now: datetime | None = None) -> str:
     t = _parse_ts(ts)
     if t is None:
         return ""
-    sec = max(0.0, ((now or datetime.now(timezone.utc)) - t).total_seconds())
+    sec = max(0.0, ((now or datetime.now(UTC)) - t).total_seconds())
     if sec < 60:
         return f"{sec:.1f}s"
     if sec < 3600:
@@ -471,7 +471,11 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
             return [Segment(head, muted), Segment(text, muted)]
         if isinstance(ent, BadLine):
             err = self._fg("timeline--error")
-            return [Segment(head), Segment(f"✗ line {ent.line} of {ent.path.rsplit('/', 1)[-1]}: {ent.reason}: ", err), Segment(ent.text[:200], muted)]
+            return [
+                Segment(head),
+                Segment(f"✗ line {ent.line} of {ent.path.rsplit('/', 1)[-1]}: {ent.reason}: ", err),
+                Segment(ent.text[:200], muted),
+            ]
         return self._rec_segments(head, ent)
 
     def _name_width(self) -> int:

@@ -60,7 +60,7 @@ def _count_steps(run: Path, paths: list[Path]) -> str:
         return "-"
     fold = Fold(keep=False)
     seq = 0
-    for p, st in zip(paths, stats):
+    for p, st in zip(paths, stats, strict=True):
         key = (str(p), st.st_ino, st.st_size, st.st_mtime_ns, seq)
         got = _scan_cache.get(key)
         if got is None:

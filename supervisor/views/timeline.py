@@ -50,8 +50,6 @@ from ..core.journal_reader import Entry, JournalReader
 from ..core.records import DAMAGED, BadLine, Kind
 from ..core.segments import segment_paths
 from ..errors import JournalError
-from .timeline_events import Event, place
-from .timeline_read import SHORT_READS, Changes, LiveSide
 from .scan import (
     CHANGED_INPUTS,
     Marker,
@@ -64,6 +62,8 @@ from .scan import (
     scan_bytes,
     scan_positions,
 )
+from .timeline_events import Event, place
+from .timeline_read import SHORT_READS, Changes, LiveSide
 
 if TYPE_CHECKING:
     # a filter is made when one is applied: not imported on the first screen's path

@@ -34,10 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "sample_runs"))
 
+import langgraph_agent as sample  # noqa: E402
 from langchain_core.messages import HumanMessage  # noqa: E402
 from langgraph.checkpoint.memory import InMemorySaver  # noqa: E402
 
-import langgraph_agent as sample  # noqa: E402
 from supervisor import Run  # noqa: E402
 from supervisor.integrations.langgraph import JournalSaver  # noqa: E402
 

@@ -30,7 +30,7 @@ from supervisor import Run
 from supervisor.integrations.openai_agents import durable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: tests/bench/ holds benchutil
-from benchutil import raw_sync_floor  # noqa: E402
+from benchutil import raw_sync_floor
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 CALLS_PER_RUN = 6  # 3 model calls + 3 tool calls

@@ -32,11 +32,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from supervisor import Run  # noqa: E402
-from supervisor.integrations.pydantic_ai import DurableAgent  # noqa: E402
+from supervisor import Run
+from supervisor.integrations.pydantic_ai import DurableAgent
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: tests/bench/ holds benchutil
-from benchutil import raw_sync_floor  # noqa: E402
+from benchutil import raw_sync_floor
 
 SAMPLE = Path(__file__).resolve().parent.parent.parent / "sample_runs" / "pydantic_ai_agent.py"
 CALLS_PER_RUN = 6

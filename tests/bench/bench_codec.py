@@ -24,7 +24,7 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from supervisor.core.codec import decode, encode, output_hint  # noqa: E402
+from supervisor.core.codec import decode, encode, output_hint
 
 OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY  # the journal writer's
 NOW = dt.datetime(2026, 11, 30, 12, 0, tzinfo=dt.UTC)

@@ -36,14 +36,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from supervisor import Run  # noqa: E402
-from supervisor.core.journal_writer import JournalWriter  # noqa: E402
+from supervisor import Run
+from supervisor.core.journal_writer import JournalWriter
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: tests/bench/ holds benchutil
-from benchutil import raw_sync_floor  # noqa: E402
+from benchutil import raw_sync_floor
 
 THREADS = 16
 
@@ -186,9 +185,11 @@ def main() -> None:
         print(f"group commit ({args.rounds} interleaved rounds, median round; {len(line)} B lines; {THREADS} in flight{emulated}):")
         print(f"  floor: raw O_APPEND write + fdatasync     {rate('floor')}")
         print(f"  JournalWriter.append, one thread         {rate('seq')}   {f['seq'] / floor:.2f}x the floor's cost")
-        print(f"  {THREADS} threads appending at once            {rate('threads')}   {f['seq'] / f['threads']:.1f}x one thread, {floor / f['threads']:.1f}x the floor")
+        print(f"  {THREADS} threads appending at once            {rate('threads')}   "
+              f"{f['seq'] / f['threads']:.1f}x one thread, {floor / f['threads']:.1f}x the floor")
         print(f"  aappend awaited one at a time            {rate('async1')}")
-        print(f"  {THREADS} aappend in flight                    {rate('async16')}   {f['async1'] / f['async16']:.1f}x one at a time, {floor / f['async16']:.1f}x the floor")
+        print(f"  {THREADS} aappend in flight                    {rate('async16')}   "
+              f"{f['async1'] / f['async16']:.1f}x one at a time, {floor / f['async16']:.1f}x the floor")
         print(f"  Run.step, sequential                     {rate('step')}   {f['step'] / floor:.2f}x the floor's cost (target <= 1.15x)")
         if has_astep:
             print(f"  run.astep, {THREADS} awaited one at a time      {rate('astep1')}")

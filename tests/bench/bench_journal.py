@@ -27,17 +27,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from supervisor import Run  # noqa: E402
-from supervisor.core.journal_reader import JournalReader  # noqa: E402
-from supervisor.core.rundir import utc_now  # noqa: E402
-from supervisor.replay.session import inputs_hash  # noqa: E402
+from supervisor import Run
+from supervisor.core.journal_reader import JournalReader
+from supervisor.core.rundir import utc_now
+from supervisor.replay.session import inputs_hash
 
 
 def bench_commit(tmp: Path, steps: int, rounds: int = 7) -> None:
@@ -66,7 +66,8 @@ def bench_commit(tmp: Path, steps: int, rounds: int = 7) -> None:
         no state, no failure handling, no threads."""
         inputs = {"args": list(args)}
         seq = next(seqs)
-        b = {"kind": "begin", "step": name, "pos": seq, "attempt": 1, "inputs": inputs, "seq": seq, "id": f"abcdef12{seq:x}", "ts": utc_now()}
+        b = {"kind": "begin", "step": name, "pos": seq, "attempt": 1, "inputs": inputs,
+             "seq": seq, "id": f"abcdef12{seq:x}", "ts": utc_now()}
         os.write(fd3, redact(orjson.dumps(b, option=orjson.OPT_SERIALIZE_NUMPY)) + b"\n")
         t0 = time.perf_counter()
         out = fn(*args)
@@ -114,7 +115,8 @@ def bench_commit(tmp: Path, steps: int, rounds: int = 7) -> None:
     print(f"durable step commit ({rounds} interleaved rounds of {per} steps, median round; begin + step records, {len(line)} B step line):")
     print(f"  Run.step            {sdk * 1e6:8.1f} us/step")
     print(f"  raw write+fdatasync {raw * 1e6:8.1f} us/step   ratio {sdk / raw:.2f}x (target <= 1.15x; best rounds {best:.2f}x)")
-    print(f"  raw begin+step lines {raw2 * 1e6:7.1f} us/step   ratio {sdk / raw2:.2f}x (2 writes + fdatasync: the SDK's bytes and syscalls)")
+    print(f"  raw begin+step lines {raw2 * 1e6:7.1f} us/step   ratio {sdk / raw2:.2f}x "
+          f"(2 writes + fdatasync: the SDK's bytes and syscalls)")
     print(f"  open/dumps/fsync    {naive * 1e6:8.1f} us/step   ratio {sdk / naive:.2f}x")
     print(f"  hand-written minimum {least * 1e6:7.1f} us/step   ratio {sdk / least:.2f}x; itself {least / raw:.2f}x the raw loop "
           "(two records encoded and redacted, inputs hashed, 2 writes + fdatasync: what the target leaves to Python)")
@@ -128,13 +130,16 @@ def bench_cpu(steps: int = 3000, rounds: int = 7) -> None:
     try:
         figures = []
         big = {"notes": [{"title": f"some text {i}", "score": i * 0.5, "tags": ["a", "b"]} for i in range(300)]}
-        rows = ("empty state", {}), ("16 KB state, unchanged", big), ("16 KB state, 1 value changed", big), ("empty state, no redaction", {})
+        rows = (
+            ("empty state", {}), ("16 KB state, unchanged", big), ("16 KB state, 1 value changed", big), ("empty state, no redaction", {})
+        )
         for label, state in rows:
             run = Run.open(base / label.replace(" ", "-").replace(",", ""))
             run.state.update(orjson.loads(orjson.dumps(state)))
             if "value changed" in label:  # each step changes one score among the 300 notes (a patch of one replace)
+                counter = itertools.count()  # one per function, as a default made at the def
 
-                def work(x: int, run: Run = run, n: Iterator[int] = itertools.count()) -> dict[str, int]:
+                def work(x: int, run: Run = run, n: Iterator[int] = counter) -> dict[str, int]:
                     i = next(n)
                     run.state["notes"][(i * 7) % 300]["score"] = i
                     return {"value": x}
@@ -173,9 +178,10 @@ def make_journal(run_dir: Path, steps: int, *, with_begin: bool) -> None:
         buf = []
         for i in range(steps):
             name = f"search:q{i}"
-            ts = "2026-11-29T18:30:12.%03dZ" % (i % 1000)
+            ts = f"2026-11-29T18:30:12.{i % 1000:03d}Z"
             if with_begin:
-                buf.append(orjson.dumps({"kind": "begin", "seq": seq, "id": f"a1b2c3d4{seq:x}", "ts": ts, "step": name, "pos": i, "attempt": 1, "inputs": {"args": [f"query number {i}"]}}))
+                buf.append(orjson.dumps({"kind": "begin", "seq": seq, "id": f"a1b2c3d4{seq:x}", "ts": ts, "step": name, "pos": i,
+                                         "attempt": 1, "inputs": {"args": [f"query number {i}"]}}))
                 seq += 1
             buf.append(
                 orjson.dumps(
@@ -261,7 +267,8 @@ def bench_resume(tmp: Path, steps: int) -> None:
     t_open, t_first, replayed, rss_mb = out.stdout.split()
     plain = float(subprocess.run([sys.executable, "-c", PLAIN_LOADER, str(run_dir)], capture_output=True, text=True, check=True).stdout)
     print(f"resume {steps:,} journaled steps ({2 * steps:,} records with begin, {size / 1e6:.0f} MB) to the first new step:")
-    print(f"  Run.open {float(t_open):.3f} s, first new step after {float(t_first):.3f} s (target <= 1.0 s), {replayed} replayed, peak RSS {rss_mb} MB")
+    print(f"  Run.open {float(t_open):.3f} s, first new step after {float(t_first):.3f} s (target <= 1.0 s), "
+          f"{replayed} replayed, peak RSS {rss_mb} MB")
     print(f"  plain json.loads loader {plain:.3f} s: ratio {float(t_first) / plain:.2f}x")
 
 

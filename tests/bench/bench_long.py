@@ -192,7 +192,8 @@ def main() -> int:
         w2, c2, _ = best(cli("status", str(run)))
         status_w, status_c = min(status_w, w2), min(status_c, c2)
         print(f"floors (the better of a run before and one after the rows): orjson read+loads+dumps loop "
-              f"{floor_w:.2f} s wall, {floor_c:.2f} s CPU, {floor_m:.0f} MB; status {status_w:.2f} s wall, {status_c:.2f} s CPU, {status_m:.0f} MB")
+              f"{floor_w:.2f} s wall, {floor_c:.2f} s CPU, {floor_m:.0f} MB; "
+              f"status {status_w:.2f} s wall, {status_c:.2f} s CPU, {status_m:.0f} MB")
         print(f"{'command':24} {'wall':>7} {'CPU':>7} {'peak':>6}  {'vs':6} {'wall x':>6} {'CPU x':>6}  target")
         ok = True
         for (name, _, against, limit, mb), (w, c, m) in results:
@@ -201,7 +202,8 @@ def main() -> int:
             # under a shared machine's load the CPU time is the steadier figure: the verdict takes it
             met = (c / fc <= limit if limit else c <= 1.0) and m <= mb
             ok &= met
-            print(f"{name:24} {w:6.2f}s {c:6.2f}s {m:4.0f}MB  {against:6} {w / fw:5.2f}x {c / fc:5.2f}x  {target}{'' if met else '  (missed)'}")
+            print(f"{name:24} {w:6.2f}s {c:6.2f}s {m:4.0f}MB  {against:6} {w / fw:5.2f}x {c / fc:5.2f}x  "
+                  f"{target}{'' if met else '  (missed)'}")
         if a.pairs:
             print(f"interleaved with the loop, {a.pairs} pairs each (ratios per pair: best / median):")
             for name, argv, against, _, _ in rows:
@@ -215,7 +217,8 @@ def main() -> int:
                         raise SystemExit(f"{' '.join(argv)} failed (exit {rc})")
                     cpu.append(c / fc)
                     wall.append(w / fw)
-                print(f"{name:24} CPU x {min(cpu):.2f} / {statistics.median(cpu):.2f}   wall x {min(wall):.2f} / {statistics.median(wall):.2f}"
+                print(f"{name:24} CPU x {min(cpu):.2f} / {statistics.median(cpu):.2f}   "
+                      f"wall x {min(wall):.2f} / {statistics.median(wall):.2f}"
                       f"   (all CPU x: {' '.join(f'{r:.2f}' for r in cpu)})")
         if a.before is not None:
             env = {**os.environ, "PYTHONPATH": str(a.before)}

@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))
 
-from supervisor.core.redact import Redactor, StreamState  # noqa: E402
-from supervisor.supervise.agentlog import AgentLog  # noqa: E402
+from supervisor.core.redact import Redactor, StreamState
+from supervisor.supervise.agentlog import AgentLog
 
 CHUNK = 64 * 1024
 

@@ -92,7 +92,8 @@ def startup() -> float:
 def verify(run_dir: Path, ledger: Path, steps: int) -> tuple[float, str]:
     t0 = time.perf_counter()
     r = subprocess.run(
-        [PY, "-m", "supervisor", "replay", str(run_dir), "--verify", "--", PY, str(AGENT), "--ledger", str(ledger), "--steps", str(steps - 5)],
+        [PY, "-m", "supervisor", "replay", str(run_dir), "--verify", "--",
+         PY, str(AGENT), "--ledger", str(ledger), "--steps", str(steps - 5)],
         env=env(), cwd=ROOT, capture_output=True, text=True,
     )
     dt = time.perf_counter() - t0

@@ -242,7 +242,7 @@ def make_journal(run_dir: Path, steps: int) -> None:
     seq = 1
     for i in range(steps):
         name = f"search:q{i}"
-        ts = "2026-11-29T18:30:12.%03dZ" % (i % 1000)
+        ts = f"2026-11-29T18:30:12.{i % 1000:03d}Z"
         inputs = {"args": [f"query number {i}"]}
         buf.append(orjson.dumps({"kind": "begin", "step": name, "pos": i, "attempt": 1, "inputs": inputs,
                                  "seq": seq, "id": f"a1b2c3d4{seq:x}", "ts": ts}))
@@ -344,14 +344,17 @@ def main() -> None:
             out = subprocess.run([sys.executable, "-c", ORJSON_SCAN, str(tmp / f"run-{big}")], capture_output=True, text=True, check=True)
             scan = float(out.stdout.split()[0])
             print(f"resume {big:,} steps ({2 * big + 1:,} records, {size / 1e6:.0f} MB) to the first new step:")
-            print(f"  agent process {t:.2f} s, peak RSS {mb} MiB; orjson scan of the same files {scan:.2f} s: {t / scan:.2f}x (target <= 1.0x)")
+            print(f"  agent process {t:.2f} s, peak RSS {mb} MiB; "
+                  f"orjson scan of the same files {scan:.2f} s: {t / scan:.2f}x (target <= 1.0x)")
             if args.toy:
                 toy = first_new_step(tmp, big, TOY)[0]
                 print(f"  floor: a toy resume of the same steps (--toy) {toy:.2f} s: {toy / scan:.2f}x the scan")
             if args.index:
                 run = str(tmp / f"run-{big}")
                 py = lambda code: float(  # noqa: E731
-                    subprocess.run([sys.executable, "-c", code, run], capture_output=True, text=True, check=True, cwd=ROOT).stdout.split()[0]
+                    subprocess.run(
+                        [sys.executable, "-c", code, run], capture_output=True, text=True, check=True, cwd=ROOT
+                    ).stdout.split()[0]
                 )
                 t0 = time.perf_counter()
                 subprocess.run([sys.executable, "-c", INDEX_BUILD, run], check=True, cwd=ROOT)

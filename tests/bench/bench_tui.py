@@ -47,7 +47,9 @@ def make_journal(run: Path, n: int) -> int:
             if i % 10_000 == 5_000:
                 name = f"cp-{i}"
                 fname = f"{i // 10_000 + 1:04d}-{name}.json"
-                (run / "checkpoints" / fname).write_bytes(orjson.dumps({"name": name, "seq": i, "pos": i, "ts": ts, "format": 1, "state": {"done": i}}))
+                (run / "checkpoints" / fname).write_bytes(
+                    orjson.dumps({"name": name, "seq": i, "pos": i, "ts": ts, "format": 1, "state": {"done": i}})
+                )
                 rec = {"kind": "checkpoint", "name": name, "pos": i, "file": fname, "seq": i, "id": f"b{i:x}", "ts": ts}
             else:
                 out = NEEDLE if i == n // 2 else f"result {i} {pad}"
@@ -195,7 +197,9 @@ def live_load(base: Path, env: dict[str, str], seconds: float, rate: float, ever
             if now >= nxt:
                 rss = proc.memory_info().rss / 2**20
                 screen = p.screen()
-                rec = next((w for line in screen.splitlines() for w in [line.split("records ", 1)[1].split()[0]] if "records " in line), "?")
+                rec = next(
+                    (w for line in screen.splitlines() for w in [line.split("records ", 1)[1].split()[0]] if "records " in line), "?"
+                )
                 curve.append((now, rss, rec))
                 print(f"  t={now:5.0f} s  RSS {rss:6.1f} MiB  records on screen {rec}", flush=True)
                 nxt += every
@@ -221,7 +225,8 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3, help="first-screen measurements, floor and dashboard in pairs (the best is reported)")
     ap.add_argument("--first-only", action="store_true", help="only the first screens against the floor (no live session)")
     ap.add_argument("--before", type=Path, metavar="CHECKOUT",
-                    help="also time the first screen of the dashboard of another source tree (e.g. a 'git archive' of an older commit), in the same rounds")
+                    help="also time the first screen of the dashboard of another source tree "
+                         "(e.g. a 'git archive' of an older commit), in the same rounds")
     ap.add_argument("--live-load", type=float, metavar="SECONDS",
                     help="instead: the dashboard on a run the SDK writes at --rate steps/s for SECONDS; RSS sampled every --every s")
     ap.add_argument("--rate", type=float, default=3500, help="steps/s of --live-load (default 3500)")
@@ -258,7 +263,9 @@ def main() -> int:
         "TERM": "xterm-256color", "PYTHONPATH": str(ROOT), "COLUMNS": str(COLS), "LINES": str(ROWS),
         "PYTHONDONTWRITEBYTECODE": "", "PYTHONPYCACHEPREFIX": str(base / "pycache"),
     }
-    subprocess.run([PY, "-c", "import supervisor.cli.main, supervisor.tui.app, supervisor.tui.dashboard"], env={**os.environ, **env}, check=True)
+    subprocess.run(
+        [PY, "-c", "import supervisor.cli.main, supervisor.tui.app, supervisor.tui.dashboard"], env={**os.environ, **env}, check=True
+    )
     # warm the page cache and Python's bytecode caches so both sides start equal
     (run / "journal.jsonl").read_bytes()
     results: dict[str, float] = {}
@@ -296,15 +303,19 @@ def main() -> int:
                     p.kill()
     floor_s = min(floor)
     first_s = min(firsts)
-    pairs = sorted(t / f for t, f in zip(firsts, floor))
+    pairs = sorted(t / f for t, f in zip(firsts, floor, strict=False))
     print(f"\njournal: {n} records, {size / 1e6:.0f} MB; terminal {COLS}x{ROWS}; tmux capture-pane polling")
     print(f"floor (minimal Textual app, first screen): {floor_s:.3f} s  (runs: {', '.join(f'{x:.3f}' for x in floor)})")
-    print(f"first correct screen:   {first_s:.3f} s  = {first_s / floor_s:.2f} x floor   (target <= 1.5 x; runs: {', '.join(f'{x:.3f}' for x in firsts)})")
-    print(f"  pair by pair:         median {statistics.median(pairs):.2f} x, worst {pairs[-1]:.2f} x  ({', '.join(f'{x:.2f}' for x in pairs)})")
+    print(f"first correct screen:   {first_s:.3f} s  = {first_s / floor_s:.2f} x floor   "
+          f"(target <= 1.5 x; runs: {', '.join(f'{x:.3f}' for x in firsts)})")
+    print(f"  pair by pair:         median {statistics.median(pairs):.2f} x, worst {pairs[-1]:.2f} x  "
+          f"({', '.join(f'{x:.2f}' for x in pairs)})")
     if befores:
-        bpairs = sorted(t / f for t, f in zip(befores, floor))
-        print(f"--before {args.before}: {min(befores):.3f} s = {min(befores) / floor_s:.2f} x floor  (runs: {', '.join(f'{x:.3f}' for x in befores)})")
-        print(f"  pair by pair:         median {statistics.median(bpairs):.2f} x, worst {bpairs[-1]:.2f} x  ({', '.join(f'{x:.2f}' for x in bpairs)})")
+        bpairs = sorted(t / f for t, f in zip(befores, floor, strict=False))
+        print(f"--before {args.before}: {min(befores):.3f} s = {min(befores) / floor_s:.2f} x floor  "
+              f"(runs: {', '.join(f'{x:.3f}' for x in befores)})")
+        print(f"  pair by pair:         median {statistics.median(bpairs):.2f} x, worst {bpairs[-1]:.2f} x  "
+              f"({', '.join(f'{x:.2f}' for x in bpairs)})")
     if args.first_only:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
@@ -332,7 +343,9 @@ def main() -> int:
                 time.sleep(0.05)
             results["append_one_ms"] = sorted(one)[len(one) // 2] * 1000
             burst = b"".join(
-                orjson.dumps({"kind": "step", "step": f"burst:{i}", "output": i, "seq": w.next_seq + i, "ts": "2026-11-29T11:00:00.000Z"}) + b"\n"
+                orjson.dumps(
+                    {"kind": "step", "step": f"burst:{i}", "output": i, "seq": w.next_seq + i, "ts": "2026-11-29T11:00:00.000Z"}
+                ) + b"\n"
                 for i in range(10_000)
             )
             end = w.next_seq + 10_000
@@ -388,11 +401,14 @@ def main() -> int:
         p.kill()
     print(f"index + scan finished:  {results['index_done_s']:.2f} s after start (in a worker; the UI answers meanwhile)")
     print(f"peak RSS:               {rss.peak / 2**20:.0f} MB   (target <= 120 MB)")
-    print(f"one appended record:    {results['append_one_ms']:.0f} ms median of 5 = {results['append_one_ms'] / 1000 / floor_s:.3f} x floor  (target <= 60 ms)")
+    print(f"one appended record:    {results['append_one_ms']:.0f} ms median of 5 = "
+          f"{results['append_one_ms'] / 1000 / floor_s:.3f} x floor  (target <= 60 ms)")
     print(f"burst of 10,000:        {results['burst_10k_s']:.3f} s = {results['burst_10k_s'] / floor_s:.2f} x floor  (target <= 0.15 s)")
-    print(f"search, exact case:     {results['search_exact_s']:.3f} s = {results['search_exact_s'] / floor_s:.2f} x floor  (target <= 1.0 s)")
+    print(f"search, exact case:     {results['search_exact_s']:.3f} s = "
+          f"{results['search_exact_s'] / floor_s:.2f} x floor  (target <= 1.0 s)")
     print(f"search, any case:       {results['search_any_s']:.3f} s = {results['search_any_s'] / floor_s:.2f} x floor  (target <= 1.0 s)")
-    print(f"search, any case + key: {results['search_s']:.3f} s = {results['search_s'] / floor_s:.2f} x floor  (a key pressed while it runs)")
+    print(f"search, any case + key: {results['search_s']:.3f} s = "
+          f"{results['search_s'] / floor_s:.2f} x floor  (a key pressed while it runs)")
     during = "before" if results["help_before_match"] else "after"
     print(f"key during the search:  {results['key_during_search_s']:.3f} s to open the help ({during} the search finished)")
     if not args.keep:

@@ -123,7 +123,10 @@ def main() -> int:
                 outputs = list(pool.map(lambda i: run.step(f"work:{i}", twork, i, args.salt if i == 0 else ""), range(N)))
         final = run.step("final", lambda n: n, len(outputs))
         shown = [
-            {"type": type(o).__name__, "value": o.model_dump(mode="json") if isinstance(o, BaseModel) else (o.__dict__ if isinstance(o, Pair) else o)}
+            {
+                "type": type(o).__name__,
+                "value": o.model_dump(mode="json") if isinstance(o, BaseModel) else (o.__dict__ if isinstance(o, Pair) else o),
+            }
             for o in outputs
         ]
         print(orjson.dumps({"outputs": shown, "final": final, "state": run.state, "replayed": len(run.replayed)}).decode())

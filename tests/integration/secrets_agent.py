@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from supervisor import Run  # noqa: E402
+from supervisor import Run
 
 PEM_HEAD = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
 PEM_TAIL = "QyNTUxOQAAACDy4cVkOV0Ic3Bbhc1o1bJ1iz5zj8sDGWyI0WNRo4QNfgAAAJg1a\n-----END OPENSSH PRIVATE KEY-----\n"

@@ -158,7 +158,7 @@ async def test_detail_state_and_agent_log_panes(rolled_back_run: Path) -> None:
         assert any("crashing hard in search:q2" in line for line in d.query_one(Log).lines)
 
 
-async def test_search_counts_matches_and_n_N_move(rolled_back_run: Path) -> None:
+async def test_search_counts_matches_and_n_shift_n_move(rolled_back_run: Path) -> None:
     app = make_app(rolled_back_run)
     async with app.run_test(size=SIZE) as pilot:
         d = await opened(pilot)

@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import orjson
-
 from textual.widgets import Footer
 
 from supervisor.errors import RunDirError

@@ -141,7 +141,9 @@ def test_state_before_the_scan_comes_from_the_tail_or_says_to_wait(tmp_path: Pat
     lines = [{"kind": "step", "step": f"s{i}", "seq": i, "state_patch": [{"op": "add", "path": f"/k{i}", "value": i}]} for i in range(10)]
     fname = checkpoints.write_checkpoint(run, "cp", seq=10, pos=10, ts="t", state={f"k{i}": i for i in range(10)})
     lines.append({"kind": "checkpoint", "name": "cp", "seq": 10, "file": fname})
-    lines += [{"kind": "step", "step": f"s{i}", "seq": i, "state_patch": [{"op": "add", "path": f"/k{i}", "value": i}]} for i in range(11, 14)]
+    lines += [
+        {"kind": "step", "step": f"s{i}", "seq": i, "state_patch": [{"op": "add", "path": f"/k{i}", "value": i}]} for i in range(11, 14)
+    ]
     (run / "journal.jsonl").write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in lines))
     m = TimelineModel(run, tail_rows=5)
     m.open()

@@ -128,7 +128,11 @@ async def test_worker_errors_become_notifications(rolled_back_run: Path) -> None
         await pilot.press("colon", *"9", "enter")
         await until(pilot, lambda: any("RuntimeError: disk on fire" in n for n in notes(app)), what="state worker error")
         await pilot.press("d")
-        await until(pilot, lambda: isinstance(app.screen, DiffScreen) and "diff failed" in str(app.screen.query_one("#changes-body").render()), what="diff error")
+        await until(
+            pilot,
+            lambda: isinstance(app.screen, DiffScreen) and "diff failed" in str(app.screen.query_one("#changes-body").render()),
+            what="diff error",
+        )
         assert sum("disk on fire" in n for n in notes(app)) >= 2 and any("(diff failed)" in n for n in notes(app))
         await pilot.press("q")
         d.model.read_changes = broken  # type: ignore[method-assign]
