@@ -10,8 +10,8 @@ import re
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
+from datetime import UTC, datetime
 from itertools import islice
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -19,10 +19,9 @@ import orjson
 
 from ..core import history as history_mod
 from ..core import state as state_mod
-from ..core import stream
+from ..core import stream, wire
 from ..core.cursor import StateCursor
 from ..core.journal_reader import Entry, JournalReader
-from ..core import wire
 from ..core.pairing import Pairing
 from ..core.records import BadLine, preview
 from ..core.rundir import check_readable_run_dir
@@ -93,7 +92,7 @@ def _parse_time(text: str) -> datetime:
         raise SupervisorError(
             f"--since {text!r} is neither a seq nor an ISO-8601 time; pass e.g. --since 120 or --since 2026-11-30T12:54:37Z"
         ) from None
-    return t.replace(tzinfo=timezone.utc) if t.tzinfo is None else t.astimezone(timezone.utc)
+    return t.replace(tzinfo=UTC) if t.tzinfo is None else t.astimezone(UTC)
 
 
 class _Filter:

@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from .cursor import Shape, StateCursor
 from . import wire
+from .cursor import Shape, StateCursor
 from .journal_reader import Entry, JournalReader
 from .pairing import Pairing
 from .records import (
@@ -44,16 +44,16 @@ from .records import (
 )
 
 __all__ = [
+    "DAMAGED",
     "BadLine",
     "Branch",
-    "DAMAGED",
     "Fold",
     "History",
     "Marker",
     "fold",
+    "fold_shape",
     "load",
     "rollback_record",
-    "fold_shape",
     "shape_of",
     "state_at",
 ]

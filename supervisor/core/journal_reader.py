@@ -28,7 +28,6 @@ from .segments import (
     Chunk,
     JournalFile,
     StreamPos,
-    committed_size,
     count_file,
     count_lines,
     read_stream,
@@ -297,9 +296,7 @@ class JournalReader:
             return
         if not overlap:
             # a region's first line after the last one's begin; then each begin's next line in the region
-            if after_begin and not wire.closes_begin(lines[0]):
-                overlap = True
-            elif not all(map(bytes.startswith, compress(islice(lines, 1, None), begins), repeat(wire.AFTER_BEGIN))):
+            if (after_begin and not wire.closes_begin(lines[0])) or not all(map(bytes.startswith, compress(islice(lines, 1, None), begins), repeat(wire.AFTER_BEGIN))):
                 overlap = True
         if region.end == len(src):  # every line of the map read: a begin last is the end of the file, fine
             self.overlaps[src] = overlap

@@ -91,7 +91,7 @@ def journal_locked(run_dir: Path) -> bool:
 class _ThreadWaiter:
     """A thread parked until a sync covers its bytes: woken once, by the lock it blocks on."""
 
-    __slots__ = ("end", "lock", "state", "error")
+    __slots__ = ("end", "error", "lock", "state")
 
     def __init__(self, end: int) -> None:
         self.end = end
@@ -104,7 +104,7 @@ class _ThreadWaiter:
 class _AsyncWaiter:
     """An :meth:`JournalWriter.aappend` parked until a sync covers its bytes: a future in its loop."""
 
-    __slots__ = ("end", "loop", "fut")
+    __slots__ = ("end", "fut", "loop")
 
     def __init__(self, end: int, loop: asyncio.AbstractEventLoop, fut: asyncio.Future[None]) -> None:
         self.end = end

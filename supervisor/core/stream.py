@@ -37,10 +37,10 @@ from typing import Any, NamedTuple
 
 import orjson
 
+from . import wire
 from .cursor import Shape
 from .history import MISSING_TARGET, Fold
 from .records import DAMAGED, BadLine, Record, normalize, parse_line
-from . import wire
 from .segments import CHUNK, Chunk, Region, read_stream
 
 __all__ = ["BATCH", "Item", "Plan", "Walk", "entry_seq", "plan"]

@@ -13,7 +13,6 @@ from typing import Any, NoReturn, cast
 from ..core import rundir
 from ..errors import RunDirError, SupervisorError
 
-
 EXIT_ERROR = 2
 """Exit code of an agent whose run directory could not be opened or written: the error is one line on
 stderr, as for the command line's user errors. For the supervisor it is a crash like any other."""

@@ -213,7 +213,7 @@ def call_sync(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: 
     def target() -> None:
         try:
             box["out"] = ctx.run(fn, *args, **kwargs)
-        except BaseException as e:  # noqa: BLE001  # handed to the caller's thread, raised there
+        except BaseException as e:  # handed to the caller's thread, raised there
             box["err"] = e
 
     t = threading.Thread(target=target, name=f"step {name}", daemon=True)

@@ -411,7 +411,7 @@ def _calls(
     by_id: dict[tuple[str, int], tuple[int, Record | None]] = {}
     for r in f.history.effective:
         kind = r.get("kind", wire.STEP)
-        if kind != wire.BEGIN and kind != wire.STEP or r.get("was"):
+        if (kind != wire.BEGIN and kind != wire.STEP) or r.get("was"):
             continue
         p = rpos.get(r["seq"])
         p = p if type(p) is int else r["pos"]

@@ -37,15 +37,20 @@ from ..core.records import (
 )
 from ..core.segments import JournalFile, Region, StreamPos, read_stream, segment_paths
 from ..core.wire import BEGIN_HEAD as _BEGIN
-from ..core.wire import BEGIN_KEY as _BEGIN_KEY
 from ..core.wire import CHANGED_INPUTS as CHANGED_INPUTS
 from ..core.wire import CHANGED_WORD as _CHANGED
-from ..core.wire import END_WRITER, ERROR_KEY, ERROR_RE, KIND_AT, KIND_RE, MARKER_KINDS, MARKER_WORDS, NL_STEP
-from ..core.wire import NL_BEGIN as _NL_BEGIN
-from ..core.wire import START_HEAD as _START
+from ..core.wire import (
+    END_WRITER,
+    ERROR_KEY,
+    ERROR_RE,
+    KIND_AT,
+    KIND_RE,
+    MARKER_KINDS,
+    MARKER_WORDS,
+    NL_STEP,
+    USAGE_WORD,
+)
 from ..core.wire import STEP_HEAD as _STEP
-from ..core.wire import TRANSIENT as _TRANSIENT
-from ..core.wire import USAGE_WORD
 from ..core.wire import WRITER as _WRITER
 
 __all__ = [
@@ -140,7 +145,7 @@ class SeqBits:
         for s in seqs:
             i = s >> 3
             m = 1 << (s & 7)
-            if 0 <= s and i < len(bits) and bits[i] & m:
+            if s >= 0 and i < len(bits) and bits[i] & m:
                 bits[i] &= ~m & 0xFF
                 removed += 1
                 b = i // _BLOCK_BYTES

@@ -45,8 +45,8 @@ from ..core import rundir
 from ..core.cursor import Shape, StateCursor
 from ..core.events import is_error_event, read_events
 from ..core.history import ERROR, STEPS, Fold, fold_shape
-from ..core.pairing import Pairing
 from ..core.journal_reader import Entry, JournalReader
+from ..core.pairing import Pairing
 from ..core.records import DAMAGED, BadLine, Kind
 from ..core.segments import segment_paths
 from ..errors import JournalError

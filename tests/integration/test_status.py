@@ -12,9 +12,9 @@ import pytest
 
 from supervisor.core import rundir
 from supervisor.core.status import CRASHED, ROLLED_BACK, RunFiles, offline_state
-from supervisor.views.runs import run_info
 from supervisor.supervise.control import run_status
 from supervisor.tui.control import live_status
+from supervisor.views.runs import run_info
 
 from ..conftest import run_agent, run_cli, wait_for
 from .supervisor_util import PY, Supervised, alive, research

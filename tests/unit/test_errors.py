@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from supervisor import errors
-from supervisor.cli import inspect_cmds, main as cli_main
+from supervisor.cli import inspect_cmds
+from supervisor.cli import main as cli_main
 from supervisor.errors import InternalError, InvalidTransition, SupervisorError
 
 

@@ -435,20 +435,19 @@ def check_sdk_resume(base: Path, run: Path, lines: list[dict[str, Any] | None]) 
     eff = ref_effective(lines)
     # the resume stops (exit 78) at the first damaged line it would pass
     first_damaged = next((s for s, x in eff if kind_of(x) == "damaged"), None)
-    with pytest.raises(SystemExit) if first_damaged is not None else contextlib.nullcontext() as stopped:
-        with Run.open(copy) as r:
-            assert len(r.history.steps) == len(ok_steps(eff))
-            furthest = -1
-            for s in ok_steps(eff):  # in pos order: concurrent steps were committed in another order
-                rec = lines[s]
-                assert rec is not None
-                if first_damaged is not None and s >= first_damaged:
-                    r.step("any", _must_not_run)
-                out = r.step(str(rec["step"]), _must_not_run)
-                assert out == rec["output"]
-                furthest = max(furthest, s)  # the state as the journal has it after the furthest record served
-                assert r.state == ref_state(lines, furthest), s
-            assert len(r.rollbacks) == len([1 for _, x in eff if kind_of(x) == "rollback"])
+    with pytest.raises(SystemExit) if first_damaged is not None else contextlib.nullcontext() as stopped, Run.open(copy) as r:
+        assert len(r.history.steps) == len(ok_steps(eff))
+        furthest = -1
+        for s in ok_steps(eff):  # in pos order: concurrent steps were committed in another order
+            rec = lines[s]
+            assert rec is not None
+            if first_damaged is not None and s >= first_damaged:
+                r.step("any", _must_not_run)
+            out = r.step(str(rec["step"]), _must_not_run)
+            assert out == rec["output"]
+            furthest = max(furthest, s)  # the state as the journal has it after the furthest record served
+            assert r.state == ref_state(lines, furthest), s
+        assert len(r.rollbacks) == len([1 for _, x in eff if kind_of(x) == "rollback"])
     if stopped is not None:
         assert stopped.value.code == 78
 

@@ -14,7 +14,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from supervisor.core.journal_reader import Entry, JournalReader
-
 from supervisor.core.journal_writer import JournalWriter, open_journal
 from supervisor.core.records import BadLine, Kind, LazyRecord, normalize, parse_line
 from supervisor.core.segments import (
@@ -56,9 +55,8 @@ def test_files_are_private(tmp_path: Path) -> None:
 
 
 def test_second_writer_is_refused(tmp_path: Path) -> None:
-    with JournalWriter(tmp_path):
-        with pytest.raises(JournalLockedError, match="another process is writing"):
-            JournalWriter(tmp_path)
+    with JournalWriter(tmp_path), pytest.raises(JournalLockedError, match="another process is writing"):
+        JournalWriter(tmp_path)
 
 
 def test_reader_accepts_minimal_prefixed_and_aliased_lines(tmp_path: Path) -> None:
@@ -493,7 +491,6 @@ def test_index_while_a_writer_rotates_never_shifts_seqs(tmp_path: Path) -> None:
     import threading
 
     from supervisor.core.journal_reader import JournalReader
-
     from supervisor.core.journal_writer import JournalWriter
 
     for trial in range(3):

@@ -32,7 +32,7 @@ VALUES: list[Any] = [
     {"args": [1, "two", 3.5, None, True]},
     {"kwargs": {"b": 1, "a": [1, {"z": 2, "y": 3}]}},
     {"args": [{1: "int key", "s": "str"}]},  # non-str keys: the full options
-    {"args": [Point(1, 2.5)], "kwargs": {"when": datetime.datetime(2026, 11, 29, 18, 30, tzinfo=datetime.timezone.utc)}},
+    {"args": [Point(1, 2.5)], "kwargs": {"when": datetime.datetime(2026, 11, 29, 18, 30, tzinfo=datetime.UTC)}},
     {"args": [decimal.Decimal("1.5")]},  # not JSON: inputs_hash's repr default
     {"args": ["é ✓ \u2028", 2**63 - 1, -(2**63)]},
     {"kwargs": {"nested": {"b": {"d": 1, "c": 2}, "a": []}}},

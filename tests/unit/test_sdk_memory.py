@@ -13,8 +13,8 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest

@@ -21,7 +21,6 @@ from supervisor.cli.main import main
 from supervisor.core import history, stream, wire
 from supervisor.core.journal_reader import JournalReader
 from supervisor.core.pairing import Pairing
-from supervisor.core.records import LazyRecord
 from supervisor.supervise.rollback import rollback
 
 ROOT = Path(__file__).resolve().parents[2]
