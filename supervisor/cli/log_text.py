@@ -53,7 +53,7 @@ def format_record(rec: Record, pairing: Pairing | None = None) -> str:
     """
     kind = rec.get("kind", _STEP)
     head = f"{rec.get('seq', ''):>6} {str(rec.get('ts', ''))[:23]:23} {kind:10}"
-    body = _step_body(rec, kind, pairing) if kind == _STEP or kind == _BEGIN else _other_body(rec, kind)
+    body = _step_body(rec, kind, pairing) if kind in (_STEP, _BEGIN) else _other_body(rec, kind)
     return f"{head} {body}"
 
 
@@ -117,8 +117,9 @@ class TextLog:
         self._begin = tuple(x.encode() + b"%6d %-23s begin      %s" for x in leads)
 
     def lines(self, items: Iterable[stream.Row]) -> list[bytes]:
-        """The lines of ``items`` (:meth:`stream.Walk.batches`' rows; the loop runs once a line of a million-record journal: the common lines,
-        a writer step and a plain begin without ``#pos`` or a mark, are made here, no call a line)."""
+        """The lines of ``items`` (:meth:`stream.Walk.batches`' rows). The loop runs once a line of a million-record
+        journal: the common lines, a writer step and a plain begin without ``#pos`` or a mark, are made here, with no
+        call a line."""
         out: list[bytes] = []
         add = out.append
         fmt_step, fmt_begin = self._step, self._begin

@@ -22,7 +22,7 @@ from .._clash import check_command_line
 
 check_command_line()  # before anything from supervisor/__init__.py, which may be supervisord's
 
-from ..errors import SupervisorError
+from ..errors import SupervisorError  # noqa: E402  # deliberately after check_command_line()
 
 EXIT_USAGE = 2  # parser.EXIT_USAGE, not imported from there: ``tui RUN`` loads no parser
 EXIT_SIGPIPE = 141

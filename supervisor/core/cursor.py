@@ -83,7 +83,7 @@ def _holds_step(e: Any) -> bool:
     if type(e) is BadLine:
         return False
     kind = e.kind if type(e) is LazyRecord else e.get("kind", _STEP)
-    return kind == _STEP or kind == _BEGIN
+    return kind in (_STEP, _BEGIN)
 
 
 def _seq_of(e: Any) -> int:

@@ -294,10 +294,12 @@ class JournalReader:
         if region.start != at:
             self._ov = None
             return
-        if not overlap:
-            # a region's first line after the last one's begin; then each begin's next line in the region
-            if (after_begin and not wire.closes_begin(lines[0])) or not all(map(bytes.startswith, compress(islice(lines, 1, None), begins), repeat(wire.AFTER_BEGIN))):
-                overlap = True
+        # a region's first line after the last one's begin; then each begin's next line in the region
+        if not overlap and (
+            (after_begin and not wire.closes_begin(lines[0]))
+            or not all(map(bytes.startswith, compress(islice(lines, 1, None), begins), repeat(wire.AFTER_BEGIN)))
+        ):
+            overlap = True
         if region.end == len(src):  # every line of the map read: a begin last is the end of the file, fine
             self.overlaps[src] = overlap
             self._ov = None

@@ -75,7 +75,7 @@ class Pairing:
         elif kind == _STEP:
             if self.open and (isinstance(rec, LazyRecord) or not rec.get("transient")):
                 self.close(rec.get("pos"), int(rec["seq"]))
-        elif kind == _START or kind == _ROLLBACK:
+        elif kind in (_START, _ROLLBACK):
             self.end_attempt()
 
     def add_item(self, item: Item) -> None:
@@ -92,5 +92,5 @@ class Pairing:
             elif item.raw is not None and wire.FIELD_TRANSIENT in item.raw and item.record().get("transient"):
                 return
             self.close(item.pos, item.seq)
-        elif kind == _START or kind == _ROLLBACK:
+        elif kind in (_START, _ROLLBACK):
             self.end_attempt()

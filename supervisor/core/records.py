@@ -270,7 +270,7 @@ def normalize(rec: Record, seq: int) -> Record:
         if "seq" in rec:
             rec["recorded_seq"] = rec["seq"]
         rec["seq"] = seq
-    if kind == _STEP or kind == _BEGIN:
+    if kind in (_STEP, _BEGIN):
         if "step" not in rec:
             _alias(rec, "step", _STEP_ALIASES)
         if kind == _STEP and "output" not in rec and "error" not in rec:

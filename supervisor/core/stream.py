@@ -14,7 +14,8 @@ The same answers as :func:`history.load` gives, in constant memory, in two passe
 
 **Canonical lines.** A ``begin`` or ``step`` line as this package's writer (orjson,
 compact) writes it needs no normalisation: it matches :data:`wire.CANON` (the kind, the
-step name and ``pos`` first, ``seq``, ``id`` and ``ts`` last) with ``seq`` its position in the stream, so ``kind``, ``seq``, ``ts`` and ``pos`` are
+step name and ``pos`` first, ``seq``, ``id`` and ``ts`` last)
+with ``seq`` its position in the stream, so ``kind``, ``seq``, ``ts`` and ``pos`` are
 all there at the top level (the quotes and braces of the head and tail are
 unescaped, so they cannot be inside a string), and a step line without
 ``"error":`` is a success. The walk hands such a line out as its bytes (``log

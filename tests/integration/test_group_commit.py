@@ -291,7 +291,8 @@ def test_a_cancelled_aappend_is_committed_all_the_same(tmp_path: Path, monkeypat
     release = threading.Event()
     log.gate = lambda n: None if n > 1 else (release.wait(20) or None)
     w = JournalWriter(run)
-    monkeypatch.setattr(journal_writer, "INLINE_SYNC_MAX", -1.0)  # a slow disk: the flusher thread syncs (inline, the held sync would block this loop)
+    # a slow disk: the flusher thread syncs (inline, the held sync would block this loop)
+    monkeypatch.setattr(journal_writer, "INLINE_SYNC_MAX", -1.0)
 
     async def main() -> None:
         task = asyncio.create_task(w.aappend(rec("cancelled", 0)))
@@ -437,7 +438,7 @@ def test_a_failed_fsync_before_sealing_fails_the_waiters_and_breaks_the_writer(
 
     monkeypatch.setattr(os, "fsync", fail)
     w.rotate_bytes = 1
-    with pytest.raises(JournalError, match="cannot sync .* before sealing"):
+    with pytest.raises(JournalError, match=r"cannot sync .* before sealing"):
         w.append(rec("b", 1))
     monkeypatch.undo()
     with pytest.raises(JournalError, match="refuses further writes"):

@@ -82,7 +82,11 @@ def test_verify_catches_changed_input_and_shows_it(tmp_path: Path) -> None:
     lines = r.stdout.splitlines()
     head = next(line for line in lines if line.startswith("DIVERGED"))
     assert "position 2" in head and "'analyze'" in head and "other inputs" in head
-    recorded = next(orjson.loads(x) for x in (run_dir / "journal.jsonl").read_bytes().splitlines() if b'"step":"analyze"' in x and b'"kind":"step"' in x)
+    recorded = next(
+        orjson.loads(x)
+        for x in (run_dir / "journal.jsonl").read_bytes().splitlines()
+        if b'"step":"analyze"' in x and b'"kind":"step"' in x
+    )
     assert f"expected hash {recorded['inputs_hash']}" in head
     assert '~ /kwargs/salt: "" -> "x"' in r.stdout
     assert ledger(tmp_path / "l.jsonl") == []
@@ -491,7 +495,7 @@ def test_ctrl_c_stops_the_replayed_agent(tmp_path: Path) -> None:
         assert children
         t0 = time.monotonic()
         cli.send_signal(signal.SIGINT)
-        out, err = cli.communicate(timeout=20)
+        _out, err = cli.communicate(timeout=20)
         assert cli.returncode == 130, err
         assert time.monotonic() - t0 < 4  # SIGTERM after 1 s, not the 5 s grace before SIGKILL
         for c in children:

@@ -69,7 +69,9 @@ def test_past_max_rollbacks_the_run_is_marked_failed_and_kept(tmp_path: Path) ->
     )
     codes = []
     for _ in range(6):
-        p = subprocess.run([sys.executable, str(script), str(run_dir)], capture_output=True, text=True, env=clean_env(), cwd=ROOT, timeout=30)
+        p = subprocess.run(
+            [sys.executable, str(script), str(run_dir)], capture_output=True, text=True, env=clean_env(), cwd=ROOT, timeout=30
+        )
         codes.append(p.returncode)
         if p.returncode == EXIT_FAILED:
             assert "gave up after 1 rollbacks" in p.stderr
@@ -197,7 +199,9 @@ def test_secrets_never_reach_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         run.step("tokens", lambda: "sk-abcdefghijklmnopqrstuvwx ghp_abcdefghijklmnopqrstuvwxyz0123 AKIAABCDEFGHIJKLMNOP")
         run.checkpoint("cp")
     blob = b"".join(p.read_bytes() for p in (tmp_path / "r").rglob("*") if p.is_file())
-    for secret in (b"very-secret-value-123", b"registered-secret-42", b"abcdefghijklmnop", b"sk-abcdefghij", b"ghp_abcdefghij", b"AKIAABCDEFGH"):
+    for secret in (
+        b"very-secret-value-123", b"registered-secret-42", b"abcdefghijklmnop", b"sk-abcdefghij", b"ghp_abcdefghij", b"AKIAABCDEFGH"
+    ):
         assert secret not in blob
     assert b"[REDACTED]" in blob
 
@@ -209,7 +213,7 @@ def test_non_json_output_is_a_clear_error_and_inputs_fall_back_to_repr(tmp_path:
 
     with Run.open(tmp_path) as run:
         assert run.step("takes", lambda t: "ok", Thing()) == "ok"
-        with pytest.raises(TypeError, match="step .returns. returned a value"):
+        with pytest.raises(TypeError, match=r"step .returns. returned a value"):
             run.step("returns", lambda: Thing())
     assert load(tmp_path).steps[0]["inputs"] == {"args": ["<Thing>"]}
 
@@ -217,7 +221,10 @@ def test_non_json_output_is_a_clear_error_and_inputs_fall_back_to_repr(tmp_path:
 def test_default_run_dir_resumes_when_the_script_runs_twice(tmp_path: Path) -> None:
     script = tmp_path / "tiny_agent.py"
     script.write_text("from supervisor import Run\nwith Run.open() as run:\n    print(run.step('only', lambda: 'x'), run.replayed)\n")
-    outs = [subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=clean_env(), timeout=30).stdout for _ in range(2)]
+    outs = [
+        subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=clean_env(), timeout=30).stdout
+        for _ in range(2)
+    ]
     assert outs == ["x []\n", "x ['only']\n"]
     assert (tmp_path / "runs" / "tiny_agent" / "journal.jsonl").exists()
 

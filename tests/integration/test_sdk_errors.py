@@ -44,7 +44,9 @@ AGENT = textwrap.dedent(
 )
 
 
-def run_agent(tmp_path: Path, run_dir: Path, mode: str = "once", *extra: str, preexec: Callable[[], None] | None = None) -> subprocess.CompletedProcess[str]:
+def run_agent(
+    tmp_path: Path, run_dir: Path, mode: str = "once", *extra: str, preexec: Callable[[], None] | None = None
+) -> subprocess.CompletedProcess[str]:
     script = tmp_path / "error_agent.py"
     script.write_text(AGENT)
     return subprocess.run(

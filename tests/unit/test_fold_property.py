@@ -47,13 +47,16 @@ NAMES = ("a", "b", "c")  # few names: a rollback by name must find the latest ef
 
 OP = st.one_of(
     st.tuples(st.just("step"), st.booleans(), st.sampled_from(STYLES), st.integers(0, 3)),  # failed?, style, output shape
-    st.tuples(st.just("checkpoint"), st.sampled_from(NAMES), st.sampled_from(STYLES), st.integers(0, 2)),  # 0 no file, 1 file, 2 missing file
+    # 0 no file, 1 file, 2 missing file
+    st.tuples(st.just("checkpoint"), st.sampled_from(NAMES), st.sampled_from(STYLES), st.integers(0, 2)),
     st.tuples(st.just("rollback"), st.sampled_from(["name", "seq", "start", "missing"]), st.sampled_from(STYLES), st.integers(0, 3)),
     st.tuples(st.just("note"), st.booleans(), st.sampled_from(STYLES), st.just(0)),  # with a state patch?
     st.tuples(st.just("begin"), st.just(False), st.sampled_from(STYLES), st.just(0)),
     st.tuples(st.just("start"), st.just(False), st.sampled_from(STYLES), st.just(0)),
     st.tuples(st.just("fork"), st.just(False), st.sampled_from(STYLES), st.just(0)),
-    st.tuples(st.just("bad"), st.sampled_from(["text", "array", "blank", "prefixed-broken", "damaged", "damaged"]), st.just("writer"), st.just(0)),
+    st.tuples(
+        st.just("bad"), st.sampled_from(["text", "array", "blank", "prefixed-broken", "damaged", "damaged"]), st.just("writer"), st.just(0)
+    ),
     st.tuples(st.just("rotate"), st.just(False), st.just("writer"), st.just(0)),
     # concurrent steps: width, style, a seed for the order they finish in and which fail
     st.tuples(st.just("gather"), st.integers(1, 5), st.sampled_from(("writer", "writer", "spaced")), st.integers(0, 10**6)),

@@ -233,7 +233,7 @@ def _journal_files(run: Path, segments: list[list[tuple[str, object]]], torn: by
     files = [run / f"journal.{i + 1:06d}.jsonl" for i in range(len(segments) - 1)] + [run / "journal.jsonl"]
     seq = 0
     out = _Journal(files, [], {}, torn)
-    for path, templates in zip(files, segments):
+    for path, templates in zip(files, segments, strict=True):
         body = b""
         for k, (kind, arg) in enumerate(templates):
             line = _render(kind, arg, seq)
@@ -333,11 +333,11 @@ def test_every_reader_returns_the_same_entries_with_their_seq_and_line(
     # the resume view: successful writer steps unparsed, begin lines left out, the rest as load gives them
     lazy = JournalReader(run, chunk=chunk).load(lazy=True)
     kept = [
-        e for e, (_, _, raw) in zip(want, [x for x in j.lines if x[2].strip()])
+        e for e, (_, _, raw) in zip(want, [x for x in j.lines if x[2].strip()], strict=True)
         if not (raw.startswith(b'{"kind":"begin",') and b'"error"' not in raw)
     ]
     assert [_seq_of(e) for e in lazy] == [_seq_of(e) for e in kept]
-    for got, exp in zip(lazy, kept):
+    for got, exp in zip(lazy, kept, strict=True):
         if isinstance(got, LazyRecord):
             rec = got.record()
             del rec["pos"]
@@ -375,7 +375,7 @@ def test_read_new_in_steps_while_lines_are_appended_and_rotated(
     reader = JournalReader(run, chunk=chunk)
     seen: list[Entry] = reader.read_new()
     active = run / "journal.jsonl"
-    for i, path in enumerate(final.files):
+    for _i, path in enumerate(final.files):
         body = final.committed[path] + (torn if path == final.files[-1] else b"")
         active.touch()
         pos = 0
@@ -393,7 +393,7 @@ def test_read_new_in_steps_while_lines_are_appended_and_rotated(
     # by the file it was read from: journal.jsonl if it was read before that file was sealed
     want = [dataclasses.replace(e, path=str(run / Path(e.path).name)) if isinstance(e, BadLine) else e for e in _expected(final)]
     assert len(seen) == len(want)
-    for got, exp in zip(seen, want):
+    for got, exp in zip(seen, want, strict=True):
         if isinstance(got, BadLine) and isinstance(exp, BadLine) and got.path == str(active):
             got = dataclasses.replace(got, path=exp.path)
         assert got == exp
@@ -402,7 +402,9 @@ def test_read_new_in_steps_while_lines_are_appended_and_rotated(
 
 def test_a_line_longer_than_many_chunks_is_read_once(tmp_path: Path) -> None:
     """A 3 MB line read with 1 kB chunks: one region, and reading it is linear, not quadratic."""
-    (tmp_path / "journal.jsonl").write_bytes(b'{"kind":"note","seq":0}\n' + orjson.dumps({"kind": "note", "seq": 1, "x": "y" * 3_000_000}) + b"\n{}\n")
+    (tmp_path / "journal.jsonl").write_bytes(
+        b'{"kind":"note","seq":0}\n' + orjson.dumps({"kind": "note", "seq": 1, "x": "y" * 3_000_000}) + b"\n{}\n"
+    )
     with JournalFile.open(tmp_path / "journal.jsonl") as jf:  # type: ignore[union-attr]
         regions = [c.region for c in jf.chunks(chunk=1024)]
     assert [(r.first_seq, r.first_line) for r in regions] == [(0, 1), (1, 2), (2, 3)]

@@ -143,7 +143,9 @@ def _long_journal(run: Path, n: int) -> None:
             add({"kind": "begin", "step": f"w:{i}", "pos": i, "attempt": 2})
         if i == n - 30:
             cp = len(lines)
-            lines.append(orjson.dumps({"kind": "checkpoint", "name": "c", "pos": i, "file": "0001-c.json", "ts": "t", "seq": cp, "id": "c"}))
+            lines.append(
+                orjson.dumps({"kind": "checkpoint", "name": "c", "pos": i, "file": "0001-c.json", "ts": "t", "seq": cp, "id": "c"})
+            )
             (run / "checkpoints" / "0001-c.json").write_bytes(orjson.dumps({"name": "c", "seq": cp, "pos": i, "ts": "t", "state": {}}))
         add({"kind": "step", "step": f"w:{i}", "pos": i, "attempt": 1, "output": {"i": i, "b": [i]}})
         if i == n - 10:
@@ -166,9 +168,9 @@ def test_tail_reads_from_the_end_and_prints_the_last_records(extra: list[str], t
 
 
 def test_bad_filters_are_one_line_errors(monkeypatch: pytest.MonkeyPatch) -> None:
-    out, err, rc = _run_inprocess(["log", "nested", "--since", "yesterday"], HERE, monkeypatch)
+    _out, err, rc = _run_inprocess(["log", "nested", "--since", "yesterday"], HERE, monkeypatch)
     assert rc == 2 and "--since 'yesterday' is neither a seq nor an ISO-8601 time" in err.decode()
-    out, err, rc = _run_inprocess(["log", "nested", "--tail", "-3"], HERE, monkeypatch)
+    _out, err, rc = _run_inprocess(["log", "nested", "--tail", "-3"], HERE, monkeypatch)
     assert rc == 2 and "--tail -3" in err.decode()
 
 

@@ -204,7 +204,7 @@ def test_a_record_not_written_after_a_resume_with_a_rollback_leaves_the_shadow_a
         import errno
         import os
 
-        from supervisor.core import journal
+        from supervisor.core import journal_writer as journal
 
         real = os.write
 

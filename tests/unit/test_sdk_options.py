@@ -4,6 +4,7 @@ run.usage, and run.step from many threads at once (in process; the crash tests a
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -60,7 +61,7 @@ def test_sync_timeout_in_a_thread_fails_the_step(tmp_path: Path) -> None:
         return "late"
 
     with Run.open(tmp_path) as run:
-        with pytest.raises(TimeoutError, match="did not finish in 0.05 s"):
+        with pytest.raises(TimeoutError, match=re.escape("did not finish in 0.05 s")):
             run.with_options(timeout=0.05, retries=0).step("stuck", stuck)
         release.set()
         assert run.position == 0  # the failed call gave its position back
@@ -133,7 +134,7 @@ def test_astep_with_a_plain_function_and_a_returned_coroutine(tmp_path: Path) ->
         async def coro() -> int:
             return 1
 
-        with pytest.raises(TypeError, match="returned a coroutine: call an async function with 'await run.astep"):
+        with pytest.raises(TypeError, match=re.escape("returned a coroutine: call an async function with 'await run.astep")):
             run.step("wrong", coro)
 
 

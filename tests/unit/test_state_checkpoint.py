@@ -111,7 +111,7 @@ def test_state_and_diff_agree_with_the_in_memory_fold(tmp_path: Path, monkeypatc
         assert st == oracle, at
     st, _ = _state(tmp_path, monkeypatch)
     assert st["mark"] == "cp100"  # the end is after the rollback to cp100
-    out, err, rc = _cli(["diff", str(tmp_path), str(seqs["cp200"]), "end", "--json"], monkeypatch)
+    out, _err, rc = _cli(["diff", str(tmp_path), str(seqs["cp200"]), "end", "--json"], monkeypatch)
     changes = [orjson.loads(x) for x in out.splitlines()]
     assert rc == 0 and {c["path"] for c in changes} == {"/n", "/mark"}
     pl = stream.plan(tmp_path)

@@ -226,7 +226,7 @@ def test_another_key_order_gives_the_same_answers_everywhere(tmp_path: Path, mon
     for d in (run_dir, other):
         served: list[Any] = []
         with Run.open(d) as run:
-            for name, _, _, output in a["steps"]:
+            for name, _, _, _output in a["steps"]:
                 got = run.step(name, lambda: pytest.fail(f"{name} ran again"))
                 served.append(got)
         assert served == [s[3] for s in a["steps"]], d
