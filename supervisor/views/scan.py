@@ -313,6 +313,8 @@ class StepPairs:
     """The begins still awaiting their step, keyed by the step line's head (steps in flight)."""
     changed: dict[int, str] = field(default_factory=dict)
     """``pos`` -> step name of every changed-inputs note seen."""
+    other: Pairing = field(default_factory=Pairing)
+    """The begins and steps in another form than the writer's (parsed: a hand-written journal), by the fold's rule."""
 
     @property
     def pending(self) -> dict[bytes, int]:
@@ -322,7 +324,9 @@ class StepPairs:
     def copy(self) -> StepPairs:
         p = Pairing(keep_paired=False)
         p.open = dict(self.pairing.open)
-        return StepPairs(list(self.hidden), p, dict(self.changed))
+        other = Pairing()
+        other.open = dict(self.other.open)
+        return StepPairs(list(self.hidden), p, dict(self.changed), other)
 
     def scan(self, data: bytes, base_seq: int) -> None:
         """Pair the begin lines in ``data`` (whole lines, the first at ``base_seq``) and close pending ones."""
@@ -369,6 +373,16 @@ class StepPairs:
             except ValueError:
                 continue
             self.note(rec)
+
+    def parsed(self, rec: Record, seq: int) -> None:
+        """Take a parsed line in another form: a begin, a step, a start or a rollback, as the fold pairs them."""
+        kind = rec.get("kind", wire.STEP)
+        if kind in _PAIRED_KINDS:
+            other = self.other
+            other.add({**rec, "kind": kind, "seq": seq})
+            if other.paired:
+                self.hidden.extend(other.paired)
+                other.paired.clear()
 
     def note(self, rec: Record) -> None:
         """Take a parsed record: a changed-inputs note marks its step."""
@@ -570,6 +584,10 @@ def _glance(line: bytes) -> str:
     return _PARSE if kind in MARKER_KINDS else _SKIP
 
 
+_PAIRED_KINDS = frozenset((wire.BEGIN, wire.STEP, wire.START, wire.ROLLBACK))
+_BEGIN_WORD = b'"begin"'
+
+
 def _scan_lines(data: bytes, base_seq: int, out: ScanResult, suspects: set[int] | None = None) -> None:
     """Lines in other forms are present: classify line by line, parsing only those a look cannot tell.
 
@@ -580,17 +598,23 @@ def _scan_lines(data: bytes, base_seq: int, out: ScanResult, suspects: set[int] 
     ok = 0
     steps = 0
     step_kind = Kind.STEP.value  # looked up once, not per line (an enum member lookup costs ~100 ns)
+    # begins in another form than the writer's are paired by parsing the lines of that form (a look cannot pair them)
+    pair_other = _BEGIN_WORD in data
     for k, line in enumerate(parts):
-        if not (suspects and k in suspects):  # a suspect line is parsed whatever it looks like
-            look = _glance(line)
-            if look is _OK_STEP:
-                steps += 1
-                ok += 1
-                continue
-            if look is _SKIP:
-                continue
         try:
-            rec = parse_line(line)
+            if pair_other and line and not line.startswith(_WRITER):
+                rec = parse_line(line)
+                out.pairs.parsed(rec, base_seq + k)
+            else:
+                if not (suspects and k in suspects):  # a suspect line is parsed whatever it looks like
+                    look = _glance(line)
+                    if look is _OK_STEP:
+                        steps += 1
+                        ok += 1
+                        continue
+                    if look is _SKIP:
+                        continue
+                rec = parse_line(line)
         except ValueError as e:  # damaged: a marker, and the fold gives it its place; foreign: skipped
             ok = _damaged(line, base_seq + k, ok, out, str(e))
             continue

@@ -232,9 +232,6 @@ def test_another_key_order_gives_the_same_answers_everywhere(tmp_path: Path, mon
         assert served == [s[3] for s in a["steps"]], d
 
 
-@pytest.mark.xfail(strict=True, reason="the TUI scan pairs begins with their steps by the writer's bytes only "
-                   "(scan_bytes calls StepPairs.scan only when a writer begin head is in the chunk): a begin "
-                   "in another form keeps its own row")
 def test_the_scan_pairs_begins_in_another_key_order(tmp_path: Path) -> None:
     run_dir = _journal(tmp_path)
     other = _respelled(run_dir, tmp_path / "respelled")
