@@ -64,7 +64,7 @@ MARKER_KINDS = (CHECKPOINT.encode(), ROLLBACK.encode(), START.encode())
 """The kinds, besides a failed step, that make a marker of the timeline's scan."""
 MARKER_WORDS = tuple(b'"kind":"' + k + b'"' for k in MARKER_KINDS)
 """Their ``kind`` as it appears in a writer line (a failed step is found by :data:`ERROR_KEY`)."""
-BEGIN_KEY = re.compile(rb'\{"kind":"begin",("step":"[^"\\]*(?:\\.[^"\\]*)*","pos":\d+,(?:"attempt":\d+,)?)')
+BEGIN_KEY = re.compile(re.escape(BEGIN_HEAD) + rb'("step":"[^"\\]*(?:\\.[^"\\]*)*","pos":\d+,(?:"attempt":\d+,)?)')
 """A writer begin line's head that its step line repeats after ``{"kind":"step",``: the pairing key."""
 TRANSIENT = b'"transient":true'
 """A failed try the SDK retries: it does not close its begin."""
@@ -91,9 +91,9 @@ ABANDONED_TAIL = b',"abandoned":true}'
 """What ``log --json --all`` puts in place of a writer line's last ``}`` on an abandoned branch."""
 S_BYTE = ord("s")
 """``line[KIND_AT]`` of a ``step`` (or ``start``) writer line."""
-MARKS = (b'"kind":"checkpoint"', b'"kind":"rollback"')
+MARKS = MARKER_WORDS[:2]
 """The kind markers the first pass looks for in a chunk of writer lines (the fold's markers)."""
-WORDS = (CHECKPOINT.encode(), ROLLBACK.encode())
+WORDS = MARKER_KINDS[:2]
 """The words a writer line must not hold to be passed over unparsed in a chunk not all in the writer's form."""
 
 AFTER_BEGIN = (STEP_HEAD, START_HEAD, ROLLBACK_HEAD)
