@@ -85,7 +85,7 @@ def tree(then: str) -> int:
             if len(Path(out).read_text().split()) >= 3:
                 break
         except FileNotFoundError:
-            pass
+            pass  # the daemons have not written their pids yet: look again
         time.sleep(0.02)
     print(f"tree: started {Path(out).read_text().split()}", flush=True)
     if then == "crash":
