@@ -49,10 +49,10 @@ class JournalWatch:
 
     def load(self) -> list[Entry]:
         """One read of the whole journal at the start (the resume view: steps stay unparsed); then :meth:`poll`."""
-        loaded = self.reader.load(lazy=True)
-        self.fold.extend(loaded)
+        view = self.reader.resume_view()  # with its overlap verdicts: the fold need not search the file again
+        self.fold.extend(view.entries, view.overlaps)
         self.records = self.reader.end_seq
-        return loaded
+        return view.entries
 
     def forget_stat(self) -> None:
         """Read at the next poll even if the file looks unchanged (an exit, a rollback: the last records count)."""
