@@ -110,6 +110,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--otlp-endpoint", metavar="URL",
                    help="export the run's spans live over OTLP/HTTP to URL, e.g. http://localhost:4318 (headers from "
                         "OTEL_EXPORTER_OTLP_HEADERS; needs the [otlp] extra)")
+    add_llm_proxy_options(p, flag=True)
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]", help="the agent's command, after --")
     p.set_defaults(func=cmd_supervise)
 
@@ -186,10 +187,16 @@ def cmd_supervise(args: argparse.Namespace) -> int:
         from ..export.otlp_http import require
 
         require()  # the [otlp] extra is missing: one line saying what to install, before anything starts
+    if args.llm_proxy:
+        require_llm_proxy()
     opts = _options(args)
     if not exists:
         rundir.ensure_dir(run_dir)
     sup = Supervisor(run_dir, cmd, opts, cwd=str(cwd) if cwd is not None else None)
+    if args.llm_proxy:
+        from ..supervise.llm_proxy import LlmProxy
+
+        sup.llm_proxy = LlmProxy(sup.run_dir, match=args.llm_match, redact=sup.redactor)  # started by prepare()
     try:
         sup.prepare()
     except SupervisorError:
@@ -209,7 +216,32 @@ def cmd_supervise(args: argparse.Namespace) -> int:
         from ..supervise.otlp_live import OtlpLive
 
         sup.otlp = OtlpLive(sup.run_dir, sup.run_id, args.otlp_endpoint, known_records=sup.journal.records).start()
+    if sup.llm_proxy is not None:
+        p = sup.llm_proxy
+        sup.say(f"model-call proxy on 127.0.0.1:{p.port} (OPENAI_BASE_URL, ANTHROPIC_BASE_URL for the agent; "
+                f"upstreams {p.upstreams['openai']}, {p.upstreams['anthropic']})")
     return sup.run()
+
+
+def add_llm_proxy_options(p: argparse.ArgumentParser, *, flag: bool) -> None:
+    """``--llm-proxy`` (``supervise`` only) and ``--llm-match``."""
+    if flag:
+        p.add_argument("--llm-proxy", action="store_true",
+                       help="record every model call the agent makes (OpenAI, Anthropic and compatible clients, "
+                            "pointed by OPENAI_BASE_URL / ANTHROPIC_BASE_URL) and serve the recorded answers on "
+                            "restart; needs the [llm-proxy] extra")
+    p.add_argument("--llm-match", choices=("identity", "order"), default="identity",
+                   help="how a proxied call finds its recorded answer: identity (endpoint and body, the default) "
+                        "or order (the N-th call to the same endpoint and model, for prompts that carry times or "
+                        "random ids; a differing body is noted as a divergence)")
+
+
+def require_llm_proxy() -> None:
+    """One line saying what to install when the proxy's extra is missing, before anything starts."""
+    import importlib.util
+
+    if importlib.util.find_spec("aiohttp") is None:
+        raise SupervisorError("--llm-proxy needs aiohttp: pip install 'agent-supervisor-tui[llm-proxy]'")
 
 
 def _recorded_command(run_dir: Path, exists: bool) -> tuple[list[str], Path | None]:

@@ -154,9 +154,13 @@ class JournalWriter:
         redact: Callable[[bytes], bytes] | None = None,
         durable: bool = True,
         count: Callable[[Path], int] = count_lines,
+        file: str = rundir.JOURNAL,
     ) -> None:
         """``count`` gives the next seq from the repaired files: :func:`open_journal` passes the
-        load it needs anyway, so the journal is read once, not twice."""
+        load it needs anyway, so the journal is read once, not twice.
+
+        ``file``: another append-only file of the run directory than the journal, with the same line rules
+        and its own lock (``<stem>.lock``), never rotated: the model-call proxy's ``llm.jsonl``."""
         self.run_dir = rundir.ensure_dir(run_dir)
         self.rotate_bytes = rotate_bytes
         self._redact = redact
@@ -186,16 +190,20 @@ class JournalWriter:
         """How long the last sync a leader made took, in seconds (see :meth:`_kick`)."""
         """The loop where a :meth:`_kick` is pending (one per turn of the loop, not one per waiter)."""
         self._closing = False
-        self._lock_fd = rundir.open_run_file(run_dir / rundir.JOURNAL_LOCK, os.O_RDWR | os.O_CREAT)
+        other = file != rundir.JOURNAL
+        if other:
+            self.rotate_bytes = 1 << 62  # only the journal is rotated
+        lock_name = f"{file.removesuffix('.jsonl')}.lock" if other else rundir.JOURNAL_LOCK
+        self._lock_fd = rundir.open_run_file(run_dir / lock_name, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._lock_fd)
             raise JournalLockedError(
-                f"another process is writing the journal in {run_dir}; stop it first "
-                "(two agents on one run directory would interleave their steps)"
+                f"another process is writing {file} in {run_dir}; stop it first "
+                "(two writers on one file would interleave their records)"
             ) from None
-        self.active = run_dir / rundir.JOURNAL
+        self.active = run_dir / file
         self._id_prefix = os.urandom(4).hex()
         self._id_counter = 0
         self._broken = ""
@@ -203,7 +211,7 @@ class JournalWriter:
         self._fd = -1
         try:
             self.repaired_bytes = repair_torn_tail(self.active)
-            self.next_seq = count(run_dir)
+            self.next_seq = count(self.active if other else run_dir)
             self._fd, self._size = self._open_active()
         except BaseException:
             os.close(self._lock_fd)  # a refused or unreadable journal leaves no lock held

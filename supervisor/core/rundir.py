@@ -25,6 +25,8 @@ FORMAT = 1
 RUN_JSON = "run.json"
 JOURNAL = "journal.jsonl"
 JOURNAL_LOCK = "journal.lock"
+CALLS = "llm.jsonl"
+"""The model-call proxy's records (:mod:`.llm_calls`), beside the journal."""
 CHECKPOINTS = "checkpoints"
 SUPERVISOR_EVENTS = "supervisor.jsonl"
 AGENT_LOG = "agent.log"
@@ -236,7 +238,7 @@ def is_run_dir(path: Path) -> bool:
         names = os.listdir(path)
     except (FileNotFoundError, NotADirectoryError, PermissionError):
         return False
-    return any(n in (JOURNAL, RUN_JSON) or (n.startswith("journal.") and n.endswith(".jsonl")) for n in names)
+    return any(n in (JOURNAL, RUN_JSON, CALLS) or (n.startswith("journal.") and n.endswith(".jsonl")) for n in names)
 
 
 def read_run_json(run_dir: Path) -> dict[str, Any]:

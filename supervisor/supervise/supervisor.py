@@ -52,7 +52,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core import rundir
 from ..core.events import EventLog, read_events
@@ -90,6 +90,9 @@ from .secrets import SecretsPipe
 from .signals import SignalInbox
 from .states import ProcessState, StateChange, StateMachine, StopRequest
 from .tree import AgentTree, is_ours
+
+if TYPE_CHECKING:
+    from .llm_proxy import LlmProxy  # aiohttp: imported only with --llm-proxy
 
 __all__ = ["EXIT_GAVE_UP", "Options", "Supervisor"]
 
@@ -144,6 +147,8 @@ class Supervisor:
         self._high_water: int | None = None  # effective steps before a crash-loop rollback
         self._loop_pause_until = 0.0
         self._otlp: OtlpLive | None = None
+        self.llm_proxy: LlmProxy | None = None
+        """``supervise --llm-proxy``: the model-call proxy, started before the first attempt, closed after the last."""
 
     @property
     def otlp(self) -> OtlpLive | None:
@@ -237,6 +242,8 @@ class Supervisor:
             self.server = ControlServer(self.run_dir, self.sel, ControlCommands(self).handle,
                                         on_error=self.resource_error)
             self.tree.start(self.run_dir, self.lock)
+            if self.llm_proxy is not None:
+                self.llm_proxy.start()
         except BaseException:
             self._close_files()
             self.tree.release(self.child)
@@ -408,6 +415,9 @@ class Supervisor:
         )
         # Python agents buffer a piped stdout: the terminal, agent.log and the hang watchdog would see nothing
         env.setdefault("PYTHONUNBUFFERED", "1")
+        if self.llm_proxy is not None:
+            self.llm_proxy.new_attempt(self.attempt_no)  # served what the files hold now (a rollback's cut too)
+            env.update(self.llm_proxy.env())
         return env
 
     def _spawn_failed(self, e: OSError, reason: str) -> None:
@@ -772,6 +782,9 @@ class Supervisor:
             self._report_export()
             self.otlp = None
         self._end_secrets()
+        if self.llm_proxy is not None:  # after the last attempt: the calls in flight are recorded first
+            self.llm_proxy.close()
+            self.llm_proxy = None
         self.report.finish_writes()
         if self.server is not None:
             self.server.close()
