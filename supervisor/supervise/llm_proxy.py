@@ -48,6 +48,7 @@ from ..core import llm_calls, rundir, wire
 from ..core.journal_writer import JournalWriter
 from ..core.llm_calls import CALLS, DIVERGED_NOTE, SERVED_NOTE
 from ..core.records import Record
+from ..core.redact import Redactor
 from ..core.segments import count_lines
 
 __all__ = ["DEFAULT_UPSTREAMS", "LlmProxy", "upstreams_from_env"]
@@ -103,7 +104,7 @@ class LlmProxy:
             raise ValueError(f"--llm-match is identity or order, not {match!r}")
         self.run_dir = run_dir
         self.match = match
-        self.redact = redact
+        self.redact = redact if redact is not None else Redactor()  # secret values of the environment, token shapes
         self.upstreams = dict(upstreams or upstreams_from_env(os.environ))
         self.port = port
         self.live = live
@@ -198,7 +199,8 @@ class LlmProxy:
     async def _listen(self) -> None:
         app = web.Application(client_max_size=256 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # handler_cancellation off (the default, said): an agent that goes away never cancels a call being recorded
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=False)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
         await site.start()
@@ -249,7 +251,7 @@ class LlmProxy:
         rest = "/" + (parts[3] if len(parts) > 3 else "")
         path = rest + (f"?{request.query_string}" if request.query_string else "")
         raw = await request.read()
-        shown = self.redact(raw) if self.redact is not None and raw else raw
+        shown = self.redact(raw) if raw else raw
         body = llm_calls.body_value(shown, request.headers.get("content-type", ""))
         model = body.get("model") if isinstance(body, dict) else None
         stream = isinstance(body, dict) and body.get("stream") is True
@@ -411,7 +413,7 @@ class LlmProxy:
             q.put_nowait(None)
 
     def _redacted(self, data: bytes) -> bytes:
-        return self.redact(data) if self.redact is not None and data else data
+        return self.redact(data) if data else data
 
     @staticmethod
     def _http_error(answer: dict[str, Any]) -> dict[str, Any]:
