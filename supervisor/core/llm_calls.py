@@ -115,27 +115,94 @@ def body_bytes(value: Any) -> bytes:
     return orjson.dumps(value)
 
 
-# --------------------------------------------------------------------------- blobs
+# --------------------------------------------------------------------------- blobs and prefixes
 def compact(body: Any, known: set[str], blobs: dict[str, Any]) -> Any:
     """``body`` with its long message items replaced by ``{"$blob": H}``; the items no line defined yet
     (not in ``known``) are added to ``blobs`` (the record's ``blobs`` map). ``known`` is not changed: the
-    caller adds a record's blobs once its line is written."""
-    if not isinstance(body, dict):
-        return body
-    out = dict(body)
-    for name in _BLOB_LISTS:
-        items = out.get(name)
-        if isinstance(items, list):
-            out[name] = [_blob(item, known, blobs) for item in items]
-    for name in _BLOB_VALUES:
-        if name in out:
-            out[name] = _blob(out[name], known, blobs)
+    caller adds a record's blobs once its line is written. (:class:`Compactor` also writes prefixes.)"""
+    return Compactor(known).compact(body, blobs)
+
+
+class Compactor:
+    """The writer's side of the layout: which blobs the file defines, and which message lists its records hold.
+
+    A request resends its conversation: its ``messages`` (or ``input``) list starts with the whole list of an
+    earlier request. That part is written as ``{"$prefix": SEQ, "n": N, "items": [...]}``: the first ``N`` items
+    of the same field of the record at ``SEQ`` of this file, then ``items``; so a conversation of ``T`` turns
+    writes each message once, not ``T`` times. Lists are known by a chained hash of their items' blob names."""
+
+    def __init__(self, known: set[str] | None = None) -> None:
+        self.known: set[str] = known if known is not None else set()
+        self.lists: dict[str, dict[str, int]] = {name: {} for name in _BLOB_LISTS}
+        """Per list field: the chained hash of a record's whole list -> that record's seq."""
+
+    def compact(self, body: Any, blobs: dict[str, Any], heads: dict[str, str] | None = None) -> Any:
+        """``body`` as written: long items as blobs (new ones added to ``blobs``), a known prefix as a reference;
+        ``heads`` gets the hash of each whole list, for :meth:`written`."""
+        if not isinstance(body, dict):
+            return body
+        out = dict(body)
+        for name in _BLOB_LISTS:
+            items = out.get(name)
+            if isinstance(items, list):
+                out[name] = self._list(name, items, blobs, heads)
+        for name in _BLOB_VALUES:
+            if name in out:
+                out[name] = _blob(out[name], self.known, blobs)
+        return out
+
+    def _list(self, name: str, items: list[Any], blobs: dict[str, Any], heads: dict[str, str] | None) -> Any:
+        seen = self.lists[name]
+        chain = _chain(items)
+        if heads is not None and chain:
+            heads[name] = chain[-1]
+        if seen:
+            for n in range(len(items), 0, -1):
+                seq = seen.get(chain[n - 1])
+                if seq is not None:
+                    return {PREFIX: seq, "n": n, "items": [_blob(item, self.known, blobs) for item in items[n:]]}
+        return [_blob(item, self.known, blobs) for item in items]
+
+    def written(self, seq: int, heads: Mapping[str, str], blobs: Mapping[str, Any]) -> None:
+        """The record at ``seq``, whose lists :meth:`compact` named ``heads``, is in the file: later records may
+        use its blobs and its lists."""
+        self.known.update(blobs)
+        for name, head in heads.items():
+            self.lists[name][head] = seq
+
+    @classmethod
+    def load(cls, run_dir: Path) -> Compactor:
+        """The state of the run's ``llm.jsonl`` as it is (for a writer that opens it again)."""
+        c = cls()
+        path = run_dir / CALLS
+        if path.exists():
+            for rec in read_calls(run_dir):
+                inputs = rec.get("inputs")
+                body = inputs.get("body") if isinstance(inputs, dict) else None
+                if isinstance(rec.get("seq"), int) and isinstance(body, dict):
+                    heads = {name: _chain(body[name])[-1] for name in _BLOB_LISTS
+                             if isinstance(body.get(name), list) and body[name]}
+                    c.written(rec["seq"], heads, {})
+            c.known = known_blobs(run_dir)
+        return c
+
+
+PREFIX = "$prefix"
+
+
+def _chain(items: list[Any]) -> list[str]:
+    """For each ``n``, a hash naming the first ``n`` items (chained: each from the one before and the item)."""
+    out = []
+    h = b""
+    for item in items:
+        h = hashlib.sha256(h + canonical(item)).digest()[:16]
+        out.append(h.hex())
     return out
 
 
 def _blob(value: Any, known: set[str], blobs: dict[str, Any]) -> Any:
     data = canonical(value)
-    if len(data) < BLOB_MIN and not (isinstance(value, dict) and BLOB in value):
+    if len(data) < BLOB_MIN and not (isinstance(value, dict) and (BLOB in value or PREFIX in value)):
         return value
     h = _h(data)
     if h not in known:
@@ -143,15 +210,21 @@ def _blob(value: Any, known: set[str], blobs: dict[str, Any]) -> Any:
     return {BLOB: h}
 
 
-def expand(body: Any, blobs: Mapping[str, Any]) -> Any:
-    """``body`` with every ``{"$blob": H}`` of :func:`compact` replaced by its content from ``blobs``
-    (a name no line defined stays as it is: a reader shows it, never guesses)."""
+def expand(body: Any, blobs: Mapping[str, Any], lists: Mapping[tuple[int, str], list[Any]] | None = None) -> Any:
+    """``body`` with every ``{"$blob": H}`` and ``{"$prefix": ...}`` of :class:`Compactor` replaced by what they
+    name: ``blobs`` by name, ``lists`` (the expanded lists of earlier records by ``(seq, field)``). A name no line
+    defined stays as it is: a reader shows it, never guesses."""
     if not isinstance(body, dict):
         return body
     out = dict(body)
     for name in _BLOB_LISTS:
         items = out.get(name)
-        if isinstance(items, list):
+        if isinstance(items, dict) and PREFIX in items and lists is not None:
+            base = lists.get((items[PREFIX], name)) if isinstance(items.get(PREFIX), int) else None
+            n, rest = items.get("n"), items.get("items")
+            if base is not None and type(n) is int and 0 <= n <= len(base) and isinstance(rest, list):
+                out[name] = base[:n] + [_unblob(item, blobs) for item in rest]
+        elif isinstance(items, list):
             out[name] = [_unblob(item, blobs) for item in items]
     for name in _BLOB_VALUES:
         if name in out:
@@ -287,6 +360,7 @@ def read_calls(run_dir: Path) -> list[Record]:
     if not path.exists():
         return []
     blobs: dict[str, Any] = {}
+    lists: dict[tuple[int, str], list[Any]] = {}
     out: list[Record] = []
     for entry in JournalReader(path).load():
         if not isinstance(entry, dict):
@@ -297,7 +371,13 @@ def read_calls(run_dir: Path) -> list[Record]:
             blobs.update(defined)
         inputs = rec.get("inputs")
         if isinstance(inputs, dict) and "body" in inputs:
-            rec["inputs"] = {**inputs, "body": expand(inputs["body"], blobs)}
+            body = expand(inputs["body"], blobs, lists)
+            rec["inputs"] = {**inputs, "body": body}
+            seq = rec.get("seq")
+            if isinstance(body, dict) and isinstance(seq, int):
+                for name in _BLOB_LISTS:
+                    if isinstance(body.get(name), list):
+                        lists[(seq, name)] = body[name]
         rec["source"] = SOURCE
         out.append(rec)
     return out

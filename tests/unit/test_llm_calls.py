@@ -122,3 +122,30 @@ def test_merge_by_ts_keeps_each_files_order() -> None:
     j = [{"ts": "t1", "n": "j1"}, {"ts": "t3", "n": "j3"}]
     c = [{"ts": "t2", "n": "c2"}, {"ts": "t3", "n": "c3"}]
     assert [r["n"] for r in llm_calls.merge_by_ts(j, c)] == ["j1", "c2", "j3", "c3"]
+
+
+def test_a_conversation_writes_each_message_once(tmp_path: Path) -> None:
+    """Each request resends the conversation: its known prefix is a reference to the earlier record."""
+    c = llm_calls.Compactor()
+    convo: list[dict[str, object]] = [SYSTEM]
+    with JournalWriter(tmp_path, file=llm_calls.CALLS, count=count_lines) as w:
+        for i in range(30):
+            convo.append({"role": "user", "content": f"question {i} " + "x" * 300})
+            blobs: dict[str, object] = {}
+            heads: dict[str, str] = {}
+            body = c.compact({"model": "m", "messages": list(convo)}, blobs, heads)
+            rec: dict[str, object] = {"kind": "step", "step": "llm:openai:m", "output": {"status": 200},
+                                      "inputs": {"method": "POST", "path": "/x", "body": body}}
+            if blobs:
+                rec["blobs"] = blobs
+            w.append(rec)
+            c.written(rec["seq"], heads, blobs)  # type: ignore[arg-type]
+            convo.append({"role": "assistant", "content": f"answer {i} " + "y" * 300})
+    raw = (tmp_path / llm_calls.CALLS).read_bytes()
+    assert raw.count(b"question 3 ") == 1 and raw.count(b"answer 3 ") == 1
+    assert len(raw) < 2 * sum(len(orjson.dumps(m)) for m in convo)
+    recs = llm_calls.step_calls(tmp_path)
+    assert [len(r["inputs"]["body"]["messages"]) for r in recs] == [2 + 2 * i for i in range(30)]
+    assert recs[-1]["inputs"]["body"]["messages"] == convo[:-1]
+    again = llm_calls.Compactor.load(tmp_path)  # a proxy started again goes on referring to what is written
+    assert again.compact({"model": "m", "messages": convo}, {}, {})["messages"]["$prefix"] == 29
