@@ -20,7 +20,7 @@ from typing import Any
 from ..core import llm_calls, rundir
 from ..core.redact import Redactor
 from ..errors import RunDirError
-from .supervise_cmds import add_llm_proxy_options, require_llm_proxy
+from .supervise_cmds import add_llm_proxy_options, llm_upstreams, require_llm_proxy
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -60,7 +60,8 @@ def cmd_llm_proxy(args: argparse.Namespace) -> int:
     _prepare_run_dir(run_dir)
     attempt = 1 + max((r.get("attempt", 0) for r in llm_calls.step_calls(run_dir) if type(r.get("attempt")) is int),
                       default=0)
-    proxy = LlmProxy(run_dir.resolve(), match=args.llm_match, redact=Redactor(), port=args.port, attempt=attempt)
+    proxy = LlmProxy(run_dir.resolve(), match=args.llm_match, redact=Redactor(), port=args.port, attempt=attempt,
+                     upstreams=llm_upstreams(args.llm_upstream))
     proxy.start()
     stop = threading.Event()
     hup = threading.Event()
@@ -78,8 +79,9 @@ def cmd_llm_proxy(args: argparse.Namespace) -> int:
     try:
         for name, value in proxy.env().items():
             print(f"export {name}={shlex.quote(value)}")
+        routes = ", ".join(f"{k} -> {v}" for k, v in proxy.upstreams.items())
         print(f"# agent-supervisor llm-proxy: pid {os.getpid()}, recording to {run_dir / llm_calls.CALLS} "
-              f"(attempt {attempt}); upstreams {proxy.upstreams['openai']}, {proxy.upstreams['anthropic']}")
+              f"(attempt {attempt}); {routes}")
         sys.stdout.flush()
         while True:
             stop.wait()

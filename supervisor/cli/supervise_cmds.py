@@ -196,7 +196,8 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     if args.llm_proxy:
         from ..supervise.llm_proxy import LlmProxy
 
-        sup.llm_proxy = LlmProxy(sup.run_dir, match=args.llm_match, redact=sup.redactor)  # started by prepare()
+        sup.llm_proxy = LlmProxy(sup.run_dir, match=args.llm_match, redact=sup.redactor,  # started by prepare()
+                                 upstreams=llm_upstreams(args.llm_upstream))
     try:
         sup.prepare()
     except SupervisorError:
@@ -218,8 +219,8 @@ def cmd_supervise(args: argparse.Namespace) -> int:
         sup.otlp = OtlpLive(sup.run_dir, sup.run_id, args.otlp_endpoint, known_records=sup.journal.records).start()
     if sup.llm_proxy is not None:
         p = sup.llm_proxy
-        sup.say(f"model-call proxy on 127.0.0.1:{p.port} (OPENAI_BASE_URL, ANTHROPIC_BASE_URL for the agent; "
-                f"upstreams {p.upstreams['openai']}, {p.upstreams['anthropic']})")
+        routes = ", ".join(f"{k} -> {v}" for k, v in p.upstreams.items())
+        sup.say(f"model-call proxy on 127.0.0.1:{p.port} (OPENAI_BASE_URL, ANTHROPIC_BASE_URL for the agent; {routes})")
     return sup.run()
 
 
@@ -230,10 +231,28 @@ def add_llm_proxy_options(p: argparse.ArgumentParser, *, flag: bool) -> None:
                        help="record every model call the agent makes (OpenAI, Anthropic and compatible clients, "
                             "pointed by OPENAI_BASE_URL / ANTHROPIC_BASE_URL) and serve the recorded answers on "
                             "restart; needs the [llm-proxy] extra")
+    p.add_argument("--llm-upstream", action="append", default=[], metavar="NAME=URL", type=_upstream,
+                   help="one more route for clients that read no variable: <proxy root>/NAME/... goes to URL/..., "
+                        "e.g. gemini=https://generativelanguage.googleapis.com (the root is $AGENT_SUPERVISOR_LLM_PROXY; "
+                        "repeatable; openai= and anthropic= replace the upstreams taken from the environment)")
     p.add_argument("--llm-match", choices=("identity", "order"), default="identity",
                    help="how a proxied call finds its recorded answer: identity (endpoint and body, the default) "
                         "or order (the N-th call to the same endpoint and model, for prompts that carry times or "
                         "random ids; a differing body is noted as a divergence)")
+
+
+def _upstream(text: str) -> tuple[str, str]:
+    name, sep, url = text.partition("=")
+    if not sep or not name or "/" in name or not url.startswith(("http://", "https://")):
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=URL, e.g. gemini=https://generativelanguage.googleapis.com")
+    return name, url
+
+
+def llm_upstreams(pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """The proxy's routes: the environment's, then those given with --llm-upstream."""
+    from ..supervise.llm_proxy import upstreams_from_env
+
+    return {**upstreams_from_env(os.environ), **dict(pairs)}
 
 
 def require_llm_proxy() -> None:

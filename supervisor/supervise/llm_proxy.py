@@ -63,6 +63,17 @@ _NOT_FORWARDED_BACK = frozenset({"content-length", "transfer-encoding", "connect
                                  "content-encoding"})
 
 
+_QUERY_CREDENTIALS = frozenset({"key", "api_key", "api-key", "apikey", "access_token", "token"})
+
+
+def _public_query(query: str) -> str:
+    """``?query`` without the parameters that carry credentials (Gemini's ``?key=``): never written."""
+    if not query:
+        return ""
+    kept = [p for p in query.split("&") if p.split("=", 1)[0].lower() not in _QUERY_CREDENTIALS]
+    return f"?{'&'.join(kept)}" if kept else ""
+
+
 def upstreams_from_env(env: Mapping[str, str]) -> dict[str, str]:
     """Each route's upstream: the base URL the agent's environment had before the proxy (or the default)."""
     return {
@@ -254,18 +265,20 @@ class LlmProxy:
             return web.Response(status=404, text=f"agent-supervisor llm-proxy: no route {route!r} "
                                 f"(routes: {', '.join(sorted(self.upstreams))})\n")
         rest = "/" + (parts[3] if len(parts) > 3 else "")
-        path = rest + (f"?{request.query_string}" if request.query_string else "")
+        query = request.query_string
+        path = rest + (f"?{query}" if query else "")  # forwarded as is
+        shown_path = rest + _public_query(query)  # recorded and matched: without a key passed in the query
         raw = await request.read()
         shown = self.redact(raw) if raw else raw
         body = llm_calls.body_value(shown, request.headers.get("content-type", ""))
         model = body.get("model") if isinstance(body, dict) else None
         stream = isinstance(body, dict) and body.get("stream") is True
-        key = llm_calls.identity(route, request.method, path, body)
-        match = llm_calls.order_identity(route, request.method, path, model)
+        key = llm_calls.identity(route, request.method, shown_path, body)
+        match = llm_calls.order_identity(route, request.method, shown_path, model)
         att = self._attempt
         assert att is not None
         k, km = att.take("key", key), att.take("match", match)
-        call = {"route": route, "method": request.method, "path": path, "body": body, "model": model,
+        call = {"route": route, "method": request.method, "path": shown_path, "body": body, "model": model,
                 "key": key, "k": k, "match": match, "km": km, "stream": stream, "attempt": att.n}
         rec = att.table.get(("key", key, k)) if self.match == "identity" else att.table.get(("match", match, km))
         if rec is not None:

@@ -50,8 +50,10 @@ async def chat(req):
         r = web.StreamResponse(headers={"content-type": "text/event-stream"})
         await r.prepare(req)
         for i in range(0, len(text), 16):
-            await r.write(b"data: " + orjson.dumps({"model": body["model"], "choices": [{"delta": {"content": text[i:i+16]}}]}) + b"\n\n")
-        await r.write(b"data: " + orjson.dumps({"model": body["model"], "choices": [], "usage": {"prompt_tokens": n, "completion_tokens": 9}}) + b"\n\n")
+            delta = {"model": body["model"], "choices": [{"delta": {"content": text[i:i+16]}}]}
+            await r.write(b"data: " + orjson.dumps(delta) + b"\n\n")
+        usage = {"model": body["model"], "choices": [], "usage": {"prompt_tokens": n, "completion_tokens": 9}}
+        await r.write(b"data: " + orjson.dumps(usage) + b"\n\n")
         await r.write(b"data: [DONE]\n\n")
         return r
     return web.json_response({"model": body["model"], "choices": [{"message": {"role": "assistant", "content": text}}],
@@ -164,7 +166,7 @@ def concurrent(base_proxy: str, k: int, floor_s: float) -> None:
                     last_before_done = time.perf_counter()
                 data += chunk
             ends.append(time.perf_counter() - max(last_before_done, t0))
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:  # reported below
             errors.append(e)
         finally:
             c.close()

@@ -253,7 +253,7 @@ def test_a_stream_ends_only_once_its_record_is_written(tmp_path: Path, upstream:
     p = proxy_for(tmp_path, upstream)
     try:
         base = p.env()["OPENAI_BASE_URL"]
-        status, data = post(base, chat("tell", stream=True))
+        _, data = post(base, chat("tell", stream=True))
         assert data.endswith(b"data: [DONE]\n\n")
         assert len(calls(tmp_path)) == 1  # read right after the last event arrived: already on disk
     finally:
@@ -279,7 +279,7 @@ def test_a_second_proxy_on_the_same_run_is_refused(tmp_path: Path, upstream: Ups
 
     p = proxy_for(tmp_path, upstream)
     try:
-        with pytest.raises(JournalLockedError, match="llm.jsonl"):
+        with pytest.raises(JournalLockedError, match=r"llm\.jsonl"):
             proxy_for(tmp_path, upstream)
     finally:
         p.close()
