@@ -69,17 +69,20 @@ anthropic() {
     -H "x-api-key: $ANTHROPIC_API_KEY" -H "anthropic-version: 2023-06-01" --data-binary "$1"
 }
 
+# (each body is built before its pipeline: ``req`` and ``ans`` both rewrite the conversation's file)
 echo '[{"role": "system", "content": "You are a careful research assistant (curl)."}]' > "$WORK/oai"
-a=$(openai "$(req oai gpt-4o-mini "Name a topic worth researching." '{}')" | ans oai chat); echo "1 chat: $a"
-a=$(openai "$(req oai gpt-4o-mini "Outline it in three points." '{}')" | ans oai chat); echo "2 chat: $a"
-a=$(openai "$(req oai gpt-4o-mini "Expand the first point." '{"stream": true}')" | ans oai chat-sse)
-echo "3 chat stream: $a"
-a=$(anthropic "$(req ant claude-haiku-4-5 "Review this outline: $a" '{"max_tokens": 256}')" | ans ant messages)
-echo "4 messages: $a"
-a=$(anthropic "$(req ant claude-haiku-4-5 "Anything missing?" '{"max_tokens": 256}')" | ans ant messages)
-echo "5 messages: $a"
-a=$(anthropic "$(req ant claude-haiku-4-5 "Say it once more." '{"max_tokens": 256, "stream": true}')" | ans ant messages-sse)
-echo "6 messages stream: $a"
+b=$(req oai gpt-4o-mini "Name a topic worth researching." '{}')
+a=$(openai "$b" | ans oai chat); echo "1 chat: $a"
+b=$(req oai gpt-4o-mini "Outline it in three points." '{}')
+a=$(openai "$b" | ans oai chat); echo "2 chat: $a"
+b=$(req oai gpt-4o-mini "Expand the first point." '{"stream": true}')
+a=$(openai "$b" | ans oai chat-sse); echo "3 chat stream: $a"
+b=$(req ant claude-haiku-4-5 "Review this outline: $a" '{"max_tokens": 256}')
+a=$(anthropic "$b" | ans ant messages); echo "4 messages: $a"
+b=$(req ant claude-haiku-4-5 "Anything missing?" '{"max_tokens": 256}')
+a=$(anthropic "$b" | ans ant messages); echo "5 messages: $a"
+b=$(req ant claude-haiku-4-5 "Say it once more." '{"max_tokens": 256, "stream": true}')
+a=$(anthropic "$b" | ans ant messages-sse); echo "6 messages stream: $a"
 
 cp "$WORK/answers" "$AGENT_OUT.tmp"
 mv -f "$AGENT_OUT.tmp" "$AGENT_OUT"

@@ -260,6 +260,7 @@ class App:
         reply = answer_text(h)
         use = usage_of(h, reply)
         entry["usage"] = {k: use[k] for k in ("input_tokens", "output_tokens", "cached_tokens")}
+        self.counts.write()  # what the request is (slow, streamed), before its answer: a test waits on it
         model = str(body.get("model", "fake-model"))
         if path == "/v1/chat/completions":
             make = chat_stream if stream else chat_json
