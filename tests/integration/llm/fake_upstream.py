@@ -246,8 +246,7 @@ class App:
             return error(path, 400, "invalid_request_error", "the body is not JSON")
         if not isinstance(body, dict):
             return error(path, 400, "invalid_request_error", "the body is not a JSON object")
-        h = sha(canonical(body))
-        kind, text = last_message(body, path)
+        _, text = last_message(body, path)
         for word in text.split():
             if word.startswith("FAIL429-ONCE:") and word not in self.seen_tags:
                 self.seen_tags.add(word)
@@ -256,19 +255,10 @@ class App:
         slow = "SLOW" in text
         stream = bool(body.get("stream"))
         entry.update(slow=slow, stream=stream)
-        tool = tool_name(body, path) if kind == "user" else None
-        reply = answer_text(h)
-        use = usage_of(h, reply)
+        result, use = render(path, body)
         entry["usage"] = {k: use[k] for k in ("input_tokens", "output_tokens", "cached_tokens")}
         self.counts.write()  # what the request is (slow, streamed), before its answer: a test waits on it
-        model = str(body.get("model", "fake-model"))
-        if path == "/v1/chat/completions":
-            make = chat_stream if stream else chat_json
-        elif path == "/v1/responses":
-            make = responses_stream if stream else responses_json
-        else:
-            make = messages_stream if stream else messages_json
-        result = make(h, model, reply, use, tool, body)
+        h = sha(canonical(body))
         if not stream:
             if slow:
                 await asyncio.sleep(SLOW_DELAY * SLOW_CHUNKS)
@@ -285,6 +275,25 @@ class App:
             await resp.write(event)
         await resp.write_eof()
         return resp
+
+
+def render(path: str, body: dict[str, Any]) -> tuple[dict[str, Any] | list[bytes], dict[str, int]]:
+    """The successful answer to ``body`` on ``path``: a JSON body, or the SSE event blocks of a stream
+    (each with its blank line); and its token figures (:func:`usage_of`)."""
+    h = sha(canonical(body))
+    kind, _ = last_message(body, path)
+    tool = tool_name(body, path) if kind == "user" else None
+    reply = answer_text(h)
+    use = usage_of(h, reply)
+    model = str(body.get("model", "fake-model"))
+    stream = bool(body.get("stream"))
+    if path == "/v1/chat/completions":
+        make = chat_stream if stream else chat_json
+    elif path == "/v1/responses":
+        make = responses_stream if stream else responses_json
+    else:
+        make = messages_stream if stream else messages_json
+    return make(h, model, reply, use, tool, body), use
 
 
 def error(path: str, status: int, typ: str, message: str, headers: dict[str, str] | None = None) -> web.Response:
