@@ -33,6 +33,8 @@ import orjson
 import psutil
 import pytest
 
+from supervisor.errors import ControlUnavailable
+
 from ...conftest import ROOT, wait_for
 from ..supervisor_util import Supervised, alive
 from . import fake_upstream
@@ -56,8 +58,10 @@ OPTS = ("-q", "--llm-proxy", "--no-resume-flag", "--backoff-initial", "0.05", "-
         "--rollback-after", "0", "--give-up-after", "50")
 """The agents take no flags; no crash-loop rollback (it would abandon recorded calls); fast restarts."""
 
-KILLS = 6
-"""Kills per agent in the torture run (at least 5 must land: 20+ across the four agents)."""
+KILLS = {"openai": 6, "anthropic": 5, "node": 6, "curl": 6}
+"""Kills per agent in the torture run (at least 5 must land: 20+ across the four agents). The anthropic
+agent gets one fewer: each of its attempts costs about 3 s of imports on 2 busy cores."""
+MIN_KILLS = 5
 
 ROUTE = {  # the upstream's path -> (provider, api, the path after the proxy's route)
     "/v1/chat/completions": ("openai", "chat", "/chat/completions"),
@@ -249,6 +253,19 @@ def slow_started(up: UpstreamProcess) -> bool:
     return any(q["slow"] for q in up.counts()["requests"])
 
 
+def control(sup: Supervised, cmd: str) -> bool:
+    """Send ``cmd``; False if the supervisor is exiting (its agent finished meanwhile)."""
+    try:
+        sup.request({"cmd": cmd})
+        return True
+    except ControlUnavailable:
+        try:
+            sup.wait(15)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"the supervisor did not answer {cmd!r} and does not exit") from None
+        return False
+
+
 def quiet(up: UpstreamProcess, run_dir: Path) -> bool:
     """No request in flight at the upstream, and each one it saw is recorded (a dead client's too)."""
     c = up.counts()
@@ -271,7 +288,7 @@ def test_kill_9_at_random_moments_costs_nothing_twice(name: str, tmp_path: Path,
     with UpstreamProcess(tmp_path / "up") as up, \
             Supervised(run_dir, list(agent.argv), *OPTS, env=agent_env(up.url, out), out_dir=tmp_path) as sup:
         last_pid = None
-        while len(modes) < KILLS:
+        while len(modes) < KILLS[name]:
             st = wait_for(
                 lambda: sup.proc.poll() is not None
                 or (lambda s: s if s.get("state") == "running" and s.get("pid") not in (None, last_pid) else None)(
@@ -296,7 +313,8 @@ def test_kill_9_at_random_moments_costs_nothing_twice(name: str, tmp_path: Path,
                 m = rng.randint(1, max(1, steps0 - 2))
                 wait_for(lambda: n_lines(run_dir) >= lines0 + m or not alive(pid), timeout=60, interval=0.005,
                          what=f"{m} new line(s) in llm.jsonl")
-            sup.request({"cmd": "pause"})
+            if not control(sup, "pause"):
+                break
             try:
                 os.kill(pid, signal.SIGKILL)
                 modes.append(mode)
@@ -308,12 +326,13 @@ def test_kill_9_at_random_moments_costs_nothing_twice(name: str, tmp_path: Path,
                 break
             wait_for(lambda: quiet(up, run_dir), timeout=30,
                      what="every request the upstream saw recorded in llm.jsonl (a killed client's call too)")
-            sup.request({"cmd": "resume"})
+            if not control(sup, "resume"):
+                break
         code = sup.wait(120)
         assert code == 0, sup.stderr()[-3000:]
         counts = up.counts()
     print(f"{agent.name}: {len(modes)} kills: {Counter(modes)}")
-    assert len(modes) >= KILLS - 1, f"only {len(modes)} kills landed before the agent finished: {modes}"
+    assert len(modes) >= MIN_KILLS, f"only {len(modes)} kills landed before the agent finished: {modes}"
     killed = [e for e in sup.events("exit") if e.get("signal") == "SIGKILL"]
     assert len(killed) == len(modes)
     assert out.read_text() == ref.output, "the final answer differs from an uncrashed run's"
