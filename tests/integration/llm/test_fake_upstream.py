@@ -15,7 +15,7 @@ import pytest
 from ...conftest import wait_for
 from . import fake_upstream
 from .fake_upstream import FakeUpstream
-from .util import AGENTS, ANTHROPIC_KEY, OPENAI_KEY, UpstreamProcess, key_sha, run_direct, served
+from .util import AGENTS, ANTHROPIC_KEY, OPENAI_KEY, UpstreamProcess, direct_reference, key_sha, run_direct, served
 
 
 def post(url: str, body: Any, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
@@ -149,11 +149,12 @@ def test_a_slow_stream_shows_in_the_counts_while_it_runs(tmp_path: Path) -> None
 
 @pytest.mark.timeout(90)
 @pytest.mark.parametrize("name", list(AGENTS))
-def test_agent_runs_straight_against_the_upstream(name: str, tmp_path: Path) -> None:
+def test_agent_runs_straight_against_the_upstream(name: str, tmp_path: Path,
+                                                  tmp_path_factory: pytest.TempPathFactory) -> None:
     agent = AGENTS[name]
     if (why := agent.missing()) is not None:
         pytest.skip(why)
-    first = run_direct(agent, tmp_path / "one")
+    first = direct_reference(agent, tmp_path_factory)  # the proxy tests' reference too: run once
     second = run_direct(agent, tmp_path / "two")
     assert first.output == second.output, "the same agent against a fresh upstream answered differently"
     assert len(first.output.splitlines()) == agent.calls

@@ -157,3 +157,13 @@ def run_direct(agent: Agent, work: Path, timeout: float = 60.0) -> DirectRun:
         counts = up.counts()
     assert r.returncode == 0, f"{agent.name} exited {r.returncode}\n{r.stdout}\n{r.stderr}"
     return DirectRun(out.read_text(), counts, r.stdout)
+
+
+_REFS: dict[str, DirectRun] = {}
+
+
+def direct_reference(agent: Agent, tmp_path_factory: Any) -> DirectRun:
+    """``run_direct`` once per session and agent: the reference the proxied runs are compared with."""
+    if agent.name not in _REFS:
+        _REFS[agent.name] = run_direct(agent, tmp_path_factory.mktemp(f"direct-{agent.name}"))
+    return _REFS[agent.name]
