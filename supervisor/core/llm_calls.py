@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -404,6 +405,8 @@ def abandoned_spans(run_dir: Path) -> list[tuple[str, str]]:
     ``ts`` lies in one of them was made on a branch the rollback abandoned (it is never served again)."""
     from .history import Fold  # the journal's one fold, only when there is a journal to fold
 
+    if not _mentions(run_dir, wire.ROLLBACK.encode()):
+        return []  # a raw scan, not a parse: a supervisor calls this before every attempt
     entries = [e for e in JournalReader(run_dir).load() if isinstance(e, dict)]
     if not any(e.get("kind") == wire.ROLLBACK for e in entries):
         return []
@@ -416,6 +419,25 @@ def abandoned_spans(run_dir: Path) -> list[tuple[str, str]]:
         if isinstance(t0, str) and isinstance(t1, str):
             spans.append((t0, t1))
     return spans
+
+
+def _mentions(run_dir: Path, word: bytes) -> bool:
+    """Whether any file of the journal holds ``word`` at all."""
+    import mmap
+
+    from .segments import segment_paths
+
+    for path in segment_paths(run_dir):
+        try:
+            with open(path, "rb") as f:
+                if not os.fstat(f.fileno()).st_size:
+                    continue
+                with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+                    if m.find(word) >= 0:
+                        return True
+        except (FileNotFoundError, ValueError):
+            continue
+    return False
 
 
 def in_spans(ts: Any, spans: Iterable[tuple[str, str]]) -> bool:

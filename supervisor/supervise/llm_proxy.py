@@ -50,6 +50,7 @@ from ..core.llm_calls import CALLS, DIVERGED_NOTE, SERVED_NOTE
 from ..core.records import Record
 from ..core.redact import Redactor
 from ..core.segments import count_lines
+from ..errors import JournalError
 
 __all__ = ["DEFAULT_UPSTREAMS", "LlmProxy", "upstreams_from_env"]
 
@@ -135,6 +136,8 @@ class LlmProxy:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self._unrecorded = 0
+        """Calls answered that could not be recorded (a full disk): said once on stderr."""
 
     # ------------------------------------------------------------------ life
     @property
@@ -473,8 +476,14 @@ class LlmProxy:
                 rec["usage"] = usage
         else:
             rec["error"] = error
-        end = w.write(rec)
-        self._compactor.written(rec["seq"], heads, blobs)
-        fut = w.synced_future(end)
-        if fut is not None:
-            await fut
+        try:
+            end = w.write(rec)
+            self._compactor.written(rec["seq"], heads, blobs)
+            fut = w.synced_future(end)
+            if fut is not None:
+                await fut
+        except JournalError as e:  # a full or failing disk: the agent still gets what it paid for
+            if not self._unrecorded:
+                print(f"agent-supervisor: model calls can no longer be recorded ({e}); they are passed through, "
+                      "and a restart pays for them again", file=self.stderr, flush=True)
+            self._unrecorded += 1
