@@ -182,6 +182,12 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     exists = _check_run_dir(run_dir)
     if not cmd:
         cmd, cwd = _recorded_command(run_dir, exists)
+        recorded_proxy = rundir.read_run_json(run_dir).get("llm_proxy")
+        if isinstance(recorded_proxy, dict) and not args.llm_proxy:
+            # the recorded command ran behind the proxy: resumed the same way, or it would pay for its calls again
+            args.llm_proxy = True
+            if recorded_proxy.get("match") in ("identity", "order") and args.llm_match == "identity":
+                args.llm_match = recorded_proxy["match"]
     _check_command(cmd)
     if args.otlp_endpoint:
         from ..export.otlp_http import require
@@ -219,6 +225,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
         sup.otlp = OtlpLive(sup.run_dir, sup.run_id, args.otlp_endpoint, known_records=sup.journal.records).start()
     if sup.llm_proxy is not None:
         p = sup.llm_proxy
+        rundir.update_run_json(sup.run_dir, llm_proxy={"match": p.match})  # a resume without a command keeps it
         routes = ", ".join(f"{k} -> {v}" for k, v in p.upstreams.items())
         sup.say(f"model-call proxy on 127.0.0.1:{p.port} (OPENAI_BASE_URL, ANTHROPIC_BASE_URL for the agent; {routes})")
     return sup.run()

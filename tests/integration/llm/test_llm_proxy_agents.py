@@ -495,3 +495,25 @@ def test_llm_proxy_command_serves_an_agent_run_again_by_hand(tmp_path: Path,
     check_records(run_dir, counts, agent)
     assert len(notes(run_dir, "llm call served")) == agent.calls
     check_no_credentials(run_dir)
+
+
+@pytest.mark.timeout(90)
+def test_a_run_resumed_without_its_command_keeps_the_proxy(tmp_path: Path,
+                                                          tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``supervise --run-dir D`` with no command reuses the recorded one: behind the proxy again, as recorded in
+    run.json, so the calls are served (a resume without the flag would pay for every call again)."""
+    agent = AGENTS["curl"]
+    need(agent)
+    out = tmp_path / "answer.txt"
+    run_dir = tmp_path / "run"
+    with UpstreamProcess(tmp_path / "up") as up:
+        env = agent_env(up.url, out)
+        with Supervised(run_dir, list(agent.argv), *OPTS, env=env, out_dir=tmp_path) as sup:
+            assert sup.wait(60) == 0, sup.stderr()[-3000:]
+        first = up.counts()["total"]
+        out.unlink()
+        with Supervised(run_dir, None, "-q", env=env, out_dir=tmp_path) as sup:  # no --llm-proxy, no command
+            assert sup.wait(60) == 0, sup.stderr()[-3000:]
+        assert up.counts()["total"] == first, "the resumed run paid for its calls again"
+    assert out.read_text() == direct_reference(agent, tmp_path_factory).output
+    assert len(notes(run_dir, "llm call served")) == agent.total
