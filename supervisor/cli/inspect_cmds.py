@@ -198,11 +198,15 @@ class CallItem(stream.Item):
 
 
 def call_items(run_dir: Path, all_: bool) -> list[stream.Item]:
-    """The records of the run's ``llm.jsonl`` (:func:`llm_calls.read_calls`, blobs expanded) as walk items; one
-    made on a branch a rollback abandoned (its ``ts`` in :func:`llm_calls.abandoned_spans`) is marked so, and
-    shown only with ``all_`` (``--all``). ``[]`` for a bare journal or a run without the file."""
+    """The records of the run's ``llm.jsonl`` (:func:`llm_calls.read_calls`, blobs expanded) as walk items (a line
+    that is no record is a warning with its file and line); one made on a branch a rollback abandoned (its ``ts``
+    in :func:`llm_calls.abandoned_spans`) is marked so, and shown only with ``all_`` (``--all``). ``[]`` for a
+    bare journal or a run without the file."""
     if not run_dir.is_dir() or not (run_dir / llm_calls.CALLS).exists():
         return []
+    for bad in JournalReader(run_dir / llm_calls.CALLS).load():  # read_calls skips them: said here, with the line
+        if isinstance(bad, BadLine):
+            _warn(bad)
     calls = llm_calls.read_calls(run_dir)
     spans = llm_calls.abandoned_spans(run_dir) if calls else []
     out: list[stream.Item] = []

@@ -256,3 +256,15 @@ def test_replay_verdict_of_a_proxied_agent() -> None:
                  report={"divergences": [], "replayed": 3, "journal_steps": 3})
     assert sdk.exit_code == EXIT_OK and format_result(sdk)[-1].endswith("every call the agent made was served")
     assert result(None).exit_code == EXIT_AGENT_FAILED  # no report, no calls: as before
+
+
+def test_log_warns_of_a_bad_line_in_llm_jsonl(run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with (run / llm_calls.CALLS).open("ab") as f:
+        f.write(b"not json\n")
+    err = io.StringIO()
+    lines, rc = log(monkeypatch, str(run))
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(sys, "stdout", io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    assert main(["log", str(run)]) == 0
+    assert rc == 0 and len(lines) == 10
+    assert f"{run / llm_calls.CALLS}:6: skipped, not JSON" in err.getvalue()
