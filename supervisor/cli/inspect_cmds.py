@@ -18,8 +18,8 @@ from typing import Any
 import orjson
 
 from ..core import history as history_mod
+from ..core import llm_calls, stream, wire
 from ..core import state as state_mod
-from ..core import stream, wire
 from ..core.cursor import StateCursor
 from ..core.journal_reader import Entry, JournalReader
 from ..core.pairing import Pairing
@@ -115,9 +115,10 @@ class _Filter:
         self.active = since is not None or self.kinds is not None or self.step is not None
 
     def _after(self, item: stream.Item) -> bool:
-        """``--since``: from the first record at or after the point on (a record without a time after it too)."""
+        """``--since``: from the first record at or after the point on (a record without a time after it too).
+        A seq is the journal's: the proxy's records come from the journal record at that seq on."""
         if self.since_seq is not None:
-            return item.seq >= self.since_seq
+            return type(item) is not CallItem and item.seq >= self.since_seq
         ts = item.time()
         if ts is None:
             return False
@@ -176,15 +177,53 @@ def _tail_items(args: argparse.Namespace, keep: _Filter) -> tuple[list[stream.It
 
 
 def _kept(args: argparse.Namespace, keep: _Filter, items: Iterable[stream.Item]) -> tuple[list[stream.Item], Pairing]:
-    """The last ``--tail`` of ``items`` the filter keeps, and the pairing of all of them."""
+    """The last ``--tail`` of ``items`` the filter keeps, and the pairing of all of them (of the journal's:
+    the proxy's calls pair with no begin)."""
     keep.reached = args.since is None
     pairing = Pairing(keep_paired=False)
     shown: deque[stream.Item] = deque(maxlen=args.tail)
     for item in items:
-        pairing.add_item(item)
+        if type(item) is not CallItem:
+            pairing.add_item(item)
         if not keep.active or keep(item):
             shown.append(item)
     return list(shown), pairing
+
+
+class CallItem(stream.Item):
+    """A record of the proxy's ``llm.jsonl`` in ``log``'s walk: parsed (``raw`` is ``None``), its ``seq`` the
+    file's own, no ``pos``."""
+
+    __slots__ = ()
+
+
+def call_items(run_dir: Path, all_: bool) -> list[stream.Item]:
+    """The records of the run's ``llm.jsonl`` (:func:`llm_calls.read_calls`, blobs expanded) as walk items (a line
+    that is no record is a warning with its file and line); one made on a branch a rollback abandoned (its ``ts``
+    in :func:`llm_calls.abandoned_spans`) is marked so, and shown only with ``all_`` (``--all``). ``[]`` for a
+    bare journal or a run without the file."""
+    if not run_dir.is_dir() or not (run_dir / llm_calls.CALLS).exists():
+        return []
+    for bad in JournalReader(run_dir / llm_calls.CALLS).load():  # read_calls skips them: said here, with the line
+        if isinstance(bad, BadLine):
+            _warn(bad)
+    calls = llm_calls.read_calls(run_dir)
+    spans = llm_calls.abandoned_spans(run_dir) if calls else []
+    out: list[stream.Item] = []
+    for rec in calls:
+        ab = llm_calls.in_spans(rec.get("ts"), spans)
+        if all_ or not ab:
+            seq = rec.get("seq")
+            out.append(CallItem(seq if type(seq) is int else -1, str(rec.get("kind", wire.STEP)), None, None, rec, ab))
+    return out
+
+
+def timeline(items: Iterable[stream.Item], calls: list[stream.Item]) -> Iterator[stream.Item]:
+    """The journal's items and the proxy's in one timeline, by :func:`llm_calls.merge_by_ts` (by ``ts``, the
+    journal's first at equal times, each file's order kept)."""
+    journal = ({"ts": it.time(), "item": it} for it in items)
+    for r in llm_calls.merge_by_ts(journal, ({"ts": c.time(), "item": c} for c in calls)):
+        yield r["item"]
 
 
 def _warn_window(entries: list[Entry], pl: stream.Plan) -> None:
@@ -236,14 +275,22 @@ def _batched(items: Iterable[stream.Item], n: int) -> Iterator[list[stream.Item]
 def _print_log(args: argparse.Namespace, keep: _Filter, out: Any) -> None:
     """``log``'s records, rendered a batch at a time (text or JSON: one loop in :mod:`.log_text`)."""
     batches: Iterable[Iterable[stream.Row]]
-    if args.tail is not None:
+    calls = call_items(args.run_dir, args.all)
+    if args.tail is not None and calls:  # the last N of the one timeline: the whole stream, the last N kept
+        walk = stream.Walk(args.run_dir, stream.plan(args.run_dir), all_=args.all)
+        items, pairing = _kept(args, keep, timeline(walk.items(_warn), calls))
+        batches = _batched(items, stream.BATCH)
+    elif args.tail is not None:
         items, pairing = _tail_items(args, keep)
         batches = _batched(items, stream.BATCH)
     else:
         pl = stream.plan(args.run_dir, pairs=not args.json)
         pairing = Pairing(keep_paired=False) if args.json else _pairing(args, pl)
         walk = stream.Walk(args.run_dir, pl, all_=args.all, kinds=keep.kinds)
-        if keep.active:
+        if calls:
+            merged = timeline(walk.items(_warn, parse_steps=not args.json), calls)
+            batches = _batched(filter(keep, merged) if keep.active else merged, stream.BATCH)
+        elif keep.active:
             batches = _batched(filter(keep, walk.items(_warn, parse_steps=not args.json)), stream.BATCH)
         else:
             batches = walk.batches(_warn, parse_steps=not args.json)

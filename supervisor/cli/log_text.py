@@ -1,5 +1,9 @@
 """The ``log`` command's output lines: the text line of a record (:func:`format_record`) and the one loop
-that renders the walk's items as text (:class:`TextLog`) or JSON (:func:`json_lines`)."""
+that renders the walk's items as text (:class:`TextLog`) or JSON (:func:`json_lines`).
+
+The records of the model-call proxy's ``llm.jsonl`` (``"source": "llm"``) come in the same loops, merged into
+the journal's by time: their text line (:func:`call_line`) says the file and its seq there, ``(llm.jsonl #3)``,
+since the seq column is the journal's."""
 
 from __future__ import annotations
 
@@ -8,13 +12,13 @@ from typing import Any, cast
 
 import orjson
 
-from ..core import stream, wire
+from ..core import llm_calls, stream, wire
 from ..core.pairing import Pairing
 from ..core.records import DAMAGED, Kind, Record, preview, step_name
 from ..core.usage import call_of, step_tokens
 from ..export.pricing import step_cost
 
-__all__ = ["CHANGED_INPUTS", "TextLog", "call_summary", "format_record", "json_lines"]
+__all__ = ["CHANGED_INPUTS", "TextLog", "answer_text", "call_line", "call_summary", "format_record", "json_lines"]
 
 _STEP, _BEGIN = wire.STEP, wire.BEGIN
 _INTERRUPTED = "  (interrupted: no step record in its attempt)"
@@ -52,9 +56,83 @@ def format_record(rec: Record, pairing: Pairing | None = None) -> str:
     pairs a step with its begin however many records come between.
     """
     kind = rec.get("kind", _STEP)
+    if rec.get("source") == llm_calls.SOURCE:
+        return call_line(rec)
     head = f"{rec.get('seq', ''):>6} {str(rec.get('ts', ''))[:23]:23} {kind:10}"
     body = _step_body(rec, kind, pairing) if kind in (_STEP, _BEGIN) else _other_body(rec, kind)
     return f"{head} {body}"
+
+
+def call_line(rec: Record) -> str:
+    """The line of a record of ``llm.jsonl``: ``-`` in the journal's seq column, then for a call its step name
+    (``llm:<provider>:<model>``), its answer's status and text, tokens and cost, latency, ``streamed``; for a
+    note what it says; and the file and the record's seq there."""
+    kind = str(rec.get("kind", _STEP))
+    head = f"{'-':>6} {str(rec.get('ts', ''))[:23]:23} {kind:10}"
+    where = f"  ({llm_calls.CALLS} #{rec.get('seq', '?')})"
+    if kind != _STEP:
+        msg = rec.get("message")
+        if msg == llm_calls.SERVED_NOTE:
+            body = f"llm call served: #{rec.get('served')} {rec.get('step')} to attempt {rec.get('attempt')}"
+        elif msg == llm_calls.DIVERGED_NOTE:
+            body = (f"LLM CALL DIVERGED: {rec.get('step')} was served #{rec.get('served')}, recorded for another "
+                    f"body (key {rec.get('recorded_key')}, now {rec.get('key')}; --llm-match order)")
+        else:
+            body = preview({k: v for k, v in rec.items() if k not in ("kind", "seq", "ts", "id", "source")}, 90)
+        return f"{head} {body}{where}"
+    body = step_name(rec)
+    out, err = rec.get("output"), rec.get("error")
+    if err is not None:
+        if isinstance(err, dict):
+            what = " ".join(str(err[k]) for k in ("type", "status") if err.get(k) is not None)
+            body += f"  ERROR {what}: {preview(err.get('message', ''), 60)}"
+        else:
+            body += f"  ERROR {preview(err, 60)}"
+    elif isinstance(out, dict):
+        text = answer_text(out)
+        body += f"  -> {out.get('status', '?')}" + (f" {preview(text, 60)}" if text is not None else "")
+    else:
+        body += f"  -> {preview(out, 60)}"
+    body += call_summary(rec)
+    dur = rec.get("dur_ms")
+    if isinstance(dur, (int, float)) and not isinstance(dur, bool):
+        body += f"  {dur:.0f} ms" if dur >= 10 else f"  {dur:.1f} ms"
+    call = call_of(rec)
+    if call is not None and call.get("stream") is True:
+        body += "  streamed"
+    return f"{head} {body}{where}"
+
+
+def answer_text(output: dict[str, Any]) -> str | None:
+    """The text a proxied call's answer carries (Chat Completions, Responses, Anthropic Messages; a stream's
+    deltas joined), ``None`` if it carries none that can be told (a tool call, another API)."""
+    body = output.get("body")
+    parts: list[str] = []
+    if isinstance(body, dict):
+        for c in body.get("choices") or ():
+            msg = c.get("message") if isinstance(c, dict) else None
+            if isinstance(msg, dict) and isinstance(msg.get("content"), str):
+                parts.append(msg["content"])
+        content = body.get("content")
+        for c in content if isinstance(content, list) else ():
+            if isinstance(c, dict) and isinstance(c.get("text"), str):
+                parts.append(c["text"])
+        if isinstance(body.get("output_text"), str):
+            parts.append(body["output_text"])
+    for block in output.get("events") or ():
+        d = llm_calls.event_data(block) if isinstance(block, str) else None
+        if not isinstance(d, dict):
+            continue
+        for c in d.get("choices") or ():
+            delta = c.get("delta") if isinstance(c, dict) else None
+            if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+                parts.append(delta["content"])
+        delta = d.get("delta")
+        if isinstance(delta, dict) and isinstance(delta.get("text"), str):  # Anthropic's content_block_delta
+            parts.append(delta["text"])
+        elif isinstance(delta, str) and d.get("type") == "response.output_text.delta":
+            parts.append(delta)
+    return "".join(parts) if parts else None
 
 
 def _step_body(rec: Record, kind: str, pairing: Pairing | None) -> str:

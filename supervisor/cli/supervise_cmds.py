@@ -333,12 +333,14 @@ def get_status(run_dir: Path) -> RunStatus:
 
 
 def usage_fields(run_dir: Path) -> dict[str, Any]:
-    """``tokens``, ``cost_usd``, ``saved_tokens``, ``saved_cost_usd`` (and ``unpriced_steps``) of a run, from its journal."""
+    """``tokens``, ``cost_usd``, ``saved_tokens``, ``saved_cost_usd`` (and ``unpriced_steps``) of a run, from its
+    journal and the model calls its proxy recorded (``llm.jsonl``: each served call counts as saved)."""
     from ..core.journal_reader import JournalReader
+    from ..core.llm_calls import read_calls
     from ..core.usage import run_usage
     from ..export.pricing import step_cost
 
-    u = run_usage(JournalReader(run_dir).load(lazy=True), price=step_cost)
+    u = run_usage(JournalReader(run_dir).load(lazy=True), price=step_cost, calls=read_calls(run_dir))
 
     def tok(t: Any) -> dict[str, int]:
         return {"input": t.input, "output": t.output, "cached": t.cached, "total": t.total}

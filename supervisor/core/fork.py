@@ -14,6 +14,11 @@ branch), then:
 * a ``fork`` record names the origin (run directory, run id, seq, record id);
 * a checkpoint named ``fork`` holds the full state as of ``at_seq``, so
   ``state_at`` on the fork starts from it and a rollback can return to the fork point;
+* the model calls the proxy recorded in that history (``llm.jsonl``: each record whose ``ts`` is not after
+  the fork point's and not on a branch a rollback of that history abandoned) are copied into the fork's
+  ``llm.jsonl``, re-numbered from 0 (``origin_seq`` kept), their bodies' blobs defined again where the copy first
+  uses them, and the ``llm call served`` notes of the copied calls with them: the proxy of a run on the fork
+  serves those calls;
 * ``run.json`` is new: a fresh id, ``status: "forked"``, ``forked_from``, and the
   origin's ``cwd`` and ``command`` (with an argument naming the origin's run
   directory pointed at the fork), so ``supervise --run-dir FORK`` can start the same agent on it.
@@ -33,7 +38,7 @@ from typing import Any
 import orjson
 
 from ..errors import ForkError, RunDirError, SupervisorError
-from . import checkpoints, rundir
+from . import checkpoints, llm_calls, rundir
 from . import history as history_mod
 from .command import recorded_cwd, retarget_command
 from .records import Kind, Record
@@ -143,6 +148,9 @@ def _build(
                       "name": FORK_CHECKPOINT, "pos": steps, "file": cp_file}
     lines.append(orjson.dumps(cp_rec, option=_DUMPS) + b"\n")
     _write_new(tmp / rundir.JOURNAL, b"".join(lines))
+    calls = _calls_until(origin, path, at_rec)
+    if calls:
+        _write_new(tmp / llm_calls.CALLS, calls)
     meta: dict[str, Any] = {
         "id": rundir.new_run_id(),
         "created": now,
@@ -184,6 +192,46 @@ def _renumbered(path: list[Record], id_prefix: str, origin: Path, tmp: Path) -> 
             _copy_checkpoint(origin, tmp, rec["file"], i)
         lines.append(orjson.dumps(rec, option=_DUMPS) + b"\n")
     return lines
+
+
+def _calls_until(origin: Path, path: list[Record], at_rec: Record) -> bytes:
+    """The lines of the fork's ``llm.jsonl``: the origin's call records of the copied history (``ts`` not after
+    the fork point's, else than the last copied record's; not in a span a rollback up to there abandoned),
+    re-numbered, blobs re-defined in the copy's order (:func:`llm_calls.compact`), and the notes naming them."""
+    if not origin.is_dir() or not (origin / llm_calls.CALLS).exists():
+        return b""
+    until = at_rec.get("ts")
+    if not isinstance(until, str):
+        until = max((r["ts"] for r in path if isinstance(r.get("ts"), str)), default=None)
+    if until is None:
+        return b""
+    spans = [(t0, t1) for t0, t1 in llm_calls.abandoned_spans(origin) if t1 <= until]
+    new_seq: dict[int, int] = {}
+    known: set[str] = set()
+    lines: list[bytes] = []
+    for r in llm_calls.read_calls(origin):
+        ts = r.get("ts")
+        if not isinstance(ts, str) or ts > until or llm_calls.in_spans(ts, spans):
+            continue
+        rec = {k: v for k, v in r.items() if k != "source"}
+        if rec.get("kind", Kind.STEP) != Kind.STEP:
+            served = rec.get("served")
+            if type(served) is not int or served not in new_seq:
+                continue  # a note about a call the fork has not
+            rec["served"] = new_seq[served]
+        elif type(r.get("seq")) is int:
+            new_seq[r["seq"]] = len(lines)
+        rec["origin_seq"] = rec.get("seq")
+        rec["seq"] = len(lines)
+        inputs = rec.get("inputs")
+        if isinstance(inputs, dict) and "body" in inputs:
+            blobs: dict[str, Any] = {}
+            rec["inputs"] = {**inputs, "body": llm_calls.compact(inputs["body"], known, blobs)}
+            if blobs:
+                rec["blobs"] = blobs
+                known.update(blobs)
+        lines.append(orjson.dumps(rec, option=_DUMPS) + b"\n")
+    return b"".join(lines)
 
 
 def _with_origin_command(meta: dict[str, Any], origin: Path, target: Path, origin_meta: dict[str, Any]) -> None:

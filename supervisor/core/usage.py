@@ -17,6 +17,13 @@ serves the successful steps of the effective history as it stands at its start,
 so a rollback before it counts only the steps up to the checkpoint it returned to.
 Cost comes from a price function the caller passes (``supervisor.export.pricing.step_cost``):
 the core imports no price table.
+
+The model calls the proxy recorded (``llm.jsonl``, :func:`supervisor.core.llm_calls.read_calls`) are counted by
+:meth:`UsageFold.add_call` (``run_usage(..., calls=...)``), in any order relative to the journal: every call
+record with usage is in the totals (paid, whatever branch it was on), and each ``llm call served`` note adds
+the usage of the call record it names (its ``served`` seq) to saved by resume, once a note: a proxied call is
+saved when the proxy answered it from the record, not when an attempt starts (the calls are no steps of the
+effective history, so a ``start`` record does not count them).
 """
 
 from __future__ import annotations
@@ -27,6 +34,7 @@ from typing import Any, NamedTuple
 
 from .history import Fold, History
 from .journal_reader import Entry
+from .llm_calls import SERVED_NOTE
 from .records import Kind, LazyRecord
 from .wire import USAGE_WORD
 
@@ -251,6 +259,45 @@ class UsageFold:
         self._at_cp: list[_Sum] = []  # ``_effective`` at each effective checkpoint (parallel to fold.checkpoints)
         self._saved = _Sum()
         self._attempts = 0
+        self._calls: dict[int, tuple[Tokens, float | None]] = {}  # llm.jsonl seq -> the call's tokens and cost
+        self._served: list[int] = []  # served notes whose call record was not seen yet
+
+    def add_call(self, rec: Mapping[str, Any]) -> None:
+        """Fold a record of the proxy's ``llm.jsonl`` (in its file's order; at any point of the journal's):
+        a call record with usage counts in the totals and by model; a ``llm call served`` note adds the
+        usage of the call it names to saved by resume."""
+        kind = rec.get("kind", Kind.STEP)
+        if kind == Kind.STEP:
+            entries = usage_entries(rec)
+            if entries is None:
+                return
+            t = Tokens.sum(e[2] for e in entries)
+            cost = self._price(rec) if self._price is not None else None
+            self._total.add(t, cost)
+            for model, _, et in entries:
+                key = model or ""
+                self._by_model[key] = self._by_model.get(key, ZERO).plus(et)
+            seq = rec.get("seq")
+            if type(seq) is int:
+                self._calls[seq] = (t, cost)
+                if seq in self._served:  # a note read before its call (a reader that got them out of order)
+                    for _ in range(self._served.count(seq)):
+                        self._saved.add(t, cost)
+                    self._served = [s for s in self._served if s != seq]
+        elif kind == Kind.NOTE and rec.get("message") == SERVED_NOTE:
+            seq = rec.get("served")
+            if type(seq) is not int:
+                return
+            got = self._calls.get(seq)
+            if got is None:
+                self._served.append(seq)
+            else:
+                self._saved.add(*got)
+
+    def add_calls(self, recs: Iterable[Mapping[str, Any]]) -> None:
+        """:meth:`add_call` for each record."""
+        for r in recs:
+            self.add_call(r)
 
     def add(self, entry: Entry | LazyRecord) -> None:
         """Fold the next entry in journal order (a parsed record, a bad line or a lazy step line)."""
@@ -320,11 +367,16 @@ class UsageFold:
         )
 
 
-def run_usage(history: History | Iterable[Entry | LazyRecord], price: Price | None = None) -> RunUsage:
-    """A run's totals and saved by resume (see the module docstring) from its folded history or its entries.
+def run_usage(
+    history: History | Iterable[Entry | LazyRecord], price: Price | None = None,
+    calls: Iterable[Mapping[str, Any]] = (),
+) -> RunUsage:
+    """A run's totals and saved by resume (see the module docstring) from its folded history or its entries,
+    and the proxy's records (``calls``: :func:`supervisor.core.llm_calls.read_calls`).
 
     ``price`` prices one step record (``supervisor.export.pricing.step_cost``); without it costs are ``None``.
     """
     u = UsageFold(price)
     u.extend(history.entries if isinstance(history, History) else history)
+    u.add_calls(calls)
     return u.result

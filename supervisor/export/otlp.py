@@ -19,7 +19,13 @@ not a second trace). The shape:
   ``gen_ai.usage.input_tokens``/``output_tokens``/``cache_read.input_tokens``), tool
   calls ``execute_tool {name}`` with ``gen_ai.tool.name`` and ``gen_ai.tool.call.id``.
   A failed step has an ERROR status and an ``exception`` event; a begin whose
-  attempt ended without its step is ERROR ``interrupted``. Inputs and outputs are
+  attempt ended without its step is ERROR ``interrupted``;
+- a span per model call the proxy recorded (``llm.jsonl``, span id from ``llm:SEQ``, its seq in that file), a
+  GenAI ``chat {model}`` span like a model-call step's, from its ``started`` to its ``ts``. A call made while
+  an SDK step was in flight (its ``started`` not before the step's ``begin``, its ``ts`` before the step's
+  record) is a child of that step's span, else of its attempt's; the proxy's notes (``llm call served``,
+  ``llm call diverged``) are events of the attempt. The calls' tokens count in the root's totals and each served
+  call in saved by resume (:meth:`~supervisor.core.usage.UsageFold.add_call`). Inputs and outputs are
   exported only with ``content=True``, after redaction (:class:`~supervisor.core.redact.Redactor`:
   the exporting environment's secret values and token shapes).
 
@@ -44,7 +50,7 @@ from typing import Any
 import orjson
 
 from .. import __version__
-from ..core import rundir
+from ..core import llm_calls, rundir
 from ..core.events import read_events
 from ..core.history import fold
 from ..core.journal_reader import JournalReader
@@ -210,6 +216,7 @@ class SpanBuilder:
         self.cur: str | None = None  # the attempt of the last start record
         self.pairing = Pairing()
         self.begins: dict[int, tuple[Record, str | None]] = {}  # begin seq -> (begin, attempt key)
+        self.children: dict[int, list[Span]] = {}  # begin seq -> the proxied calls made in its step (no parent yet)
         self.root_events: list[SpanEvent] = []
         self.first_ns: int | None = ts_ns(self.meta.get("created"))
         self.last_ns: int | None = self.first_ns
@@ -307,7 +314,10 @@ class SpanBuilder:
         elif kind == Kind.STEP:
             begin = self._begin_of(rec)
             self.pairing.add(rec)
-            out.append(self._step_span(rec, begin, attempt, ns))
+            s = self._step_span(rec, begin, attempt, ns)
+            out.append(s)
+            if begin is not None:
+                out.extend(self._adopt(int(begin[0].get("seq", -1)), s.span_id))
         elif kind == Kind.CHECKPOINT:
             self._event_on(attempt, SpanEvent("checkpoint", ns, self._fields(rec, ("name", "file", "seq"))))
         elif kind == Kind.ROLLBACK:
@@ -347,37 +357,85 @@ class SpanBuilder:
             if a is not None and not a.emitted:
                 a.interrupted.append(b)
             else:
-                out.append(self._open_span(b, attempt, ns, interrupted=True))
+                out.extend(self._open_spans(b, attempt, ns, interrupted=True))
         self.begins.clear()
         return out
 
-    def _open_span(self, b: Record, attempt: str | None, end_ns: int, *, interrupted: bool) -> Span:
-        """The span of a begin without its step: interrupted (ERROR), or still in flight at the export."""
+    def _open_spans(self, b: Record, attempt: str | None, end_ns: int, *, interrupted: bool) -> list[Span]:
+        """The span of a begin without its step: interrupted (ERROR), or still in flight at the export; then the
+        proxied calls made in it."""
         s = self._step_span(b, (b, attempt), attempt, end_ns, begin_only=True)
         if interrupted:
             s.status_code, s.status_message = STATUS_ERROR, "interrupted: its attempt ended before the step finished"
         else:
             s.attributes["agent_supervisor.in_flight"] = True
-        return s
+        return [s, *self._adopt(int(b.get("seq", -1)), s.span_id)]
+
+    def _adopt(self, begin_seq: int, parent: str) -> list[Span]:
+        """The proxied calls made in the step of the begin ``begin_seq``, made children of its span ``parent``."""
+        kids = self.children.pop(begin_seq, [])
+        for k in kids:
+            k.parent_id = parent
+        return kids
+
+    # ------------------------------------------------------------------ the proxy's calls (llm.jsonl)
+    def call(self, rec: Record, *, abandoned: bool = False) -> list[Span]:
+        """Take the next record of the proxy's ``llm.jsonl``, in the one timeline's order (the journal's records
+        and these merged by time: :func:`~supervisor.core.llm_calls.merge_by_ts`); return the spans it finishes.
+
+        A call is a model-call span under the SDK step in flight when it was made (the open begin latest at or
+        before its ``started``: handed out with that step's span), else under its attempt; a note is an event
+        of its attempt. ``abandoned``: made on a branch a rollback abandoned."""
+        self.usage.add_call(rec)
+        ns = self._when(rec.get("ts"))
+        attempt = self._key_of(rec.get("attempt"))
+        if rec.get("kind", Kind.STEP) != Kind.STEP:
+            msg = rec.get("message")
+            if msg in (llm_calls.SERVED_NOTE, llm_calls.DIVERGED_NOTE):
+                self._event_on(attempt, SpanEvent(str(msg), ns, self._fields(
+                    rec, ("step", "served", "key", "recorded_key", "attempt"))))
+            return []
+        seq = rec.get("seq")
+        s = self._step_span(rec, None, attempt, ns, key=f"llm:{seq}", abandoned=abandoned)
+        s.attributes["agent_supervisor.source"] = llm_calls.SOURCE
+        started = ts_ns(rec.get("started"))
+        if started is not None and started <= s.end_ns:
+            s.start_ns = started
+        in_step = self._in_flight(rec.get("started"), s.start_ns)
+        if in_step is None:
+            return [s]
+        self.children.setdefault(in_step, []).append(s)
+        return []
+
+    def _in_flight(self, started: Any, start_ns: int) -> int | None:
+        """The seq of the open begin latest at or before a call's start (the step it was made in), else ``None``."""
+        best: tuple[int, int] | None = None
+        for bseq, (b, _) in self.begins.items():
+            bns = ts_ns(b.get("ts"))
+            if bns is not None and bns <= start_ns and (best is None or bns >= best[0]):
+                best = (bns, bseq)
+        return best[1] if best is not None else None
 
     def _step_span(
         self, rec: Record, begin: tuple[Record, str | None] | None, attempt: str | None,
-        end_ns: int, *, begin_only: bool = False,
+        end_ns: int, *, begin_only: bool = False, key: str | None = None, abandoned: bool | None = None,
     ) -> Span:
+        """A step's span (``key``, ``abandoned``: a proxied call's span key and branch, its seq being its file's)."""
         seq = int(rec.get("seq", -1))
         start = self._step_start(rec, begin, end_ns, begin_only)
         name = step_name(rec)
-        attrs: dict[str, Any] = {"agent_supervisor.step": name, "agent_supervisor.seq": seq}
+        attrs: dict[str, Any] = {"agent_supervisor.step": name,
+                                 "agent_supervisor.seq" if key is None else "agent_supervisor.llm.seq": seq}
         for k in ("pos", "k", "attempt", "key"):
             v = rec.get(k)
             if isinstance(v, (int, str)) and not isinstance(v, bool):
                 attrs[f"agent_supervisor.{k}"] = v
-        if seq in self.abandoned:
+        if (seq in self.abandoned) if abandoned is None else abandoned:
             attrs["agent_supervisor.abandoned"] = True
         call = call_of(rec)
         kind, span_name = _call_attrs(call, attrs) if call is not None else (KIND_INTERNAL, name or "step")
         self._usage_attrs(rec, attrs)
-        s = Span(self.trace, span_id(self.run_id, f"step:{seq}"), self._parent(attempt), span_name,
+        s = Span(self.trace, span_id(self.run_id, key or f"step:{seq}"), self._parent(attempt), span_name,
                  start, max(end_ns, start), kind, attrs)
         err = rec.get("error")
         if rec.get("kind", Kind.STEP) == Kind.STEP and err is not None:
@@ -497,7 +555,7 @@ class SpanBuilder:
         start = a.start_ns if a.start_ns is not None else (self.first_ns or 0)
         end = max(a.end_ns if a.end_ns is not None else start, start)
         attrs = {"agent_supervisor.attempt": a.number, **a.attrs}
-        out = [self._open_span(b, a.key, end, interrupted=True) for b in a.interrupted]
+        out = [s for b in a.interrupted for s in self._open_spans(b, a.key, end, interrupted=True)]
         a.interrupted.clear()
         out.append(Span(self.trace, span_id(self.run_id, f"attempt:{a.key}"), self.root, f"attempt {a.number}",
                         start, end, KIND_INTERNAL, attrs, list(a.events), *a.status))
@@ -514,11 +572,14 @@ class SpanBuilder:
             if a is not None and a.exited and not a.emitted:
                 a.interrupted.append(b)
             else:
-                out.append(self._open_span(b, attempt, end, interrupted=a is not None and a.exited))
+                out.extend(self._open_spans(b, attempt, end, interrupted=a is not None and a.exited))
         self.begins.clear()
         for a in self._in_order():
             if not a.emitted:
                 out.extend(self._emit_attempt(a))
+        for kids in self.children.values():  # (a begin dropped without its span: none is)
+            out.extend(kids)
+        self.children.clear()
         out.append(self.root_span())
         return out
 
@@ -576,8 +637,13 @@ def build_spans(
     b = SpanBuilder(run_id, meta, content=content, redactor=redactor, price=price, abandoned=abandoned,
                     default_ns=default_ns)
     spans: list[Span] = []
-    for e in entries:
-        if isinstance(e, dict):
+    calls = llm_calls.read_calls(run_dir) if run_dir.is_dir() else []
+    cut = llm_calls.abandoned_spans(run_dir) if calls else []
+    proxied = {id(c) for c in calls}
+    for e in llm_calls.merge_by_ts((e for e in entries if isinstance(e, dict)), calls):  # the one timeline
+        if id(e) in proxied:
+            spans.extend(b.call(e, abandoned=llm_calls.in_spans(e.get("ts"), cut)))
+        else:
             spans.extend(b.record(e))
     for ev in read_events(run_dir):
         spans.extend(b.event(ev))

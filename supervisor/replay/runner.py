@@ -17,6 +17,14 @@ result, and judges the outcome:
   it wrote no report because it does not use the SDK or the replay protocol),
   or the original run directory changed while the agent ran.
 
+A run whose model calls the proxy recorded (``llm.jsonl``) is verified through it: ``--verify`` starts an
+:class:`~supervisor.supervise.llm_proxy.LlmProxy` that is not live (``live=False``: a call without a recorded
+answer is refused with 409, none goes upstream) on a private copy of ``llm.jsonl`` and the journal files (its
+``served`` notes go there, never into the run directory) and points the agent at it with the base-URL
+variables. The first call that matched no record is a divergence (kind ``llm``, exit 1); otherwise the result
+says how many calls were served. An agent that writes no replay report (it does not use the SDK: the proxy is
+its only link to the run) is judged by its calls: verified if it exited 0 and was served its calls.
+
 Like Temporal's replayer, ``--verify`` is meant for CI: run it on recorded runs
 after changing the agent's code, and a non-zero exit says the new code would not
 resume those runs.
@@ -40,12 +48,12 @@ from typing import Any, TextIO
 
 import orjson
 
-from ..core import rundir
+from ..core import llm_calls, rundir
 from ..core import state as state_mod
 from ..core.command import portable_program, recorded_cwd, retarget_command
 from ..core.records import preview
 from ..core.redact import argv_is_redacted
-from ..errors import ReplayError, RunDirError
+from ..errors import ReplayError, RunDirError, SupervisorError
 from ..supervise.process import stop_tree
 from .session import ENV_REPLAY_REPORT, ReplayMode, read_report
 
@@ -74,15 +82,27 @@ class ReplayResult:
     """What the runner changed in the command (a run directory argument pointed at the scratch copy)."""
     report_problem: str | None = None
     """Why the report the agent wrote could not be used (not JSON, not the protocol's shape)."""
+    llm: dict[str, Any] | None = None
+    """The proxied model calls (``--verify`` of a run with ``llm.jsonl``): ``recorded`` (successful calls of the
+    effective history), ``served`` (answered from them), ``mismatch`` (the first call that matched none, or ``None``)."""
 
     @property
     def divergences(self) -> list[dict[str, Any]]:
-        return list(self.report.get("divergences", [])) if self.report else []
+        out = list(self.report.get("divergences", [])) if self.report else []
+        if self.llm is not None and self.llm.get("mismatch"):
+            out.append({"kind": "llm", "position": self.llm["served"], **self.llm["mismatch"]})
+        return out
 
     @property
     def exit_code(self) -> int:
-        if self.original_changed or self.report is None:
+        if self.original_changed:
             return EXIT_AGENT_FAILED
+        if self.report is None:  # a proxied agent without the SDK: judged by its calls
+            if self.llm is None or self.report_problem:
+                return EXIT_AGENT_FAILED
+            if self.divergences:
+                return EXIT_DIVERGED
+            return EXIT_OK if self.returncode == 0 and (self.llm["served"] or not self.llm["recorded"]) else EXIT_AGENT_FAILED
         if self.divergences:
             return EXIT_DIVERGED
         if self.report.get("error") or self.returncode != 0:
@@ -210,6 +230,54 @@ def changed(before: _Snapshot, after: _Snapshot) -> list[str]:
     return sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
 
 
+_JOURNAL_FILES = re.compile(r"journal(\.\d+)?\.jsonl")
+"""The journal's files (active and sealed segments): the proxy reads them for the rollbacks' abandoned spans."""
+
+
+def _start_proxy(scratch: Path, proxy_dir: Path) -> Any:
+    """A proxy that is not live, on a private copy of the scratch's ``llm.jsonl`` and journal files (its notes
+    are written there), started; aiohttp (the ``llm-proxy`` extra) is imported only here."""
+    try:
+        from ..supervise.llm_proxy import LlmProxy
+    except SupervisorError as e:  # aiohttp is missing: the module says which extra to install
+        raise ReplayError(f"{scratch.name} has model calls recorded by the proxy ({llm_calls.CALLS}); "
+                          f"replay --verify serves them through it: {e}") from None
+    from ..core.redact import Redactor
+
+    os.mkdir(proxy_dir, 0o700)
+    for entry in os.scandir(scratch):
+        if entry.is_file(follow_symlinks=False) and (entry.name == llm_calls.CALLS or _JOURNAL_FILES.fullmatch(entry.name)):
+            shutil.copy2(entry.path, proxy_dir / entry.name)
+    proxy = LlmProxy(proxy_dir, redact=Redactor(), live=False)
+    proxy.start()
+    return proxy
+
+
+def _recorded_calls(run_dir: Path) -> int:
+    """How many successful calls of the effective history a verify may be served (one a ``key`` and occurrence)."""
+    spans = llm_calls.abandoned_spans(run_dir)
+    return len({(r.get("key"), r.get("k")) for r in llm_calls.step_calls(run_dir)
+                if isinstance(r.get("output"), dict) and not llm_calls.in_spans(r.get("ts"), spans)})
+
+
+def _proxy_result(proxy: Any, proxy_dir: Path, recorded: int, before: int) -> dict[str, Any]:
+    """What the proxy saw: its ``served`` notes after the ``before`` lines of the copy, its first mismatch (with
+    the recorded call it takes the place of: the same endpoint and model at the same occurrence, if any)."""
+    calls = llm_calls.read_calls(proxy_dir)
+    served = [r for r in calls[before:] if r.get("kind") == "note" and r.get("message") == llm_calls.SERVED_NOTE]
+    mismatch = dict(proxy.mismatch) if proxy.mismatch is not None else None
+    if mismatch is not None:
+        spans = llm_calls.abandoned_spans(proxy_dir)
+        same = [r for r in calls[:before] if r.get("kind") == "step" and isinstance(r.get("output"), dict)
+                and r.get("match") == mismatch.get("match") and r.get("km") == mismatch.get("km")
+                and not llm_calls.in_spans(r.get("ts"), spans)]
+        if same:
+            mismatch["recorded_seq"] = same[-1].get("seq")
+            mismatch["expected_body"] = (same[-1].get("inputs") or {}).get("body")
+        mismatch["actual_body"] = mismatch.pop("body", None)
+    return {"recorded": recorded, "served": len(served), "mismatch": mismatch}
+
+
 def _child_env(run_dir: Path, mode: ReplayMode, report: Path) -> dict[str, str]:
     # an outer supervisor's variables must not leak in: the replayed agent is not supervised
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SUPERVISOR_")}
@@ -274,18 +342,31 @@ def run_replay(
         if child_cwd != here:
             notes.append(f"the agent runs in the scratch copy {child_cwd}, not in {here}")
         report_path = tmp / "report.json"
+        env = _child_env(scratch, mode, report_path)
+        proxy = None
+        llm: dict[str, Any] | None = None
+        if mode.kind == "strict" and (scratch / llm_calls.CALLS).is_file():
+            recorded, lines = _recorded_calls(scratch), len(llm_calls.read_calls(scratch))
+            proxy = _start_proxy(scratch, tmp / "llm-proxy")
+            env.update(proxy.env())
         t0 = time.perf_counter()
         try:
-            proc = subprocess.Popen(child_cmd, env=_child_env(scratch, mode, report_path), cwd=child_cwd, stdout=stdout)
-        except FileNotFoundError:
-            raise ReplayError(f"cannot run {command[0]!r}: no such program; check the command after '--'") from None
-        except PermissionError:
-            raise ReplayError(f"cannot run {command[0]!r}: permission denied") from None
-        try:
-            rc = proc.wait()
-        except KeyboardInterrupt:
-            _stop(proc)
-            raise
+            try:
+                proc = subprocess.Popen(child_cmd, env=env, cwd=child_cwd, stdout=stdout)
+            except FileNotFoundError:
+                raise ReplayError(f"cannot run {command[0]!r}: no such program; check the command after '--'") from None
+            except PermissionError:
+                raise ReplayError(f"cannot run {command[0]!r}: permission denied") from None
+            try:
+                rc = proc.wait()
+            except KeyboardInterrupt:
+                _stop(proc)
+                raise
+        finally:
+            if proxy is not None:
+                proxy.close()
+        if proxy is not None:
+            llm = _proxy_result(proxy, tmp / "llm-proxy", recorded, lines)
         seconds = time.perf_counter() - t0
         original_changed = changed(before, snapshot(run_dir))
         touched = changed(copied, snapshot(scratch))
@@ -306,7 +387,7 @@ def run_replay(
                 f"the agent replayed {reported}, not {run_dir}: drop --run-dir from the command "
                 "or pass the same directory to replay"
             )
-    return ReplayResult(mode, run_dir, command, rc, seconds, report, touched, original_changed, notes, problem)
+    return ReplayResult(mode, run_dir, command, rc, seconds, report, touched, original_changed, notes, problem, llm)
 
 
 def _stop(proc: subprocess.Popen[bytes]) -> None:
@@ -370,6 +451,14 @@ def format_divergence(d: dict[str, Any]) -> list[str]:
         return [f"DIVERGED at position {pos}: expected the end of the journal, actual step {d.get('actual')!r} (not in the journal)"]
     if kind == "unfinished":
         return [f"DIVERGED at position {pos}: expected {d.get('expected')}, actual: {d.get('actual')}"]
+    if kind == "llm":
+        call = f"{d.get('method')} /{d.get('route')}{d.get('path')}"
+        return [f"DIVERGED at a model call (after {pos} served): {call} (model {d.get('model')!r}, "
+                f"call {int(d.get('k') or 0) + 1} of its kind) has no recorded answer in {llm_calls.CALLS} "
+                f"(its key {d.get('key')} matches no recorded call: another prompt, model or endpoint)",
+                *([f"    the recorded call {d.get('recorded_seq')} of {llm_calls.CALLS} there (request body: recorded -> new):",
+                   *format_value_diff(d.get("expected_body"), d.get("actual_body"), "      ")]
+                  if "recorded_seq" in d else [])]
     return [f"DIVERGED at position {pos}: {d}"]
 
 
@@ -380,6 +469,11 @@ def format_result(res: ReplayResult) -> list[str]:
     lines.extend(_changed_lines(res))
     if r is None and res.report_problem:
         lines.append(f"replay FAILED: {res.report_problem}")
+        return lines
+    if r is None and res.llm is not None:  # a proxied agent without the SDK: its calls are the replay
+        for d in res.divergences:
+            lines.extend(format_divergence(d))
+        lines.append(summary_line(res))
         return lines
     if r is None:
         lines.append(
@@ -440,8 +534,12 @@ def summary_line(res: ReplayResult) -> str:
             checked += f", {r['inputs_unchecked']} without recorded inputs"
         failed = f"replay FAILED ({_plural(n_div, 'divergence')})" if n_div else "replay FAILED"
         verdict = "replay verified" if res.exit_code == EXIT_OK else failed
+        calls = _calls_summary(res)
+        if res.report is None:
+            how = f"exited with code {res.returncode}" if res.returncode else "exited 0"
+            return f"{verdict}: the agent {how} in {secs}; {calls}"
         return (f"{verdict}: {r.get('replayed', 0)} of {r.get('journal_steps', '?')} steps replayed "
-                f"in {secs} ({checked}); no step function ran")
+                f"in {secs} ({checked}); no step function ran" + (f"; {calls}" if calls else ""))
     live = r.get("live", [])
     n_changed = sum(1 for s in live if s.get("changed"))
     pats = ", ".join(repr(p) for p in res.mode.patterns)
@@ -451,6 +549,17 @@ def summary_line(res: ReplayResult) -> str:
         f"{verdict}: {r.get('replayed', 0)} steps served from the journal, {len(live) + len(r.get('new_steps', []))} "
         f"run live (matching {pats}), {n_changed} outputs changed, in {secs}"
     )
+
+
+def _calls_summary(res: ReplayResult) -> str:
+    """How the proxied model calls went (``""``: the run has none)."""
+    llm = res.llm
+    if llm is None:
+        return ""
+    served = f"{llm['served']} of {llm['recorded']} recorded model calls served from {llm_calls.CALLS}"
+    if llm.get("mismatch"):
+        return f"{served}, then a call with no recorded answer"
+    return f"{served}, every call the agent made was served" if llm["served"] else f"{served}: the agent made no model call"
 
 
 def result_json(res: ReplayResult) -> dict[str, Any]:
@@ -471,6 +580,7 @@ def result_json(res: ReplayResult) -> dict[str, Any]:
         "notes": res.notes,
         "report_problem": res.report_problem,
         "report": res.report,
+        "llm": res.llm,
     }
 
 

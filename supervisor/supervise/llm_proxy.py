@@ -302,7 +302,7 @@ class LlmProxy:
     def _refuse(self, call: dict[str, Any]) -> web.Response:
         """Not live (``replay --verify``): the first call without a record is the mismatch."""
         if self.mismatch is None:
-            self.mismatch = {k: call[k] for k in ("route", "method", "path", "model", "key", "k")}
+            self.mismatch = {k: call[k] for k in ("route", "method", "path", "model", "key", "k", "match", "km", "body")}
         return web.json_response(
             {"error": {"type": "agent_supervisor_replay", "message": "this call has no recorded answer "
                        f"(call {call['k'] + 1} of its kind to {call['path']}); replay makes no live calls"}},
