@@ -197,7 +197,8 @@ def _renumbered(path: list[Record], id_prefix: str, origin: Path, tmp: Path) -> 
 def _calls_until(origin: Path, path: list[Record], at_rec: Record) -> bytes:
     """The lines of the fork's ``llm.jsonl``: the origin's call records of the copied history (``ts`` not after
     the fork point's, else than the last copied record's; not in a span a rollback up to there abandoned),
-    re-numbered, blobs re-defined in the copy's order (:func:`llm_calls.compact`), and the notes naming them."""
+    re-numbered, blobs and prefixes written anew in the copy's order (:class:`llm_calls.Compactor`), and the notes
+    naming them."""
     if not origin.is_dir() or not (origin / llm_calls.CALLS).exists():
         return b""
     until = at_rec.get("ts")
@@ -207,7 +208,7 @@ def _calls_until(origin: Path, path: list[Record], at_rec: Record) -> bytes:
         return b""
     spans = [(t0, t1) for t0, t1 in llm_calls.abandoned_spans(origin) if t1 <= until]
     new_seq: dict[int, int] = {}
-    known: set[str] = set()
+    compactor = llm_calls.Compactor()
     lines: list[bytes] = []
     for r in llm_calls.read_calls(origin):
         ts = r.get("ts")
@@ -226,10 +227,11 @@ def _calls_until(origin: Path, path: list[Record], at_rec: Record) -> bytes:
         inputs = rec.get("inputs")
         if isinstance(inputs, dict) and "body" in inputs:
             blobs: dict[str, Any] = {}
-            rec["inputs"] = {**inputs, "body": llm_calls.compact(inputs["body"], known, blobs)}
+            heads: dict[str, str] = {}
+            rec["inputs"] = {**inputs, "body": compactor.compact(inputs["body"], blobs, heads)}
             if blobs:
                 rec["blobs"] = blobs
-                known.update(blobs)
+            compactor.written(rec["seq"], heads, blobs)
         lines.append(orjson.dumps(rec, option=_DUMPS) + b"\n")
     return b"".join(lines)
 
