@@ -496,8 +496,10 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         info = rec.get("call") if isinstance(rec.get("call"), dict) else {}
         assert isinstance(info, dict)
         style = self._fg("timeline--model")
-        name = f"{info.get('provider', '?')} {info.get('model') or '?'}"
         nw = self._name_width()
+        name = f"{info.get('provider', '?')} {info.get('model') or '?'}"
+        if len(name) > nw:
+            name = str(info.get("model") or "?")  # the model matters more than its provider
         segs.append(Segment(f"{'◇ llm':10} ", style))
         segs.append(Segment(f"{name if len(name) <= nw else name[: nw - 1] + '…':{nw}} ", style))
         segs.append(Segment(f"{fmt_ms(rec.get('dur_ms')):>7} "))

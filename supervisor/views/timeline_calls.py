@@ -155,29 +155,27 @@ def place(ts: str, count: int, ts_at: TsAt, known_from: int = 0, hint: int = 0) 
         t = ts_at(seq)
         return t is not None and t > ts
 
-    lo = max(known_from, min(hint, count))
     if not ts:
         return count  # no time: at the end (where it was read)
-    if lo < count and later(lo):
-        if lo > known_from:  # the hint was too far: gallop back
-            step, hi = 1, lo
-            while True:
-                cand = max(known_from, hi - step)
-                if not later(cand):
-                    lo = cand + 1
-                    break
-                hi = cand
-                if cand == known_from:
-                    return None if known_from > 0 else 0
-                step *= 2
-            return _bisect(lo, hi, later)
-        return None if known_from > 0 else lo
+    lo = max(known_from, min(hint, count))
+    if lo == count or later(lo):  # its place is at or before the hint: gallop back
+        if lo == known_from:
+            return None if 0 < known_from < count else lo
+        step, hi = 1, lo
+        while True:
+            cand = max(known_from, hi - step)
+            if not later(cand):
+                return _bisect(cand + 1, hi, later)
+            hi = cand
+            if cand == known_from:
+                return None if known_from > 0 else 0
+            step *= 2
     # records lo..: find the first later one, galloping forward
     step, prev = 1, lo
     while True:
         cand = min(count, prev + step)
         if cand >= count:
-            return _bisect(prev + 1, count, later) if prev + 1 < count else count
+            return _bisect(prev + 1, count, later)
         if later(cand):
             return _bisect(prev + 1, cand, later)
         prev = cand
