@@ -67,7 +67,11 @@ class UsageTotals:
 
 
 def _no_time(seq: int) -> str | None:
-    return None  # the totals need no place among the records
+    return None
+
+
+def _no_times() -> tuple[Any, int]:
+    return _no_time, 0  # the totals need no place among the records
 
 
 class CallUsage:
@@ -235,7 +239,7 @@ class StatusBar(Static):
                         if USAGE_WORD in c.data:
                             found = True
                             break
-                got = calls_in.read(0, _no_time, 0)
+                got = calls_in.read(0, _no_times)
                 if got is not None and calls.price is None and (got.rows or got.served):
                     calls.price = self._load_prices()
                 entries: Iterable[Any] = ()

@@ -39,7 +39,7 @@ from __future__ import annotations
 import bisect
 import queue
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
@@ -382,7 +382,8 @@ class TimelineModel:
 
     def _read_calls(self, live: LiveSide, tail: list[Entry] | None) -> CallsRead | None:
         """The proxy's calls committed since the live side's last read, placed among its ``count`` records by
-        time: with the index, any record's time is read (a line); before it, only the ``tail``'s are known."""
+        time: with the index, any record's time is read (a line); before it, only the ``tail``'s are known.
+        Without ``llm.jsonl`` this is one failed ``open``."""
         if tail is None:
             reader = live.reader
             times: dict[int, str | None] = {}
@@ -396,17 +397,20 @@ class TimelineModel:
                     times[seq] = _ts(got[0]) if got else None
                 return times[seq]
 
-            return live.calls.read(live.count, ts_at, 0)
-        known = {_seq(e): _ts(e) for e in tail}
-        return live.calls.read(live.count, known.get, min(known, default=live.count))
+            return live.calls.read(live.count, lambda: (ts_at, 0))
+
+        def known() -> tuple[Callable[[int], str | None], int]:
+            ts = {_seq(e): _ts(e) for e in tail}
+            return ts.get, min(ts, default=live.count)
+
+        return live.calls.read(live.count, known)
 
     def load_calls(self) -> bool:
         """Read ``llm.jsonl`` now, on this thread (the first screen: placed among the records read so far; the
         scan's live side reads it again with every record's time); whether the rows changed."""
         live = self._live.get()
         try:
-            entries = [e for e in self.cache.values() if e is not None]
-            got = self._read_calls(live, entries)
+            got = self._read_calls(live, [e for e in self.cache.values() if e is not None])
         finally:
             self._live.put(live)
         return self._take_calls(got, reset=True)

@@ -70,10 +70,11 @@ class CallsFollower:
     complete: bool = True
     """Every call read so far could be placed (before the scan, those earlier than the records read cannot)."""
 
-    def read(self, count: int, ts_at: TsAt, known_from: int) -> CallsRead | None:
+    def read(self, count: int, times: Callable[[], tuple[TsAt, int]]) -> CallsRead | None:
         """The rows committed since the last read, placed among the journal's ``count`` records (``None``:
-        nothing new). ``ts_at`` gives a record's time for seqs ``known_from`` to ``count``; a call earlier than
-        record ``known_from`` (when it is not 0) is not placed now: ``complete`` goes False."""
+        nothing new). ``times()`` (called only when there are new lines) gives ``ts_at``, a record's time for
+        seqs ``known_from`` to ``count``, and ``known_from``; a call earlier than record ``known_from`` (when it
+        is not 0) is not placed now: ``complete`` goes False."""
         if self.run_dir is None:
             return None
         path = self.run_dir / CALLS
@@ -97,6 +98,7 @@ class CallsFollower:
         if end == 0:
             return None  # a line being written (or torn): read once it is committed
         self.offset += end
+        ts_at, known_from = times()
         got = CallsRead()
         for raw in data[:end].split(b"\n")[:-1]:
             self.line += 1

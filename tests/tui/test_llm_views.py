@@ -140,22 +140,22 @@ def test_place_matches_a_linear_search_from_any_hint() -> None:
 
 def test_follower_reads_committed_lines_only_with_blobs_from_earlier_lines(tmp_path: Path) -> None:
     f = CallsFollower(tmp_path)
-    assert f.read(0, lambda s: None, 0) is None  # no llm.jsonl: nothing
+    assert f.read(0, lambda: (lambda s: None, 0)) is None  # no llm.jsonl: nothing
     blob = {"role": "system", "content": "s" * 200}
     line0 = {"kind": "step", "seq": 0, "ts": "a", "inputs": {"body": {"messages": [{"$blob": "h1"}]}}, "blobs": {"h1": blob}}
     line1 = {"kind": "step", "seq": 1, "ts": "b", "inputs": {"body": {"messages": [{"$blob": "h1"}, {"role": "user", "content": "x"}]}}}
     note = {"kind": "note", "seq": 2, "message": "llm call served", "served": 0, "attempt": 2}
     path = tmp_path / "llm.jsonl"
     path.write_bytes(orjson.dumps(line0) + b"\n" + orjson.dumps(line1)[:10])  # the second line is being written
-    got = f.read(0, lambda s: None, 0)
+    got = f.read(0, lambda: (lambda s: None, 0))
     assert got is not None and [c.data["seq"] for c in got.rows] == [0]
     assert got.rows[0].data["inputs"]["body"]["messages"] == [blob] and got.rows[0].data["source"] == "llm"
     path.write_bytes(orjson.dumps(line0) + b"\n" + orjson.dumps(line1) + b"\n" + orjson.dumps(note) + b"\n")
-    got = f.read(0, lambda s: None, 0)
+    got = f.read(0, lambda: (lambda s: None, 0))
     assert got is not None and [c.data["seq"] for c in got.rows] == [1] and got.rows[0].order == 1
     assert got.rows[0].data["inputs"]["body"]["messages"][0] == blob  # defined by an earlier line
     assert got.served == {0: [2]}
-    assert f.read(0, lambda s: None, 0) is None
+    assert f.read(0, lambda: (lambda s: None, 0)) is None
 
 
 def test_model_rows_interleave_calls_by_time_before_and_after_the_scan(tmp_path: Path) -> None:
