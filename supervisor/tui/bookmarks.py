@@ -16,7 +16,8 @@ from ..views.timeline import TimelineModel
 from .timeline import TimelineView
 
 Key = tuple[str, int]
-"""``("rec", seq)`` or ``("event", order)`` (the event's index in ``supervisor.jsonl``)."""
+"""``("rec", seq)``, ``("event", order)`` (the event's index in ``supervisor.jsonl``) or ``("call", order)`` (the
+call's line in ``llm.jsonl``)."""
 
 GLYPH = "●"
 
@@ -45,14 +46,18 @@ class Bookmarks:
         """The rows of the bookmarks the timeline shows (a filter may hide some), in order."""
         out: list[int] = []
         orders = {e.order: k for k, e in enumerate(model.events)} if any(k == "event" for k, _ in self.keys) else {}
+        calls = {c.order: k for k, c in enumerate(model.calls)} if any(k == "call" for k, _ in self.keys) else {}
         for kind, n in self.keys:
+            row: int | None = None
             if kind == "rec":
                 if n < model.count and model.passes(n):
-                    out.append(model.row_of_seq(n))
+                    row = model.row_of_seq(n)
+            elif kind == "call":
+                row = model.row_of_call(calls[n]) if n in calls else None
             elif n in orders:
                 row = model.row_of_event(orders[n])
-                if row is not None:
-                    out.append(row)
+            if row is not None:
+                out.append(row)
         return sorted(out)
 
 
@@ -62,6 +67,8 @@ def row_key(model: TimelineModel, kind: str, i: int) -> Key | None:
         return ("rec", i)
     if kind == "event" and 0 <= i < len(model.events):
         return ("event", model.events[i].order)
+    if kind == "call" and 0 <= i < len(model.calls):
+        return ("call", model.calls[i].order)
     return None
 
 

@@ -37,6 +37,12 @@ class DetailPanes(DashboardState):
         if kind == "event":
             ev = self.model.events[i].data
             pane.show_value(ev, describe_event(ev))
+        elif kind == "call":
+            call = self.model.calls[i]
+            rec = call.data
+            cseq = rec.get("seq")
+            served = self.model.served.get(cseq, []) if isinstance(cseq, int) else []
+            pane.show_call(rec, served, f"model call c{cseq} (llm.jsonl line {call.order + 1}, recorded by the proxy)")
         elif kind == "rec":
             ent = self.model.record(i)
             label = "abandoned branch (a later rollback cut it off)" if self.model.is_abandoned(i) else ""

@@ -23,6 +23,8 @@ class ExportKeys(DashboardState):
         if m.filter is not None:
             bits = m.filtered_records()
             events = [(bits.rank(m.events[k].before), m.events[k].data) for k in m.filtered_events()]
+            events += [(bits.rank(m.calls[k].before), m.calls[k].data) for k in m.filtered_calls()]
+            events.sort(key=lambda p: p[0])
             return bits, events, len(bits) + len(events), "filtered row"
         rows = self.bookmarks.rows(m) if self.bookmarks.keys else ([self.timeline.cursor] if m.rows else [])
         recs: list[int] = []
@@ -31,6 +33,8 @@ class ExportKeys(DashboardState):
             kind, i = m.row_item(r)
             if kind == "event":
                 evs.append((len(recs), m.events[i].data))
+            elif kind == "call":
+                evs.append((len(recs), m.calls[i].data))
             else:
                 recs.append(i)
         return recs, evs, len(rows), "bookmarked row" if self.bookmarks.keys else "selected row"

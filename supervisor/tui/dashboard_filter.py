@@ -106,7 +106,8 @@ class FilterKeys(DashboardState):
                 tl.rows_changed()  # following: the last row that passes
             else:  # the selected row, else the next one that passes
                 tl.virtual_size = tl.virtual_size.with_height(self.model.rows)
-                row = self.model.row_of_event(i) if kind == "event" else self.model.row_of_seq(seq)
+                row = (self.model.row_of_event(i) if kind == "event" else self.model.row_of_call(i) if kind == "call"
+                       else self.model.row_of_seq(seq))
                 tl.move_to(row if row is not None else self.model.row_of_seq(seq))
             self.notify(f"{self.model.rows} row{'s' if self.model.rows != 1 else ''} pass the filter", timeout=3)
         else:
@@ -142,8 +143,8 @@ class FilterKeys(DashboardState):
         self.model.clear_filter()
         if had:  # the cursor keeps its row; follow only if that is the last one
             tl.virtual_size = tl.virtual_size.with_height(self.model.rows)
-            if kind == "event":
-                row = self.model.row_of_event(i)
+            if kind in ("event", "call"):
+                row = self.model.row_of_event(i) if kind == "event" else self.model.row_of_call(i)
                 tl.move_to(row if row is not None else 0)
             elif seq is not None:
                 tl.move_to(self.model.row_of_seq(seq))

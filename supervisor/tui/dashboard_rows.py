@@ -22,7 +22,7 @@ class RowKeys(DashboardState):
             return
         on_now = self.bookmarks.toggle(key)
         self.timeline.refresh()
-        what = f"#{i}" if kind == "rec" else "this supervisor row"
+        what = f"#{i}" if kind == "rec" else "this model call" if kind == "call" else "this supervisor row"
         n = len(self.bookmarks)
         self.notify(f"{'bookmarked' if on_now else 'removed the bookmark of'} {what} "
                     f"({n} bookmark{'s' if n != 1 else ''}; u / U visit them, w writes them)", timeout=3)
@@ -48,6 +48,8 @@ class RowKeys(DashboardState):
         kind, i = self.timeline.selected()
         if kind == "event":
             return self.model.events[i].data, "supervisor row"
+        if kind == "call":
+            return self.model.calls[i].data, f"model call c{self.model.calls[i].data.get('seq')}"
         if kind == "rec":
             ent = self.model.record(i)
             if isinstance(ent, dict):

@@ -124,6 +124,40 @@ class JsonPane(VerticalScroll):
         self.text = "\n".join(texts)
         self.body.update(Group(*parts) if len(parts) > 1 else rend)
 
+    def show_call(self, rec: dict[str, Any], served: list[int], heading: str = "") -> None:
+        """A proxied model call, readable: the request's messages one by one, the answer (a stream's text
+        assembled), status, tokens, latency, model, streamed, served or live; then the raw record as JSON."""
+        from ..views.call_text import answer_turns, call_facts, request_turns
+
+        t = Text()
+        bold = Style(bold=True)
+        if heading:
+            t.append(heading + "\n", style=bold)
+        if rec.get("kind") == "note":
+            t.append(f"{rec.get('message', 'note')}: {rec.get('step', '')} #{rec.get('served')}\n", style=self._st("jsonpane--error"))
+        else:
+            role_st = self._st("jsonpane--frame")
+            t.append("── request\n", style=self._st("jsonpane--muted"))
+            for turn in request_turns(rec):
+                t.append(f"{turn.role}: ", style=role_st + bold)
+                t.append(turn.text + "\n")
+            answer = answer_turns(rec)
+            failed = rec.get("error") is not None
+            t.append("── error\n" if failed else "── answer\n", style=self._st("jsonpane--muted"))
+            if not answer:
+                t.append("(no answer body)\n", style=self._st("jsonpane--muted"))
+            for turn in answer:
+                t.append(f"{turn.role}: ", style=(self._st("jsonpane--error") if failed else role_st) + bold)
+                t.append(turn.text + "\n", style=self._st("jsonpane--error") if failed else Style())
+            t.append("──\n", style=self._st("jsonpane--muted"))
+            for label, value in call_facts(rec, served):
+                t.append(f"{label:>9}  ", style=self._st("jsonpane--muted"))
+                t.append(value + "\n", style=self._st("jsonpane--error") if label == "status" and failed else Style())
+        t.append("── raw record (llm.jsonl, blobs expanded)\n", style=self._st("jsonpane--muted"))
+        rend = json_renderable(rec)
+        self.text = t.plain + (rend.plain if isinstance(rend, Text) else rend.text.plain)
+        self.body.update(Group(t, rend))
+
     def show_text(self, text: str, style: str = "") -> None:
         self.text = text
         self.body.update(Text(text, style=style))

@@ -66,6 +66,65 @@ class UsageTotals:
         return f"UsageTotals{self._key()!r}"
 
 
+def _no_time(seq: int) -> str | None:
+    return None
+
+
+def _no_times() -> tuple[Any, int]:
+    return _no_time, 0  # the totals need no place among the records
+
+
+class CallUsage:
+    """The proxy's calls (``llm.jsonl``) in the status bar's totals: what they consumed, and what the calls
+    answered from a record (``llm call served`` notes) saved.
+
+    The one place the dashboard sums them: its own ``UsageFold`` over the call records (they are not steps of
+    the journal's history, so the journal's fold must not see them), added to the journal's totals.
+    """
+
+    __slots__ = ("_by_seq", "_fold", "price", "saved_cost", "saved_tokens", "steps")
+
+    def __init__(self) -> None:
+        self.price: Any = None
+        self._fold: Any = None
+        self._by_seq: dict[int, tuple[int, float | None]] = {}
+        self.saved_tokens = 0
+        self.saved_cost: float | None = None
+        self.steps = 0
+
+    def add(self, got: Any) -> None:
+        """Take a ``timeline_calls.CallsRead``: its call records and its served notes."""
+        from ..core.usage import UsageFold, step_tokens
+
+        if self._fold is None:
+            self._fold = UsageFold(self.price)
+        for call in got.rows:
+            rec = call.data
+            if rec.get("kind", "step") != "step":
+                continue
+            self._fold.add(rec)
+            tokens = step_tokens(rec)
+            seq = rec.get("seq")
+            if tokens is not None and type(seq) is int:
+                self.steps += 1
+                self._by_seq[seq] = (tokens.total, self.price(rec) if self.price is not None else None)
+        for seq, attempts in got.served.items():
+            tok, cost = self._by_seq.get(seq, (0, None))
+            self.saved_tokens += tok * len(attempts)
+            if cost is not None:
+                self.saved_cost = (self.saved_cost or 0.0) + cost * len(attempts)
+
+    def totals(self, journal: Any) -> UsageTotals:
+        """The journal's ``RunUsage`` (``None``: none yet) plus the calls'."""
+        r = self._fold.result if self._fold is not None else None
+        tokens = (journal.tokens.total if journal else 0) + (r.tokens.total if r else 0)
+        costs = [c for c in ((journal.cost_usd if journal else None), (r.cost_usd if r else None)) if c is not None]
+        saved_costs = [c for c in ((journal.saved_cost_usd if journal else None), self.saved_cost) if c is not None]
+        return UsageTotals(tokens, sum(costs) if costs else None,
+                           (journal.saved_tokens.total if journal else 0) + self.saved_tokens,
+                           sum(saved_costs) if saved_costs else None)
+
+
 class _Parts:
     """The status line's parts, each with a priority (higher stays longer), in display order; ``fit`` leaves out
     the least important until the line fits."""
@@ -138,6 +197,7 @@ class StatusBar(Static):
         """The run's totals from the usage worker (``None`` until it found usage in the journal)."""
         self._usage_started = False
         self._usage_wake = threading.Event()
+        self._prices_told = False
 
     def on_unmount(self) -> None:
         self._usage_wake.set()
@@ -163,11 +223,15 @@ class StatusBar(Static):
         from ..core.journal_reader import JournalReader
         from ..core.segments import read_stream
         from ..core.usage import UsageFold
+        from ..views.timeline_calls import CallsFollower
 
         worker = get_current_worker()
         reader: JournalReader | None = None
         fold: UsageFold | None = None
         shown: UsageTotals | None = None
+        run_dir = source if source.is_dir() else source.parent if source.name == "journal.jsonl" else None
+        calls_in = CallsFollower(run_dir)  # the proxy's llm.jsonl: one failed open a round without it
+        calls = CallUsage()
         while not worker.is_cancelled:
             try:
                 if reader is None and not found:
@@ -175,14 +239,13 @@ class StatusBar(Static):
                         if USAGE_WORD in c.data:
                             found = True
                             break
+                got = calls_in.read(0, _no_times)
+                if got is not None and calls.price is None and (got.rows or got.served):
+                    calls.price = self._load_prices()
                 entries: Iterable[Any] = ()
                 if reader is None and found:
-                    from ..export import pricing
-
-                    reader, fold = JournalReader(source), UsageFold(pricing.step_cost)
+                    reader, fold = JournalReader(source), UsageFold(self._load_prices())
                     entries = reader.iter_entries(lazy=True)  # the whole run, from the start
-                    pricing.available()  # the import, here: the rows are priced from now on
-                    self.app.call_from_thread(self._prices_loaded)
                 elif reader is not None:
                     entries = reader.read_new()
                 if fold is not None:
@@ -190,14 +253,26 @@ class StatusBar(Static):
                         fold.add(e)
                         if worker.is_cancelled:
                             return
-                    r = fold.result
-                    totals = UsageTotals(r.tokens.total, r.cost_usd, r.saved_tokens.total, r.saved_cost_usd)
+                if got is not None:
+                    calls.add(got)
+                if fold is not None or calls.steps:
+                    totals = calls.totals(fold.result if fold is not None else None)
                     if totals != shown:
                         shown = totals
                         self.app.call_from_thread(self._show_usage, totals)
             except OSError:
                 pass  # the files moved under us (a rotation, a deleted run): the next round reads again
             self._usage_wake.wait(self.USAGE_POLL_S)
+
+    def _load_prices(self) -> Any:
+        """The price function (genai-prices imported here, in the worker: 0.4 s); the rows are priced from now on."""
+        from ..export import pricing
+
+        if not self._prices_told:
+            self._prices_told = True
+            pricing.available()
+            self.app.call_from_thread(self._prices_loaded)
+        return pricing.step_cost
 
     def _prices_loaded(self) -> None:
         from .timeline import TimelineView

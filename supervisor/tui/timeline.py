@@ -1,4 +1,4 @@
-"""The timeline: a virtual list of records and supervisor events (Line API, renders visible rows only).
+"""The timeline: a virtual list of records, supervisor events and proxied model calls (Line API, visible rows only).
 
 A DataTable with a million rows is too slow to build; this widget asks the
 model only for the rows on screen. One row per step: a begin whose step record
@@ -333,8 +333,8 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         kind, i = self.selected()
         if kind == "rec":
             return i
-        if kind == "event":
-            before = self.model.events[i].before
+        if kind in ("event", "call"):
+            before = self._seq_of((kind, i))
             return min(before, self.model.count - 1) if self.model.count else None
         return None
 
@@ -407,6 +407,8 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
             ev = self.model.events[i].data
             style = self._fg("timeline--crash" if is_error_event(ev) else "timeline--event")
             segs = [Segment(f"{'':>{self._seq_w + 1}} {self._time_cell(ev.get('ts')):12} " + describe_event(ev), style)]
+        elif kind == "call":
+            segs = self._call_segments(i)
         else:
             segs = self._record_segments(i)
         post = self._row_style(row, kind == "rec", i)
@@ -416,12 +418,19 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
     def _fetch_window(self, top: int) -> None:
         """Fetch the visible window's records in one read (a few kB): cheaper than a worker round trip."""
         h = self.scrollable_content_region.height
-        first = self.model.row_item(top)
-        a = first[1] if first[0] == "rec" else self.model.events[first[1]].before
-        last = self.model.row_item(min(top + h, self.model.rows - 1))
-        b = last[1] if last[0] == "rec" else self.model.events[last[1]].before
+        a = self._seq_of(self.model.row_item(top))
+        b = self._seq_of(self.model.row_item(min(top + h, self.model.rows - 1)))
         self.model.fetch(a, max(b, a + h) + 1)
         self.tell_read_error()
+
+    def _seq_of(self, item: tuple[str, int]) -> int:
+        """A row's record seq, or for a row between records the seq it precedes."""
+        kind, i = item
+        if kind == "event":
+            return self.model.events[i].before
+        if kind == "call":
+            return self.model.calls[i].before
+        return i
 
     def _row_style(self, row: int, rec: bool, i: int) -> Style | None:
         """The style over a whole row: the cursor's, the future's (replay), an abandoned branch's (struck through),
@@ -449,17 +458,80 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
     def _is_future(self, row: int) -> bool:
         return row > self.cursor
 
-    def _cached_preview(self, rec: Record, key: str) -> str:
+    def _cached_preview(self, rec: Record, key: str, row_key: int | None = None) -> str:
         """Previews are cached per record: dumping a big output on every repaint would be slow."""
-        k = (int(rec.get("seq", -1)), key)
+        k = (int(rec.get("seq", -1)) if row_key is None else row_key, key)
         text = self._previews.get(k)
         if text is None:
             if len(self._previews) > 4096:
                 self._previews.clear()
             value = rec.get(key)
             # as wide as the widest timeline (320 columns): the strip is cut to the widget's width anyway
-            text = self._previews[k] = _args_preview(value, PREVIEW_CHARS) if key == "inputs" else _pv(value, PREVIEW_CHARS)
+            if key == "answer":
+                from ..views.call_text import answer_turns
+
+                turns = answer_turns(rec)
+                value = " ".join(t.text for t in turns).replace("\n", " ⏎ ") if turns else ""
+                text = self._previews[k] = value[:PREVIEW_CHARS]
+            else:
+                text = self._previews[k] = _args_preview(value, PREVIEW_CHARS) if key == "inputs" else _pv(value, PREVIEW_CHARS)
         return text
+
+    # ------------------------------------------------------------------ model calls (llm.jsonl)
+    def _call_segments(self, j: int) -> list[Segment]:
+        """A proxied call's row: ``c<seq>``, time, ``◇ llm``, provider and model, latency, tokens (and cost), then
+        ✗ and the error (a failed call), or ✓, ⇶ when streamed, served or live, and the answer's text."""
+        call = self.model.calls[j]
+        rec = call.data
+        cseq = rec.get("seq")
+        head = f" {'c' + str(cseq):>{self._seq_w}} "
+        muted = self._fg("timeline--muted")
+        segs = [Segment(head, muted), Segment(f"{self._time_cell(rec.get('ts')):12} ", muted)]
+        mark = self._fg("timeline--mark")
+        if rec.get("kind") == Kind.NOTE:  # an ``llm call diverged`` note
+            segs.append(Segment(f"{'≠ llm':10} ", mark))
+            segs.append(Segment(f"{step_name(rec)} #{rec.get('served')} was served for a request with another body "
+                                "(--llm-match order)", mark))
+            return segs
+        info = rec.get("call") if isinstance(rec.get("call"), dict) else {}
+        assert isinstance(info, dict)
+        style = self._fg("timeline--model")
+        nw = self._name_width()
+        name = f"{info.get('provider', '?')} {info.get('model') or '?'}"
+        if len(name) > nw:
+            name = str(info.get("model") or "?")  # the model matters more than its provider
+        segs.append(Segment(f"{'◇ llm':10} ", style))
+        segs.append(Segment(f"{name if len(name) <= nw else name[: nw - 1] + '…':{nw}} ", style))
+        segs.append(Segment(f"{fmt_ms(rec.get('dur_ms')):>7} "))
+        key = -2 - call.order
+        usage = self._usage_cells(rec, key)
+        if self.usage_seen and self._usage_column:
+            segs.append(Segment(usage or " " * 23))
+        err = rec.get("error")
+        if err is not None:
+            st = self._fg("timeline--error")
+            if isinstance(err, dict):
+                status = err.get("status")
+                msg = f"{status} " if status else ""
+                msg += f"{err.get('type', 'error')}: {err.get('message', '')}".rstrip(": ")
+            else:
+                msg = str(err)
+            return [*segs, Segment("✗ ", st), Segment(_pv(msg), st)]
+        segs.append(Segment("✓ ", self._fg("timeline--checkpoint")))
+        if info.get("stream"):
+            segs.append(Segment("⇶ ", style))
+        served = self.model.served.get(cseq) if isinstance(cseq, int) else None
+        if served:
+            attempts = ",".join(str(a) for a in sorted(set(served)))
+            segs.append(Segment(f"served→a{attempts} ", mark))
+        else:
+            segs.append(Segment("live ", muted))
+        if not self._usage_column and rec.get("usage") is not None:
+            tok, cost_s = self._usage_text.get(key, ("", ""))
+            if tok:
+                segs.append(Segment(f"{tok}{' ' + cost_s if cost_s else ''} ", style))
+        segs.append(Segment(self._cached_preview(rec, "answer", key)))
+        return segs
 
     def _record_segments(self, seq: int) -> list[Segment]:
         ent = self.model.entry(seq)
@@ -481,10 +553,11 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
     def _name_width(self) -> int:
         return 22 if self._width >= 110 else 16
 
-    def _usage_cells(self, rec: Record) -> str:
+    def _usage_cells(self, rec: Record, key: int | None = None) -> str:
         """``in→out`` tokens (and the cost once prices are loaded) of a step with usage; blanks of the same width
-        on other rows once any row has shown usage; ``""`` while none has."""
-        seq = int(rec.get("seq", -1))
+        on other rows once any row has shown usage; ``""`` while none has. ``key``: the row's cache key (a
+        record's seq; a call row's is negative)."""
+        seq = int(rec.get("seq", -1)) if key is None else key
         cached = self._usage_text.get(seq)
         if cached is None:
             tokens = None

@@ -12,7 +12,11 @@ The model never holds every record. It keeps:
 - the seqs of the few records that matter for navigation and folding:
   checkpoints, rollbacks, errors and process starts, found in the raw bytes
   (``scan.py``, C speed) and parsed one by one;
-- supervisor events (``supervisor.jsonl``), placed between records by attempt.
+- supervisor events (``supervisor.jsonl``), placed between records by attempt;
+- the proxy's model calls (``llm.jsonl``, ``timeline_calls``), placed between records by time: held whole
+  (they are few, and their detail is shown from memory), none read when the run has no such file.
+
+Events and calls are the rows between records: one list of them in row order (``_extras``), each before a seq.
 
 One row per step: a ``begin`` record whose ``step`` record exists (paired by
 ``pos``, however many records of concurrent steps come between: the scan's
@@ -35,7 +39,7 @@ from __future__ import annotations
 import bisect
 import queue
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
@@ -62,6 +66,7 @@ from .scan import (
     scan_bytes,
     scan_positions,
 )
+from .timeline_calls import Call, CallsFollower, CallsRead
 from .timeline_events import Event, place
 from .timeline_read import SHORT_READS, Changes, LiveSide
 
@@ -144,6 +149,19 @@ class TimelineModel:
         self._fevents: list[int] = []  # indexes into ``events`` of the supervisor rows that pass
         self._fevent_rows: list[int] = []
         self._fbefores: list[int] = []
+        self.calls: list[Call] = []
+        """The proxy's calls and divergence notes (``llm.jsonl``), in row order."""
+        self.served: dict[int, list[int]] = {}
+        """A call's seq in ``llm.jsonl`` -> the attempts the proxy answered from its record (its served notes)."""
+        self._extras: list[tuple[str, int]] = []  # ("event", i) and ("call", j) in row order
+        self._extras_dirty = False
+        self._extra_rows: list[int] = []
+        self._call_rows: list[int] = []
+        self._fextras: list[tuple[str, int]] = []
+        self._fextra_rows: list[int] = []
+        self._fcall_rows: list[int] = []
+        self._fcalls: list[int] = []
+        self._call_pass: dict[int, bool] = {}  # a call's ``order`` -> whether it passes the filter
 
     # ------------------------------------------------------------------ loading
     def open(self) -> None:
@@ -169,6 +187,7 @@ class TimelineModel:
         self._pair_parsed(tail)
         self._reset_live(JournalReader(self.source), indexed=False, count=self.count)
         self.load_events()
+        self.load_calls()
 
     def adopt(self, scan: ScanResult) -> None:
         """Take a full scan made in a worker: markers, counts, abandoned flags, regions, the index."""
@@ -296,7 +315,15 @@ class TimelineModel:
             self._live.get_nowait()
         except queue.Empty:
             pass  # the worker holds it: its changes come back stale and are dropped
-        self._live.put(LiveSide(self._live_gen, reader, indexed, count, scan_pos or {}, scanned, self._events_size, pairs or StepPairs()))
+        calls = CallsFollower(self._calls_dir())
+        self._live.put(LiveSide(self._live_gen, reader, indexed, count, scan_pos or {}, scanned, self._events_size,
+                                pairs or StepPairs(), calls=calls))
+
+    def _calls_dir(self) -> Path | None:
+        """Where ``llm.jsonl`` would be (``None``: a bare journal file is no run directory)."""
+        if self.source.is_file() and self.source.name != rundir.JOURNAL:
+            return None
+        return self.run_dir
 
     def read_changes(self, timeout: float | None = None) -> Changes | None:
         """Read what was committed since the last read (a worker's half: only I/O, only ``LiveSide``).
@@ -348,7 +375,60 @@ class TimelineModel:
         ch.count = live.count
         ch.events = self._read_events(live)
         ch.events_size = live.events_size
+        if not ch.again:
+            ch.calls_reset = live.calls.offset == 0
+            ch.calls = self._read_calls(live, None if live.indexed else tail)
         return ch
+
+    def _read_calls(self, live: LiveSide, tail: list[Entry] | None) -> CallsRead | None:
+        """The proxy's calls committed since the live side's last read, placed among its ``count`` records by
+        time: with the index, any record's time is read (a line); before it, only the ``tail``'s are known.
+        Without ``llm.jsonl`` this is one failed ``open``."""
+        if tail is None:
+            reader = live.reader
+            times: dict[int, str | None] = {}
+
+            def ts_at(seq: int) -> str | None:
+                if seq not in times:
+                    try:
+                        got = reader.get_range(seq, seq + 1)
+                    except (OSError, IndexError, JournalError, ValueError):
+                        got = []
+                    times[seq] = _ts(got[0]) if got else None
+                return times[seq]
+
+            return live.calls.read(live.count, lambda: (ts_at, 0))
+
+        def known() -> tuple[Callable[[int], str | None], int]:
+            ts = {_seq(e): _ts(e) for e in tail}
+            return ts.get, min(ts, default=live.count)
+
+        return live.calls.read(live.count, known)
+
+    def load_calls(self) -> bool:
+        """Read ``llm.jsonl`` now, on this thread (the first screen: placed among the records read so far; the
+        scan's live side reads it again with every record's time); whether the rows changed."""
+        live = self._live.get()
+        try:
+            got = self._read_calls(live, [e for e in self.cache.values() if e is not None])
+        finally:
+            self._live.put(live)
+        return self._take_calls(got, reset=True)
+
+    def _take_calls(self, got: CallsRead | None, *, reset: bool) -> bool:
+        """Take calls read (``reset``: every call of the file, replacing those shown); whether the rows changed."""
+        if got is None:
+            return False
+        if reset:
+            self.calls, self.served, self._call_pass = [], {}, {}
+        for seq, attempts in got.served.items():
+            self.served.setdefault(seq, []).extend(attempts)
+        if got.rows:
+            self.calls.extend(got.rows)
+            self.calls.sort(key=lambda c: (c.before, c.ts, c.order))
+        self._extras_dirty = True
+        self._place_event_rows()
+        return True
 
     def apply(self, ch: Changes) -> tuple[int, bool]:
         """Take what ``read_changes`` found (the UI thread's half); return (new records, events changed)."""
@@ -378,8 +458,9 @@ class TimelineModel:
                 self._events_raw = ch.events
                 self._events_size = ch.events_size
                 self.place_events()
+            calls = self._take_calls(ch.calls, reset=ch.calls_reset)
             self.applied_reads += 1
-            return self.count - old, ch.events is not None
+            return self.count - old, ch.events is not None or calls
         finally:
             self._live.put(live)
 
@@ -478,17 +559,60 @@ class TimelineModel:
         """Put each event before the journal's start record of the attempt it leads to (``timeline_events.place``)."""
         self.events = place(self._events_raw, self.start_seqs, self.count, self.scanned, self._refine_by_time)
         self.exited_attempts = {a for ev in self._events_raw if ev.get("event") == "exit" and type(a := ev.get("attempt")) is int}
+        self._extras_dirty = True
         self._place_event_rows()
 
+    def _merge_extras(self) -> None:
+        """The rows between records, supervisor events and calls, in one list: by the seq they precede, then by
+        time (each list's own order kept at equal times)."""
+        evs = [(e.before, str(e.data.get("ts") or ""), 0, e.order, k) for k, e in enumerate(self.events)]
+        cls = [(c.before, c.ts, 1, c.order, k) for k, c in enumerate(self.calls)]
+        if not cls:
+            self._extras = [("event", k) for k in range(len(self.events))]  # placed and ordered by ``place``
+        else:
+            self._extras = [("event" if src == 0 else "call", k) for _, _, src, _, k in sorted(evs + cls)]
+        self._extras_dirty = False
+
+    def _before(self, item: tuple[str, int]) -> int:
+        kind, k = item
+        return self.events[k].before if kind == "event" else self.calls[k].before
+
+    def _passes_extra(self, item: tuple[str, int]) -> bool:
+        flt = self.filter
+        assert flt is not None
+        kind, k = item
+        if kind == "event":
+            return flt.match_event(self.events[k].data)
+        c = self.calls[k]
+        hit = self._call_pass.get(c.order)
+        if hit is None:
+            import orjson
+
+            # tested as the line it is in llm.jsonl (blobs expanded): kind, step, errors and text alike
+            hit = self._call_pass[c.order] = flt.match_line(orjson.dumps(c.data, default=str))
+        return hit
+
     def _place_event_rows(self) -> None:
-        self._event_rows = [self.visible_index(e.before) + i for i, e in enumerate(self.events)]
-        self._befores = [e.before for e in self.events]
+        if self._extras_dirty:
+            self._merge_extras()
+        extras = self._extras
+        befores = [self._before(x) for x in extras]
+        rows = [self.visible_index(b) + i for i, b in enumerate(befores)]
+        self._befores, self._extra_rows = befores, rows
+        self._event_rows = [0] * len(self.events)
+        self._call_rows = [0] * len(self.calls)
+        for (kind, k), r in zip(extras, rows, strict=True):
+            (self._event_rows if kind == "event" else self._call_rows)[k] = r
         if self.filter is not None:
-            flt = self.filter
-            self._fevents = [k for k, e in enumerate(self.events) if flt.match_event(e.data)]
-            self._fbefores = [self.events[k].before for k in self._fevents]
+            fext = [x for x in extras if self._passes_extra(x)]
             fvis = self._fvis
-            self._fevent_rows = [fvis.rank(b) + j for j, b in enumerate(self._fbefores)]
+            self._fextras = fext
+            self._fbefores = [self._before(x) for x in fext]
+            self._fextra_rows = [fvis.rank(b) + j for j, b in enumerate(self._fbefores)]
+            self._fevents = [k for kind, k in fext if kind == "event"]
+            self._fevent_rows = [r for (kind, _), r in zip(fext, self._fextra_rows, strict=True) if kind == "event"]
+            self._fcalls = [k for kind, k in fext if kind == "call"]
+            self._fcall_rows = [r for (kind, _), r in zip(fext, self._fextra_rows, strict=True) if kind == "call"]
 
     # ------------------------------------------------------------------ filter
     def set_filter(self, flt: RowFilter, seqs: Iterable[int]) -> None:
@@ -496,6 +620,7 @@ class TimelineModel:
         ``SeqBits`` is taken as it is, not copied: the filter's worker hands over the one it built)."""
         self.filter = flt
         self.filter_seqs = seqs if isinstance(seqs, SeqBits) else SeqBits(seqs)
+        self._call_pass = {}
         self._rebuild_filtered()
 
     def add_filtered(self, seqs: list[int]) -> None:
@@ -513,6 +638,8 @@ class TimelineModel:
         self.filter_seqs = SeqBits()
         self._fvis = SeqBits()
         self._fevents, self._fevent_rows, self._fbefores = [], [], []
+        self._fextras, self._fextra_rows, self._fcalls, self._fcall_rows = [], [], [], []
+        self._call_pass = {}
 
     def _rebuild_filtered(self) -> None:
         if self.show_begins or not len(self._hidden):
@@ -530,6 +657,10 @@ class TimelineModel:
         """Indexes into ``events`` of the supervisor rows the filter shows, in order."""
         return list(self._fevents)
 
+    def filtered_calls(self) -> list[int]:
+        """Indexes into ``calls`` of the call rows the filter shows, in order."""
+        return list(self._fcalls)
+
     def passes(self, seq: int) -> bool:
         """Whether record ``seq`` has a row (it passes the filter, and is not a folded begin)."""
         if self.filter is None:
@@ -537,11 +668,14 @@ class TimelineModel:
         return seq in self._fvis
 
     def error_event_rows(self) -> list[int]:
-        """Rows of the supervisor rows that are errors (crashes, hangs, give-ups), in order."""
-
+        """Rows between records that are errors (the supervisor's crashes, hangs, give-ups; failed model calls), in order."""
         if self.filter is not None:
-            return [self._fevent_rows[j] for j, k in enumerate(self._fevents) if is_error_event(self.events[k].data)]
-        return [self._event_rows[k] for k, e in enumerate(self.events) if is_error_event(e.data)]
+            rows = [self._fevent_rows[j] for j, k in enumerate(self._fevents) if is_error_event(self.events[k].data)]
+            rows += [self._fcall_rows[j] for j, k in enumerate(self._fcalls) if self.calls[k].data.get("error") is not None]
+        else:
+            rows = [self._event_rows[k] for k, e in enumerate(self.events) if is_error_event(e.data)]
+            rows += [self._call_rows[k] for k, c in enumerate(self.calls) if c.data.get("error") is not None]
+        return sorted(rows)
 
     # ------------------------------------------------------------------ one row per step
     def _pair_parsed(self, entries: list[Entry]) -> None:
@@ -632,21 +766,21 @@ class TimelineModel:
     @property
     def rows(self) -> int:
         if self.filter is not None:
-            return len(self._fvis) + len(self._fevents)
-        return self.count - (0 if self.show_begins else len(self._hidden)) + len(self.events)
+            return len(self._fvis) + len(self._fextras)
+        return self.count - (0 if self.show_begins else len(self._hidden)) + len(self.events) + len(self.calls)
 
     def row_item(self, row: int) -> tuple[str, int]:
-        """``("rec", seq)`` or ``("event", index)`` for a row."""
+        """``("rec", seq)``, ``("event", index)`` (into ``events``) or ``("call", index)`` (into ``calls``) for a row."""
         if self.filter is not None:
-            k = bisect.bisect_left(self._fevent_rows, row)
-            if k < len(self._fevent_rows) and self._fevent_rows[k] == row:
-                return "event", self._fevents[k]
+            k = bisect.bisect_left(self._fextra_rows, row)
+            if k < len(self._fextra_rows) and self._fextra_rows[k] == row:
+                return self._fextras[k]
             i = row - k
             fvis = self._fvis
             return "rec", (fvis.select(i) if 0 <= i < len(fvis) else max(fvis.last(), 0))
-        k = bisect.bisect_left(self._event_rows, row)
-        if k < len(self._event_rows) and self._event_rows[k] == row:
-            return "event", k
+        k = bisect.bisect_left(self._extra_rows, row)
+        if k < len(self._extra_rows) and self._extra_rows[k] == row:
+            return self._extras[k]
         return "rec", self.seq_at(row - k)
 
     def row_of_seq(self, seq: int) -> int:
@@ -654,7 +788,7 @@ class TimelineModel:
         with a filter, a record that does not pass: the next row that does)."""
         if self.filter is not None:
             return self._fvis.rank(seq) + bisect.bisect_right(self._fbefores, seq)
-        k = bisect.bisect_right(self._befores, seq) if self.events else 0
+        k = bisect.bisect_right(self._befores, seq) if self._befores else 0
         return self.visible_index(seq) + k
 
     def row_of_event(self, index: int) -> int | None:
@@ -663,6 +797,16 @@ class TimelineModel:
             return self._event_rows[index] if 0 <= index < len(self._event_rows) else None
         j = bisect.bisect_left(self._fevents, index)
         return self._fevent_rows[j] if j < len(self._fevents) and self._fevents[j] == index else None
+
+    def row_of_call(self, index: int) -> int | None:
+        """The row of ``calls[index]`` (``None``: the filter hides it)."""
+        if self.filter is None:
+            return self._call_rows[index] if 0 <= index < len(self._call_rows) else None
+        try:
+            j = self._fcalls.index(index)
+        except ValueError:
+            return None
+        return self._fcall_rows[j]
 
     def entry(self, seq: int) -> Entry | None:
         """The parsed record at ``seq`` if cached (``None``: blank line or not loaded)."""
@@ -784,3 +928,8 @@ class TimelineModel:
 
 def _seq(ent: Entry) -> int:
     return ent.seq if isinstance(ent, BadLine) else int(ent["seq"])
+
+
+def _ts(ent: Entry) -> str | None:
+    ts = ent.get("ts") if isinstance(ent, dict) else None
+    return ts if isinstance(ts, str) else None

@@ -11,6 +11,7 @@ from typing import Any
 
 from ..core.journal_reader import Entry, JournalReader
 from .scan import Marker, Region, StepPairs
+from .timeline_calls import CallsFollower, CallsRead
 
 SHORT_READS = 5
 """Reads in a row that find fewer lines than counted before the journal is taken as cut, not caught mid-rotation."""
@@ -36,6 +37,7 @@ class LiveSide:
     events_size: int = -1
     pairs: StepPairs = field(default_factory=StepPairs)  # begins awaiting their step, across reads
     short: int = 0  # reads in a row that found fewer lines than counted (a rotation half done, or a cut journal)
+    calls: CallsFollower = field(default_factory=lambda: CallsFollower(None))  # llm.jsonl, read as far as this
 
 
 @dataclass(slots=True)
@@ -63,3 +65,7 @@ class Changes:
     events: list[dict[str, Any]] | None = None
     """All of ``supervisor.jsonl`` when it changed, else ``None``."""
     events_size: int = -1
+    calls: CallsRead | None = None
+    """The proxy's calls committed since the last read (``None``: none), placed among the records."""
+    calls_reset: bool = False
+    """``calls`` are every call of the file (the live side started over): they replace those shown."""
