@@ -75,53 +75,43 @@ def _no_times() -> tuple[Any, int]:
 
 
 class CallUsage:
-    """The proxy's calls (``llm.jsonl``) in the status bar's totals: what they consumed, and what the calls
-    answered from a record (``llm call served`` notes) saved.
+    """The proxy's calls (``llm.jsonl``) in the status bar's totals, by the core's one rule
+    (``UsageFold.add_call``: what they consumed, and what each served call saved), in a fold of their own: they
+    are not steps of the journal's history, so the journal's fold must not see them."""
 
-    The one place the dashboard sums them: its own ``UsageFold`` over the call records (they are not steps of
-    the journal's history, so the journal's fold must not see them), added to the journal's totals.
-    """
-
-    __slots__ = ("_by_seq", "_fold", "price", "saved_cost", "saved_tokens", "steps")
+    __slots__ = ("_fold", "price")
 
     def __init__(self) -> None:
         self.price: Any = None
         self._fold: Any = None
-        self._by_seq: dict[int, tuple[int, float | None]] = {}
-        self.saved_tokens = 0
-        self.saved_cost: float | None = None
-        self.steps = 0
 
     def add(self, got: Any) -> None:
         """Take a ``timeline_calls.CallsRead``: its call records and its served notes."""
-        from ..core.usage import UsageFold, step_tokens
+        from ..core.llm_calls import SERVED_NOTE
+        from ..core.usage import UsageFold
 
         if self._fold is None:
             self._fold = UsageFold(self.price)
         for call in got.rows:
-            rec = call.data
-            if rec.get("kind", "step") != "step":
-                continue
-            self._fold.add(rec)
-            tokens = step_tokens(rec)
-            seq = rec.get("seq")
-            if tokens is not None and type(seq) is int:
-                self.steps += 1
-                self._by_seq[seq] = (tokens.total, self.price(rec) if self.price is not None else None)
+            self._fold.add_call(call.data)
         for seq, attempts in got.served.items():
-            tok, cost = self._by_seq.get(seq, (0, None))
-            self.saved_tokens += tok * len(attempts)
-            if cost is not None:
-                self.saved_cost = (self.saved_cost or 0.0) + cost * len(attempts)
+            for _ in attempts:
+                self._fold.add_call({"kind": "note", "message": SERVED_NOTE, "served": seq})
+
+    @property
+    def steps(self) -> int:
+        """The calls that said what they consumed."""
+        return int(self._fold.result.steps) if self._fold is not None else 0
 
     def totals(self, journal: Any) -> UsageTotals:
         """The journal's ``RunUsage`` (``None``: none yet) plus the calls'."""
         r = self._fold.result if self._fold is not None else None
         tokens = (journal.tokens.total if journal else 0) + (r.tokens.total if r else 0)
         costs = [c for c in ((journal.cost_usd if journal else None), (r.cost_usd if r else None)) if c is not None]
-        saved_costs = [c for c in ((journal.saved_cost_usd if journal else None), self.saved_cost) if c is not None]
+        saved_costs = [c for c in ((journal.saved_cost_usd if journal else None), (r.saved_cost_usd if r else None))
+                       if c is not None]
         return UsageTotals(tokens, sum(costs) if costs else None,
-                           (journal.saved_tokens.total if journal else 0) + self.saved_tokens,
+                           (journal.saved_tokens.total if journal else 0) + (r.saved_tokens.total if r else 0),
                            sum(saved_costs) if saved_costs else None)
 
 
