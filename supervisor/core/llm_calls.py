@@ -357,31 +357,41 @@ def read_calls(run_dir: Path) -> list[Record]:
     """Every record of the run's ``llm.jsonl`` in file order, blobs expanded, each with ``"source": "llm"``
     (``[]`` without the file). A line that is not a JSON object is skipped here; ``JournalReader`` on the file
     reports it with its line number."""
-    path = run_dir / CALLS
-    if not path.exists():
+    if not (run_dir / CALLS).exists():
         return []
-    blobs: dict[str, Any] = {}
-    lists: dict[tuple[int, str], list[Any]] = {}
-    out: list[Record] = []
-    for entry in JournalReader(path).load():
-        if not isinstance(entry, dict):
-            continue
-        rec = dict(entry)
-        defined = rec.pop("blobs", None)
-        if isinstance(defined, dict):
-            blobs.update(defined)
-        inputs = rec.get("inputs")
-        if isinstance(inputs, dict) and "body" in inputs:
-            body = expand(inputs["body"], blobs, lists)
-            rec["inputs"] = {**inputs, "body": body}
-            seq = rec.get("seq")
-            if isinstance(body, dict) and isinstance(seq, int):
-                for name in _BLOB_LISTS:
-                    if isinstance(body.get(name), list):
-                        lists[(seq, name)] = body[name]
-        rec["source"] = SOURCE
-        out.append(rec)
-    return out
+    return CallsReader(run_dir).read_new()
+
+
+class CallsReader:
+    """Reads ``llm.jsonl`` as it grows: :meth:`read_new` gives the records committed since the last read, blobs
+    and prefixes expanded (what the lines before defined is kept), each with ``"source": "llm"``."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.reader = JournalReader(run_dir / CALLS)
+        self.blobs: dict[str, Any] = {}
+        self.lists: dict[tuple[int, str], list[Any]] = {}
+
+    def read_new(self) -> list[Record]:
+        out: list[Record] = []
+        for entry in self.reader.read_new():
+            if not isinstance(entry, dict):
+                continue
+            rec = dict(entry)
+            defined = rec.pop("blobs", None)
+            if isinstance(defined, dict):
+                self.blobs.update(defined)
+            inputs = rec.get("inputs")
+            if isinstance(inputs, dict) and "body" in inputs:
+                body = expand(inputs["body"], self.blobs, self.lists)
+                rec["inputs"] = {**inputs, "body": body}
+                seq = rec.get("seq")
+                if isinstance(body, dict) and isinstance(seq, int):
+                    for name in _BLOB_LISTS:
+                        if isinstance(body.get(name), list):
+                            self.lists[(seq, name)] = body[name]
+            rec["source"] = SOURCE
+            out.append(rec)
+        return out
 
 
 def step_calls(run_dir: Path) -> list[Record]:

@@ -75,6 +75,12 @@ class OtlpLive:
         """Records the journal watcher read (bad lines are skipped by the thread)."""
         self._q.put(("j", entries))
 
+    def calls(self, records: list[Any], *, preload: bool = False) -> None:
+        """Records of the proxy's ``llm.jsonl`` (blobs expanded); ``preload``: written before this exporter
+        started (they count in the totals only, as the journal's do)."""
+        if records:
+            self._q.put(("p" if preload else "c", records))
+
     def event(self, event: str, attempt: int, fields: Mapping[str, Any]) -> None:
         """An event the supervisor wrote to ``supervisor.jsonl``."""
         self._q.put(("e", {"event": event, "attempt": attempt, **fields}))
@@ -143,12 +149,16 @@ class OtlpLive:
         if item is _STOP:
             return builder.finish()
         what, data = item
-        if what != "j":
-            return builder.event(data)
         out: list[Span] = []
+        if what == "e":
+            return builder.event(data)
+        if what == "p":
+            for rec in data:
+                builder.usage.add_call(rec)
+            return out
         for rec in data:
             if isinstance(rec, dict):
-                out.extend(builder.record(rec))
+                out.extend(builder.record(rec) if what == "j" else builder.call(rec))
         return out
 
     def _send(self, sender: Any, spans: list[Any]) -> None:

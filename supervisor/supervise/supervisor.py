@@ -57,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import rundir
 from ..core.events import EventLog, read_events
 from ..core.journal_writer import journal_locked
+from ..core.llm_calls import CallsReader
 from ..core.records import Kind
 from ..core.redact import Redactor, argv_is_redacted, redact_argv
 from ..errors import JournalLockedError, SupervisorError
@@ -148,6 +149,7 @@ class Supervisor:
         self._loop_pause_until = 0.0
         self._otlp: OtlpLive | None = None
         self.llm_proxy: LlmProxy | None = None
+        self._calls: CallsReader | None = None  # the live exporter's reader of llm.jsonl
         """``supervise --llm-proxy``: the model-call proxy, started before the first attempt, closed after the last."""
 
     @property
@@ -158,6 +160,9 @@ class Supervisor:
     @otlp.setter
     def otlp(self, exporter: OtlpLive | None) -> None:
         self._otlp = exporter
+        if exporter is not None and self.llm_proxy is not None:  # the calls recorded before count in the totals
+            self._calls = CallsReader(self.run_dir)
+            exporter.calls(self._calls.read_new(), preload=True)
         self.report.tap = exporter.event if exporter is not None else None
 
     # ------------------------------------------------------------------ output
@@ -491,8 +496,12 @@ class Supervisor:
     def poll_journal(self) -> None:
         """Read the journal records committed since the last poll (only if the file changed)."""
         new = self.journal.poll(self.cur, self.attempt_no)
-        if new and self.otlp is not None:
+        if self.otlp is None:
+            return
+        if new:
             self.otlp.journal(new)
+        if self._calls is not None:  # the proxied calls, after the journal's records of the same poll
+            self.otlp.calls(self._calls.read_new())
 
     def _is_ours(self, pid: Any, supervisor: Any = None, attempt: Any = None) -> bool:
         """Whether a ``start`` record was written by the current attempt (``tree.is_ours``)."""
@@ -778,6 +787,12 @@ class Supervisor:
 
     def _close_files(self) -> None:
         if self.otlp is not None:  # the last spans (the root among them), before the event file closes
+            if self.llm_proxy is not None:
+                self.llm_proxy.close()  # its calls in flight recorded, then exported
+                self.llm_proxy = None
+            if self._calls is not None:
+                with contextlib.suppress(OSError):
+                    self.otlp.calls(self._calls.read_new())
             self.otlp.close()
             self._report_export()
             self.otlp = None

@@ -517,3 +517,29 @@ def test_a_run_resumed_without_its_command_keeps_the_proxy(tmp_path: Path,
         assert up.counts()["total"] == first, "the resumed run paid for its calls again"
     assert out.read_text() == direct_reference(agent, tmp_path_factory).output
     assert len(notes(run_dir, "llm call served")) == agent.total
+
+
+@pytest.mark.timeout(90)
+def test_live_export_sends_the_proxied_calls(tmp_path: Path) -> None:
+    """``supervise --llm-proxy --otlp-endpoint``: each call is a live span, with the ids ``export`` gives it."""
+    from ..test_export_otlp import Receiver, export_json, pb_attrs, spans_of
+
+    agent = AGENTS["curl"]
+    need(agent)
+    out = tmp_path / "answer.txt"
+    run_dir = tmp_path / "run"
+    receiver = Receiver()
+    try:
+        with UpstreamProcess(tmp_path / "up") as up, \
+                Supervised(run_dir, list(agent.argv), *OPTS, "--otlp-endpoint", receiver.url,
+                           env=agent_env(up.url, out), out_dir=tmp_path) as sup:
+            assert sup.wait(60) == 0, sup.stderr()[-3000:]
+        got = receiver.spans()
+    finally:
+        receiver.close()
+    calls = [s for s in got if pb_attrs(s).get("agent_supervisor.source") == "llm"]
+    assert len(calls) == agent.total
+    want = {s["spanId"] for s in spans_of(export_json(run_dir, tmp_path / "t.json"))}
+    assert {s.span_id.hex() for s in calls} <= want  # the file export names the same spans
+    root = next(s for s in got if not s.parent_span_id)
+    assert pb_attrs(root)["gen_ai.usage.input_tokens"] == sum(pb_attrs(s).get("gen_ai.usage.input_tokens", 0) for s in calls)
