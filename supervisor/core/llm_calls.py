@@ -97,7 +97,7 @@ def body_value(raw: bytes, content_type: str = "") -> Any:
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError:
-            pass
+            pass  # not JSON after all: kept whole as text or base64 below
     try:
         return {"$text": raw.decode()}
     except UnicodeDecodeError:
@@ -175,16 +175,16 @@ class Compactor:
     def load(cls, run_dir: Path) -> Compactor:
         """The state of the run's ``llm.jsonl`` as it is (for a writer that opens it again)."""
         c = cls()
-        path = run_dir / CALLS
-        if path.exists():
-            for rec in read_calls(run_dir):
+        if (run_dir / CALLS).exists():
+            reader = CallsReader(run_dir)
+            for rec in reader.read_new():
                 inputs = rec.get("inputs")
                 body = inputs.get("body") if isinstance(inputs, dict) else None
                 if isinstance(rec.get("seq"), int) and isinstance(body, dict):
                     heads = {name: _chain(body[name])[-1] for name in _BLOB_LISTS
                              if isinstance(body.get(name), list) and body[name]}
                     c.written(rec["seq"], heads, {})
-            c.known = known_blobs(run_dir)
+            c.known = set(reader.blobs)  # the blob names the lines define, from the same read
         return c
 
 

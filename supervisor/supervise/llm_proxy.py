@@ -186,8 +186,9 @@ class LlmProxy:
             fut = asyncio.run_coroutine_threadsafe(self._shutdown(), loop)
             try:
                 fut.result(30)
-            except Exception:
-                pass
+            except Exception as e:  # the records written are on disk; what was still in flight is said
+                print(f"agent-supervisor: the model-call proxy did not stop cleanly ({type(e).__name__}: {e}); "
+                      "calls still in flight were not recorded", file=self.stderr, flush=True)
             loop.call_soon_threadsafe(loop.stop)
             self._thread.join(10)
         if self._writer is not None:
@@ -323,7 +324,7 @@ class LlmProxy:
         if w is not None:
             try:
                 w.write({"kind": wire.NOTE, **fields})
-            except Exception:
+            except Exception:  # a note only informs (served, diverged): no answer depends on it
                 pass
 
     async def _serve(self, request: web.Request, call: dict[str, Any], rec: Record) -> web.StreamResponse:

@@ -786,10 +786,10 @@ class Supervisor:
         reap_orphans(self.tree.not_orphans(self.child))
 
     def _close_files(self) -> None:
+        if self.llm_proxy is not None:  # after the last attempt: its calls in flight recorded (then exported)
+            self.llm_proxy.close()
+            self.llm_proxy = None
         if self.otlp is not None:  # the last spans (the root among them), before the event file closes
-            if self.llm_proxy is not None:
-                self.llm_proxy.close()  # its calls in flight recorded, then exported
-                self.llm_proxy = None
             if self._calls is not None:
                 with contextlib.suppress(OSError):
                     self.otlp.calls(self._calls.read_new())
@@ -797,9 +797,6 @@ class Supervisor:
             self._report_export()
             self.otlp = None
         self._end_secrets()
-        if self.llm_proxy is not None:  # after the last attempt: the calls in flight are recorded first
-            self.llm_proxy.close()
-            self.llm_proxy = None
         self.report.finish_writes()
         if self.server is not None:
             self.server.close()

@@ -16,7 +16,9 @@ from urllib.parse import urlsplit
 import orjson
 import pytest
 
-from supervisor.core import llm_calls
+from supervisor.core import llm_calls, rundir
+
+from ..conftest import wait_for
 
 aiohttp = pytest.importorskip("aiohttp")
 from aiohttp import web  # noqa: E402
@@ -216,7 +218,9 @@ def test_a_rollback_abandons_the_calls_after_its_checkpoint(tmp_path: Path, upst
         run = Run.open(tmp_path)
         post(base, chat("before"))
         run.checkpoint("cp")
-        time.sleep(0.002)  # the records' times have milliseconds: the call after the checkpoint is later
+        cp_ts = rundir.utc_now()  # at or after the checkpoint record's time
+        # the records' times have milliseconds: the call after the checkpoint must be in a later one
+        wait_for(lambda: rundir.utc_now() > cp_ts, timeout=5, what="the next millisecond")
         post(base, chat("after"))
         run.close()
         from supervisor.supervise.rollback import append_rollback
@@ -237,9 +241,7 @@ def test_an_agent_gone_mid_stream_still_gets_the_answer_recorded(tmp_path: Path,
         base = p.env()["OPENAI_BASE_URL"]
         status, part = post(base, chat("SLOW story", stream=True), stop_after=40)
         assert status == 200 and part.startswith(b"data: ")
-        deadline = time.monotonic() + 20
-        while not calls(tmp_path) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        wait_for(lambda: calls(tmp_path), timeout=20, what="the record of the stream the agent left")
         rec = calls(tmp_path)[0]
         assert rec["output"]["events"][-1] == "data: [DONE]"
         p.new_attempt(2)
