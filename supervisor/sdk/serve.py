@@ -125,19 +125,54 @@ class Server:
     # ------------------------------------------------------------------ the one serve path
     def serve(self, pos: int, k: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts) -> Any:
         """The recorded output that answers the call ``(name, k)`` at ``pos``; :data:`LIVE` if it runs, or a
-        :class:`ReplayLive` in a replay's live step. Called with the run's lock held."""
+        :class:`ReplayLive` in a replay's live step. Called with the run's lock held.
+
+        Serving in order: while the journal and the calls agree position by position (a sequential agent), the
+        next recorded step (in commit order) answers the call. Recorded at another position, or under another
+        name while steps overlap (a live step in flight, or a call from another thread than the one that opened
+        the run), the table of steps by identity decides; another name at a recorded position is otherwise a
+        divergence. A million served steps go through here: the in-order lookup is inline (a frame
+        less a step).
+        """
         phase = self.phase
         if phase is _LIVE or phase is _CLOSED:
             return LIVE
         s = self.session
-        t = self.table
         rec: Record | None = None
-        if t is None and self.next < len(self.steps):
-            rec = self._in_order(pos, name, s)
+        i = self.next
+        if self.table is None and i < len(self.steps):
+            e = self.steps[i]
+            if type(e) is LazyRecord:
+                try:
+                    rec = _loads(e.src[e.start : e.end])
+                except orjson.JSONDecodeError:  # a step line loaded unparsed (lazily) that does not parse: damaged
+                    self._stop_at(e)
+                rpos = rec.get("pos")
+                if type(rpos) is not int:
+                    rpos = e.pos
+                if rec.get("seq") != e.seq or "ts" not in rec:
+                    normalize(rec, e.seq)  # (a minimal journal's output may be under another name)
+                rec["pos"] = e.pos
+            else:
+                rec = cast(Record, e)
+                damaged = self.fold.damaged
+                if damaged and rec["seq"] >= damaged[0]["seq"]:
+                    self.shadow.replay_to(rec["seq"])  # stops at a damaged line, before any step after it is served
+                rpos = int(rec.get("pos", i))  # a parsed line: the fold's position
+            if rpos != pos:
+                rec = None
+            elif rec.get("step") != name and step_name(rec) != name:
+                if not self.overlap:
+                    raise self._divergence(s, pos, rec, name)  # the sequential rule: another name at a recorded position
+                rec = None
+            else:  # taken
+                self.next = i + 1
+                if not i & _RELEASE_EVERY:
+                    self._release_served(i)
             if rec is None:  # not the call of the next recorded step: the table decides
                 self._build_table()
                 rec = self._by_identity(pos, k, name, s)
-        elif t:
+        elif self.table:
             rec = self._by_identity(pos, k, name, s)
         if s is not None:
             return self._replay(s, pos, name, rec, fn, args, kwargs, opts)
@@ -151,44 +186,6 @@ class Server:
         if not self.left:
             self.to(Phase.LIVE)  # the next calls skip the lookups
         return LIVE
-
-    def _in_order(self, pos: int, name: str, s: ReplaySession | None) -> Record | None:
-        """The next recorded step (in commit order) if it answers the call ``name`` at ``pos``, taken; ``None`` if
-        it was recorded at another position, or under another name while steps overlap in this process.
-
-        While the journal and the calls agree position by position (a sequential agent) another name at a
-        recorded position is a divergence, unless steps overlap (a live step in flight, or a call from another
-        thread than the one that opened the run). A million served steps go through here.
-        """
-        i = self.next
-        e = self.steps[i]
-        if type(e) is LazyRecord:
-            try:
-                rec: Record = _loads(e.src[e.start : e.end])
-            except orjson.JSONDecodeError:  # a step line loaded unparsed (lazily) that does not parse: a damaged line
-                self._stop_at(e)
-            rpos = rec.get("pos")
-            if type(rpos) is not int:
-                rpos = e.pos
-            if rec.get("seq") != e.seq or "ts" not in rec:
-                normalize(rec, e.seq)  # (a minimal journal's output may be under another name)
-            rec["pos"] = e.pos
-        else:
-            rec = cast(Record, e)
-            damaged = self.fold.damaged
-            if damaged and rec["seq"] >= damaged[0]["seq"]:
-                self.shadow.replay_to(rec["seq"])  # stops at a damaged line, before any step after it is served
-            rpos = int(rec.get("pos", i))  # a parsed line: the fold's position
-        if rpos != pos:
-            return None
-        if rec.get("step") != name and step_name(rec) != name:
-            if self.overlap:
-                return None
-            raise self._divergence(s, pos, rec, name)  # the sequential rule: another name at a recorded position
-        self.next = i + 1
-        if not i & _RELEASE_EVERY:
-            self._release_served(i)
-        return rec
 
     def _stop_at(self, e: LazyRecord) -> NoReturn:
         """The lazily loaded step line ``e`` does not parse: the first damaged line (the lines before it were

@@ -58,7 +58,7 @@ class Steps:
         self.pos = 0
         self.counts: dict[str, int] = {}  # calls so far per step name: the k of the (name, k) identity
         self.inflight = 0
-        self.owner = get_ident()  # calls from another thread are concurrent (see Server._in_order)
+        self.owner = get_ident()  # calls from another thread are concurrent (see Server.serve)
         self.executed = StepNames()
 
     # ------------------------------------------------------------------ the drivers

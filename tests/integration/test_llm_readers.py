@@ -106,11 +106,21 @@ def ask(prompt: str, *, stream: bool = False, model: str = "gpt-4o-mini") -> dic
     return {"model": model, "messages": [SYSTEM, {"role": "user", "content": prompt}], **({"stream": True} if stream else {})}
 
 
+def next_ms() -> None:
+    """Wait for the clock's next millisecond: records are placed in the one timeline by their ``ts`` (milliseconds),
+    the journal's first at equal times, so each event of the fixture gets a millisecond of its own."""
+    now = rundir.utc_now()
+    while rundir.utc_now() == now:
+        pass
+
+
 def journal_line(run_dir: Path, rec: dict[str, Any]) -> None:
+    next_ms()
     path = run_dir / rundir.JOURNAL
     seq = len(path.read_bytes().splitlines()) if path.exists() else 0
     with path.open("ab") as f:
         f.write(orjson.dumps({"kind": rec.pop("kind"), "seq": seq, "id": f"j{seq}", "ts": rundir.utc_now(), **rec}) + b"\n")
+    next_ms()
 
 
 AGENT = """\
