@@ -71,68 +71,94 @@ def call_line(rec: Record) -> str:
     head = f"{'-':>6} {str(rec.get('ts', ''))[:23]:23} {kind:10}"
     where = f"  ({llm_calls.CALLS} #{rec.get('seq', '?')})"
     if kind != _STEP:
-        msg = rec.get("message")
-        if msg == llm_calls.SERVED_NOTE:
-            body = f"llm call served: #{rec.get('served')} {rec.get('step')} to attempt {rec.get('attempt')}"
-        elif msg == llm_calls.DIVERGED_NOTE:
-            body = (f"LLM CALL DIVERGED: {rec.get('step')} was served #{rec.get('served')}, recorded for another "
-                    f"body (key {rec.get('recorded_key')}, now {rec.get('key')}; --llm-match order)")
-        else:
-            body = preview({k: v for k, v in rec.items() if k not in ("kind", "seq", "ts", "id", "source")}, 90)
-        return f"{head} {body}{where}"
-    body = step_name(rec)
-    out, err = rec.get("output"), rec.get("error")
-    if err is not None:
-        if isinstance(err, dict):
-            what = " ".join(str(err[k]) for k in ("type", "status") if err.get(k) is not None)
-            body += f"  ERROR {what}: {preview(err.get('message', ''), 60)}"
-        else:
-            body += f"  ERROR {preview(err, 60)}"
-    elif isinstance(out, dict):
-        text = answer_text(out)
-        body += f"  -> {out.get('status', '?')}" + (f" {preview(text, 60)}" if text is not None else "")
-    else:
-        body += f"  -> {preview(out, 60)}"
-    body += call_summary(rec)
-    dur = rec.get("dur_ms")
-    if isinstance(dur, (int, float)) and not isinstance(dur, bool):
-        body += f"  {dur:.0f} ms" if dur >= 10 else f"  {dur:.1f} ms"
-    call = call_of(rec)
-    if call is not None and call.get("stream") is True:
-        body += "  streamed"
+        return f"{head} {_note_body(rec)}{where}"
+    body = step_name(rec) + _call_outcome(rec) + call_summary(rec) + _call_timing(rec)
     return f"{head} {body}{where}"
+
+
+def _note_body(rec: Record) -> str:
+    """What a note of ``llm.jsonl`` says: a call served on resume, one that diverged, or any other as its fields."""
+    msg = rec.get("message")
+    if msg == llm_calls.SERVED_NOTE:
+        return f"llm call served: #{rec.get('served')} {rec.get('step')} to attempt {rec.get('attempt')}"
+    if msg == llm_calls.DIVERGED_NOTE:
+        return (f"LLM CALL DIVERGED: {rec.get('step')} was served #{rec.get('served')}, recorded for another "
+                f"body (key {rec.get('recorded_key')}, now {rec.get('key')}; --llm-match order)")
+    return preview({k: v for k, v in rec.items() if k not in ("kind", "seq", "ts", "id", "source")}, 90)
+
+
+def _call_outcome(rec: Record) -> str:
+    """A call's ``  ERROR`` with its type, status and message, or ``  -> `` its answer's status and text."""
+    out, err = rec.get("output"), rec.get("error")
+    if isinstance(err, dict):
+        what = " ".join(str(err[k]) for k in ("type", "status") if err.get(k) is not None)
+        return f"  ERROR {what}: {preview(err.get('message', ''), 60)}"
+    if err is not None:
+        return f"  ERROR {preview(err, 60)}"
+    if isinstance(out, dict):
+        text = answer_text(out)
+        return f"  -> {out.get('status', '?')}" + (f" {preview(text, 60)}" if text is not None else "")
+    return f"  -> {preview(out, 60)}"
+
+
+def _call_timing(rec: Record) -> str:
+    """A call's latency (``  830 ms``, ``  4.2 ms``) and ``  streamed`` if its answer came as a stream."""
+    dur = rec.get("dur_ms")
+    timing = ""
+    if isinstance(dur, (int, float)) and not isinstance(dur, bool):
+        timing = f"  {dur:.0f} ms" if dur >= 10 else f"  {dur:.1f} ms"
+    call = call_of(rec)
+    return timing + ("  streamed" if call is not None and call.get("stream") is True else "")
 
 
 def answer_text(output: dict[str, Any]) -> str | None:
     """The text a proxied call's answer carries (Chat Completions, Responses, Anthropic Messages; a stream's
     deltas joined), ``None`` if it carries none that can be told (a tool call, another API)."""
     body = output.get("body")
-    parts: list[str] = []
-    if isinstance(body, dict):
-        for c in body.get("choices") or ():
-            msg = c.get("message") if isinstance(c, dict) else None
-            if isinstance(msg, dict) and isinstance(msg.get("content"), str):
-                parts.append(msg["content"])
-        content = body.get("content")
-        for c in content if isinstance(content, list) else ():
-            if isinstance(c, dict) and isinstance(c.get("text"), str):
-                parts.append(c["text"])
-        if isinstance(body.get("output_text"), str):
-            parts.append(body["output_text"])
+    parts = _body_texts(body) if isinstance(body, dict) else []
     for block in output.get("events") or ():
         d = llm_calls.event_data(block) if isinstance(block, str) else None
-        if not isinstance(d, dict):
-            continue
-        for c in d.get("choices") or ():
-            delta = c.get("delta") if isinstance(c, dict) else None
-            if isinstance(delta, dict) and isinstance(delta.get("content"), str):
-                parts.append(delta["content"])
-        delta = d.get("delta")
-        if isinstance(delta, dict) and isinstance(delta.get("text"), str):  # Anthropic's content_block_delta
-            parts.append(delta["text"])
-        elif isinstance(delta, str) and d.get("type") == "response.output_text.delta":
-            parts.append(delta)
+        if isinstance(d, dict):
+            parts += _event_texts(d)
     return "".join(parts) if parts else None
+
+
+def _body_texts(body: dict[str, Any]) -> list[str]:
+    """The texts of an answer's body: Chat Completions' choices' messages, Anthropic's text blocks, Responses'
+    message items (or an ``output_text`` field where a body has no ``output`` list)."""
+    parts: list[str] = []
+    for c in body.get("choices") or ():
+        msg = c.get("message") if isinstance(c, dict) else None
+        if isinstance(msg, dict) and isinstance(msg.get("content"), str):
+            parts.append(msg["content"])
+    content = body.get("content")
+    for c in content if isinstance(content, list) else ():
+        if isinstance(c, dict) and isinstance(c.get("text"), str):
+            parts.append(c["text"])
+    items = body.get("output")
+    for item in items if isinstance(items, list) else ():  # Responses: the message items' output_text parts
+        for c in item.get("content") or () if isinstance(item, dict) else ():
+            if isinstance(c, dict) and c.get("type") == "output_text" and isinstance(c.get("text"), str):
+                parts.append(c["text"])
+    if not isinstance(items, list) and isinstance(body.get("output_text"), str):  # the SDKs' convenience field
+        parts.append(body["output_text"])
+    return parts
+
+
+def _event_texts(d: dict[str, Any]) -> list[str]:
+    """The text pieces of a streamed event: Chat Completions' choices' deltas, Anthropic's ``content_block_delta``,
+    Responses' ``response.output_text.delta``."""
+    parts: list[str] = []
+    for c in d.get("choices") or ():
+        delta = c.get("delta") if isinstance(c, dict) else None
+        if isinstance(delta, dict) and isinstance(delta.get("content"), str):
+            parts.append(delta["content"])
+    delta = d.get("delta")
+    if isinstance(delta, dict) and isinstance(delta.get("text"), str):  # Anthropic's content_block_delta
+        parts.append(delta["text"])
+    elif isinstance(delta, str) and d.get("type") == "response.output_text.delta":
+        parts.append(delta)
+    return parts
 
 
 def _step_body(rec: Record, kind: str, pairing: Pairing | None) -> str:

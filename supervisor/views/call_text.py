@@ -16,7 +16,7 @@ Anything else is shown as JSON, never dropped.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,6 +148,7 @@ def _body(rec: Mapping[str, Any], *where: str) -> Any:
 
 
 def _api(rec: Mapping[str, Any]) -> str:
+    """The call's API, a key of ``_REQUESTS``: as the proxy recorded it, else told by the request body's keys."""
     call = rec.get("call")
     api = call.get("api") if isinstance(call, dict) else None
     if api in ("chat", "responses", "messages"):
@@ -167,26 +168,49 @@ def request_turns(rec: Mapping[str, Any]) -> list[Turn]:
     body = _body(rec, "inputs", "body")
     if not isinstance(body, dict):
         return [Turn("request", _json(body))] if body is not None else []
-    api = _api(rec)
-    out: list[Turn] = []
-    if api == "messages" and body.get("system") is not None:
-        out.append(Turn("system", _content(body["system"])))
-    if api == "responses":
-        if body.get("instructions") is not None:
-            out.append(Turn("system", _content(body["instructions"])))
-        inp = body.get("input")
-        if isinstance(inp, str):
-            out.append(Turn("user", inp))
-        elif isinstance(inp, list):
-            out += [_response_item(i) for i in inp]
-    elif isinstance(body.get("messages"), list):
-        out += [_chat_message(m) for m in body["messages"]]
-    elif api == "other":
-        out.append(Turn("request", _json(body)))
+    out = _REQUESTS[_api(rec)](body)
     tools = body.get("tools")
     if isinstance(tools, list) and tools:
         out.insert(0, Turn("tools", ", ".join(_tool_name(t) for t in tools)))
     return out
+
+
+def _chat_request(body: dict[str, Any]) -> list[Turn]:
+    """An OpenAI Chat Completions request: its ``messages``."""
+    messages = body.get("messages")
+    return [_chat_message(m) for m in messages] if isinstance(messages, list) else []
+
+
+def _responses_request(body: dict[str, Any]) -> list[Turn]:
+    """An OpenAI Responses request: its ``instructions`` (as the system prompt), then its ``input`` (a string or
+    items)."""
+    out = [Turn("system", _content(body["instructions"]))] if body.get("instructions") is not None else []
+    inp = body.get("input")
+    if isinstance(inp, str):
+        out.append(Turn("user", inp))
+    elif isinstance(inp, list):
+        out += [_response_item(i) for i in inp]
+    return out
+
+
+def _messages_request(body: dict[str, Any]) -> list[Turn]:
+    """An Anthropic Messages request: its ``system`` prompt, then its ``messages``."""
+    system = [Turn("system", _content(body["system"]))] if body.get("system") is not None else []
+    return system + _chat_request(body)
+
+
+def _other_request(body: dict[str, Any]) -> list[Turn]:
+    """A request of an API this module does not know: its body as JSON."""
+    return [Turn("request", _json(body))]
+
+
+_REQUESTS: dict[str, Callable[[dict[str, Any]], list[Turn]]] = {
+    "chat": _chat_request,
+    "responses": _responses_request,
+    "messages": _messages_request,
+    "other": _other_request,
+}
+"""The turns of a request body, by API."""
 
 
 def _tool_name(t: Any) -> str:
@@ -209,23 +233,24 @@ def answer_turns(rec: Mapping[str, Any]) -> list[Turn]:
     src = out if isinstance(out, dict) else err if isinstance(err, dict) else None
     if src is None:
         return []
-    api = _api(rec)
     if isinstance(src.get("events"), list):
-        return _stream_turns(api, src["events"])
+        return _stream_turns(src["events"])
     body = src.get("body")
     if body is None:
         return []
     if src is err:
         return [Turn("error", _error_text(body))]
+    return _body_turns(_api(rec), body)
+
+
+def _body_turns(api: str, body: Any) -> list[Turn]:
+    """An answer's body by its shape: Chat Completions' ``choices``, Responses' ``output`` items, an Anthropic
+    message; else the body as it is (its text, or JSON)."""
     if isinstance(body, dict):
-        if api == "chat" or isinstance(body.get("choices"), list):
-            choices = body.get("choices")
-            if isinstance(choices, list):
-                return [_chat_message(c.get("message")) for c in choices if isinstance(c, dict)]
-        if api == "responses" or isinstance(body.get("output"), list):
-            items = body.get("output")
-            if isinstance(items, list):
-                return [_response_item(i) for i in items]
+        if isinstance(body.get("choices"), list):
+            return [_chat_message(c.get("message")) for c in body["choices"] if isinstance(c, dict)]
+        if isinstance(body.get("output"), list):
+            return [_response_item(i) for i in body["output"]]
         if api == "messages" or body.get("type") == "message":
             return [_chat_message({"role": body.get("role", "assistant"), "content": body.get("content")})]
     return [Turn("answer", _json(body) if not _is_text(body) else str(body["$text"]))]
@@ -246,7 +271,10 @@ def _error_text(body: Any) -> str:
     return _json(body)
 
 
+# --------------------------------------------------------------------------- streamed answers
 class _Tool:
+    """A tool call as a stream's events build it: its name, id and the arguments so far."""
+
     __slots__ = ("args", "id", "name")
 
     def __init__(self, name: Any = None, call_id: Any = None, args: str = "") -> None:
@@ -255,61 +283,135 @@ class _Tool:
         self.args = args
 
 
-def _stream_turns(api: str, events: Iterable[Any]) -> list[Turn]:
+class _Stream:
+    """What a stream's events have assembled so far: the text deltas, the tool calls by their index, and the
+    Responses API's completed response (which, when it has output, is the answer)."""
+
+    __slots__ = ("completed", "text", "tools")
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.tools: dict[Any, _Tool] = {}
+        self.completed: Any = None
+
+    def tool(self, index: Any) -> _Tool:
+        """The tool call at ``index``, started if it is not yet."""
+        return self.tools.setdefault(index, _Tool())
+
+    def turns(self) -> list[Turn]:
+        """The answer: the completed response's output items, else one assistant turn of text and tool calls."""
+        completed = self.completed
+        if completed is not None and isinstance(completed.get("output"), list) and completed["output"]:
+            return [_response_item(i) for i in completed["output"]]
+        lines = ["".join(self.text)] if self.text else []
+        lines += [_tool_call(tl.name, tl.args, tl.id) for tl in self.tools.values()]
+        return [Turn("assistant", "\n".join(lines))] if lines else []
+
+
+def _stream_turns(events: Iterable[Any]) -> list[Turn]:
     """The answer a stream's events assemble into: text deltas concatenated, tool calls with their arguments."""
-    text: list[str] = []
-    tools: dict[Any, _Tool] = {}
-    completed: Any = None
+    s = _Stream()
     for block in events:
         d = event_data(block) if isinstance(block, str) else None
-        if not isinstance(d, dict):
+        if isinstance(d, dict):
+            _stream_event(s, d)
+    return s.turns()
+
+
+def _stream_event(s: _Stream, d: dict[str, Any]) -> None:
+    """Add an event to ``s``: a Chat Completions chunk (``choices``), else by its ``type``; an untyped error."""
+    if isinstance(d.get("choices"), list):
+        _chat_chunk(s, d["choices"])
+        return
+    t = d.get("type")
+    handler = _STREAM_EVENTS.get(t) if isinstance(t, str) else None
+    if handler is not None:
+        handler(s, d)
+    elif not t and isinstance(d.get("error"), dict):
+        _error_event(s, d)
+
+
+def _chat_chunk(s: _Stream, choices: list[Any]) -> None:
+    """An OpenAI Chat Completions chunk: each choice's ``delta`` content and tool call pieces."""
+    for c in choices:
+        delta = c.get("delta") if isinstance(c, dict) else None
+        if not isinstance(delta, dict):
             continue
-        t = d.get("type")
-        if isinstance(d.get("choices"), list):  # OpenAI chat chunks
-            for c in d["choices"]:
-                delta = c.get("delta") if isinstance(c, dict) else None
-                if not isinstance(delta, dict):
-                    continue
-                if isinstance(delta.get("content"), str):
-                    text.append(delta["content"])
-                for tc in delta.get("tool_calls") or ():
-                    if not isinstance(tc, dict):
-                        continue
-                    tool = tools.setdefault(tc.get("index", len(tools)), _Tool())
-                    fn = _dict(tc.get("function"))
-                    tool.id = tc.get("id") or tool.id
-                    tool.name = fn.get("name") or tool.name
-                    if isinstance(fn.get("arguments"), str):
-                        tool.args += fn["arguments"]
-        elif t == "response.completed" and isinstance(d.get("response"), dict):
-            completed = d["response"]
-        elif t == "response.output_text.delta" and isinstance(d.get("delta"), str):
-            text.append(d["delta"])
-        elif t == "response.output_item.added" and isinstance(d.get("item"), dict):
-            item = d["item"]
-            if item.get("type") == "function_call":
-                tools[d.get("output_index", len(tools))] = _Tool(item.get("name"), item.get("call_id"), "")
-        elif t == "response.function_call_arguments.delta" and isinstance(d.get("delta"), str):
-            tools.setdefault(d.get("output_index", len(tools)), _Tool()).args += d["delta"]
-        elif t == "content_block_start" and isinstance(d.get("content_block"), dict):
-            cb = d["content_block"]
-            if cb.get("type") == "tool_use":
-                tools[d.get("index", len(tools))] = _Tool(cb.get("name"), cb.get("id"), "")
-            elif isinstance(cb.get("text"), str):
-                text.append(cb["text"])
-        elif t == "content_block_delta" and isinstance(d.get("delta"), dict):
-            delta = d["delta"]
-            if isinstance(delta.get("text"), str):
-                text.append(delta["text"])
-            elif isinstance(delta.get("partial_json"), str):
-                tools.setdefault(d.get("index", len(tools)), _Tool()).args += delta["partial_json"]
-        elif t == "error" or (isinstance(d.get("error"), dict) and not t):
-            text.append(f"\n(error event) {_error_text(d)}")
-    if completed is not None and isinstance(completed.get("output"), list) and completed["output"]:
-        return [_response_item(i) for i in completed["output"]]
-    lines = ["".join(text)] if text else []
-    lines += [_tool_call(tl.name, tl.args, tl.id) for tl in tools.values()]
-    return [Turn("assistant", "\n".join(lines))] if lines else []
+        if isinstance(delta.get("content"), str):
+            s.text.append(delta["content"])
+        for tc in delta.get("tool_calls") or ():
+            if not isinstance(tc, dict):
+                continue
+            tool = s.tool(tc.get("index", len(s.tools)))
+            fn = _dict(tc.get("function"))
+            tool.id = tc.get("id") or tool.id
+            tool.name = fn.get("name") or tool.name
+            if isinstance(fn.get("arguments"), str):
+                tool.args += fn["arguments"]
+
+
+def _responses_completed(s: _Stream, d: dict[str, Any]) -> None:
+    """OpenAI Responses' ``response.completed``: the whole response."""
+    if isinstance(d.get("response"), dict):
+        s.completed = d["response"]
+
+
+def _responses_text(s: _Stream, d: dict[str, Any]) -> None:
+    """OpenAI Responses' ``response.output_text.delta``: a piece of text."""
+    if isinstance(d.get("delta"), str):
+        s.text.append(d["delta"])
+
+
+def _responses_item(s: _Stream, d: dict[str, Any]) -> None:
+    """OpenAI Responses' ``response.output_item.added``: a function call starts."""
+    item = d.get("item")
+    if isinstance(item, dict) and item.get("type") == "function_call":
+        s.tools[d.get("output_index", len(s.tools))] = _Tool(item.get("name"), item.get("call_id"), "")
+
+
+def _responses_args(s: _Stream, d: dict[str, Any]) -> None:
+    """OpenAI Responses' ``response.function_call_arguments.delta``: a piece of a function call's arguments."""
+    if isinstance(d.get("delta"), str):
+        s.tool(d.get("output_index", len(s.tools))).args += d["delta"]
+
+
+def _messages_block_start(s: _Stream, d: dict[str, Any]) -> None:
+    """Anthropic's ``content_block_start``: a tool use starts, or a text block with its first text."""
+    cb = d.get("content_block")
+    if not isinstance(cb, dict):
+        return
+    if cb.get("type") == "tool_use":
+        s.tools[d.get("index", len(s.tools))] = _Tool(cb.get("name"), cb.get("id"), "")
+    elif isinstance(cb.get("text"), str):
+        s.text.append(cb["text"])
+
+
+def _messages_block_delta(s: _Stream, d: dict[str, Any]) -> None:
+    """Anthropic's ``content_block_delta``: a piece of text, or of a tool use's input JSON."""
+    delta = d.get("delta")
+    if not isinstance(delta, dict):
+        return
+    if isinstance(delta.get("text"), str):
+        s.text.append(delta["text"])
+    elif isinstance(delta.get("partial_json"), str):
+        s.tool(d.get("index", len(s.tools))).args += delta["partial_json"]
+
+
+def _error_event(s: _Stream, d: dict[str, Any]) -> None:
+    """An error event (any API): its message after the text so far."""
+    s.text.append(f"\n(error event) {_error_text(d)}")
+
+
+_STREAM_EVENTS: dict[str, Callable[[_Stream, dict[str, Any]], None]] = {
+    "response.completed": _responses_completed,
+    "response.output_text.delta": _responses_text,
+    "response.output_item.added": _responses_item,
+    "response.function_call_arguments.delta": _responses_args,
+    "content_block_start": _messages_block_start,
+    "content_block_delta": _messages_block_delta,
+    "error": _error_event,
+}
+"""How a streamed event of each ``type`` adds to the answer (Chat Completions' chunks have no type)."""
 
 
 # --------------------------------------------------------------------------- facts

@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
+from supervisor.cli.log_text import answer_text
 from supervisor.cli.main import main
 from supervisor.core import llm_calls, rundir
 from supervisor.core.fork import fork
@@ -268,3 +269,17 @@ def test_log_warns_of_a_bad_line_in_llm_jsonl(run: Path, monkeypatch: pytest.Mon
     assert main(["log", str(run)]) == 0
     assert rc == 0 and len(lines) == 10
     assert f"{run / llm_calls.CALLS}:6: skipped, not JSON" in err.getvalue()
+
+
+def test_log_reads_the_text_of_each_apis_answer() -> None:
+    responses = {"object": "response", "output": [
+        {"type": "reasoning", "summary": []},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "zulu bravo", "annotations": []}]},
+        {"type": "function_call", "name": "lookup", "arguments": "{}"}]}
+    assert answer_text({"status": 200, "body": responses}) == "zulu bravo"
+    assert answer_text({"status": 200, "body": {"output_text": "from an SDK's dump"}}) == "from an SDK's dump"
+    chat = {"choices": [{"message": {"role": "assistant", "content": "hello"}}]}
+    assert answer_text({"status": 200, "body": chat}) == "hello"
+    anthropic = {"type": "message", "content": [{"type": "text", "text": "hi "}, {"type": "tool_use", "name": "x"}]}
+    assert answer_text({"status": 200, "body": anthropic}) == "hi "
+    assert answer_text({"status": 200, "body": {"choices": [{"message": {"tool_calls": []}}]}}) is None
