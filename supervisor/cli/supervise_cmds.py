@@ -174,6 +174,7 @@ def _check_run_dir(run_dir: Path) -> bool:
 
 
 def cmd_supervise(args: argparse.Namespace) -> int:
+    """Supervise the agent in a new or resumed run directory until the run ends; return the exit code."""
     cmd = list(args.command)
     cwd: Path | None = None
     if cmd and cmd[0] == "--":
@@ -182,19 +183,9 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     exists = _check_run_dir(run_dir)
     if not cmd:
         cmd, cwd = _recorded_command(run_dir, exists)
-        recorded_proxy = rundir.read_run_json(run_dir).get("llm_proxy")
-        if isinstance(recorded_proxy, dict) and not args.llm_proxy:
-            # the recorded command ran behind the proxy: resumed the same way, or it would pay for its calls again
-            args.llm_proxy = True
-            if recorded_proxy.get("match") in ("identity", "order") and args.llm_match == "identity":
-                args.llm_match = recorded_proxy["match"]
+        _resume_behind_recorded_proxy(args, run_dir)
     _check_command(cmd)
-    if args.otlp_endpoint:
-        from ..export.otlp_http import require
-
-        require()  # the [otlp] extra is missing: one line saying what to install, before anything starts
-    if args.llm_proxy:
-        require_llm_proxy()
+    _require_extras(args)
     opts = _options(args)
     if not exists:
         rundir.ensure_dir(run_dir)
@@ -204,10 +195,45 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 
         sup.llm_proxy = LlmProxy(sup.run_dir, match=args.llm_match, redact=sup.redactor,  # started by prepare()
                                  upstreams=llm_upstreams(args.llm_upstream))
+    failed = _prepare(sup, run_dir, exists)
+    if failed is not None:
+        return failed
+    sup.say(f"run directory {run_dir}")
+    if args.otlp_endpoint:
+        from ..supervise.otlp_live import OtlpLive
+
+        sup.otlp = OtlpLive(sup.run_dir, sup.run_id, args.otlp_endpoint, known_records=sup.journal.records).start()
+    _announce_llm_proxy(sup)
+    return sup.run()
+
+
+def _resume_behind_recorded_proxy(args: argparse.Namespace, run_dir: Path) -> None:
+    """The recorded command ran behind the proxy: resume it the same way, or it would pay for its calls again."""
+    recorded_proxy = rundir.read_run_json(run_dir).get("llm_proxy")
+    if isinstance(recorded_proxy, dict) and not args.llm_proxy:
+        args.llm_proxy = True
+        if recorded_proxy.get("match") in ("identity", "order") and args.llm_match == "identity":
+            args.llm_match = recorded_proxy["match"]
+
+
+def _require_extras(args: argparse.Namespace) -> None:
+    """A missing extra ([otlp], [llm-proxy]) is one line saying what to install, before anything starts."""
+    if args.otlp_endpoint:
+        from ..export.otlp_http import require
+
+        require()
+    if args.llm_proxy:
+        require_llm_proxy()
+
+
+def _prepare(sup: Supervisor, run_dir: Path, existed: bool) -> int | None:
+    """``sup.prepare()``; ``EXIT_RESOURCES`` if it failed for want of resources (said on stderr), else ``None``.
+
+    A refusal removes the run directory if this command created it and nothing was written to it."""
     try:
         sup.prepare()
     except SupervisorError:
-        if not exists:
+        if not existed:
             _remove_if_empty(run_dir)
         raise
     except OSError as e:
@@ -218,17 +244,17 @@ def cmd_supervise(args: argparse.Namespace) -> int:
         print(f"agent-supervisor: cannot start supervising {run_dir}: {where}{e.strerror or e}; "
               "free disk space or file descriptors, then run the same command again", file=sys.stderr)
         return EXIT_RESOURCES
-    sup.say(f"run directory {run_dir}")
-    if args.otlp_endpoint:
-        from ..supervise.otlp_live import OtlpLive
+    return None
 
-        sup.otlp = OtlpLive(sup.run_dir, sup.run_id, args.otlp_endpoint, known_records=sup.journal.records).start()
-    if sup.llm_proxy is not None:
-        p = sup.llm_proxy
-        rundir.update_run_json(sup.run_dir, llm_proxy={"match": p.match})  # a resume without a command keeps it
-        routes = ", ".join(f"{k} -> {v}" for k, v in p.upstreams.items())
-        sup.say(f"model-call proxy on 127.0.0.1:{p.port} (OPENAI_BASE_URL, ANTHROPIC_BASE_URL for the agent; {routes})")
-    return sup.run()
+
+def _announce_llm_proxy(sup: Supervisor) -> None:
+    """With the proxy: ``run.json`` records it (a resume without a command keeps it), and stderr says its routes."""
+    p = sup.llm_proxy
+    if p is None:
+        return
+    rundir.update_run_json(sup.run_dir, llm_proxy={"match": p.match})
+    routes = ", ".join(f"{k} -> {v}" for k, v in p.upstreams.items())
+    sup.say(f"model-call proxy on 127.0.0.1:{p.port} (OPENAI_BASE_URL, ANTHROPIC_BASE_URL for the agent; {routes})")
 
 
 def add_llm_proxy_options(p: argparse.ArgumentParser, *, flag: bool) -> None:

@@ -201,9 +201,7 @@ def _calls_until(origin: Path, path: list[Record], at_rec: Record) -> bytes:
     naming them."""
     if not origin.is_dir() or not (origin / llm_calls.CALLS).exists():
         return b""
-    until = at_rec.get("ts")
-    if not isinstance(until, str):
-        until = max((r["ts"] for r in path if isinstance(r.get("ts"), str)), default=None)
+    until = _fork_time(path, at_rec)
     if until is None:
         return b""
     spans = [(t0, t1) for t0, t1 in llm_calls.abandoned_spans(origin) if t1 <= until]
@@ -214,26 +212,48 @@ def _calls_until(origin: Path, path: list[Record], at_rec: Record) -> bytes:
         ts = r.get("ts")
         if not isinstance(ts, str) or ts > until or llm_calls.in_spans(ts, spans):
             continue
-        rec = {k: v for k, v in r.items() if k != "source"}
-        if rec.get("kind", Kind.STEP) != Kind.STEP:
-            served = rec.get("served")
-            if type(served) is not int or served not in new_seq:
-                continue  # a note about a call the fork has not
-            rec["served"] = new_seq[served]
-        elif type(r.get("seq")) is int:
-            new_seq[r["seq"]] = len(lines)
-        rec["origin_seq"] = rec.get("seq")
-        rec["seq"] = len(lines)
-        inputs = rec.get("inputs")
-        if isinstance(inputs, dict) and "body" in inputs:
-            blobs: dict[str, Any] = {}
-            heads: dict[str, str] = {}
-            rec["inputs"] = {**inputs, "body": compactor.compact(inputs["body"], blobs, heads)}
-            if blobs:
-                rec["blobs"] = blobs
-            compactor.written(rec["seq"], heads, blobs)
+        rec = _renumbered_call(r, len(lines), new_seq)
+        if rec is None:
+            continue  # a note about a call the fork has not
+        _compact_body(rec, compactor)
         lines.append(orjson.dumps(rec, option=_DUMPS) + b"\n")
     return b"".join(lines)
+
+
+def _fork_time(path: list[Record], at_rec: Record) -> str | None:
+    """The time the copied calls may not be after: the fork point's ``ts``, else the last copied record's (or None)."""
+    until = at_rec.get("ts")
+    if isinstance(until, str):
+        return until
+    return max((r["ts"] for r in path if isinstance(r.get("ts"), str)), default=None)
+
+
+def _renumbered_call(r: Record, seq: int, new_seq: dict[int, int]) -> dict[str, Any] | None:
+    """A call record as the fork's ``seq`` (its origin's in ``new_seq``), or a note pointed at the copied call it
+    names; ``None`` for a note about a call the fork has not."""
+    rec = {k: v for k, v in r.items() if k != "source"}
+    if rec.get("kind", Kind.STEP) != Kind.STEP:
+        served = rec.get("served")
+        if type(served) is not int or served not in new_seq:
+            return None
+        rec["served"] = new_seq[served]
+    elif type(r.get("seq")) is int:
+        new_seq[r["seq"]] = seq
+    rec["origin_seq"] = rec.get("seq")
+    rec["seq"] = seq
+    return rec
+
+
+def _compact_body(rec: dict[str, Any], compactor: llm_calls.Compactor) -> None:
+    """The copied call's body with its blobs and prefixes defined anew where the copy first uses them."""
+    inputs = rec.get("inputs")
+    if isinstance(inputs, dict) and "body" in inputs:
+        blobs: dict[str, Any] = {}
+        heads: dict[str, str] = {}
+        rec["inputs"] = {**inputs, "body": compactor.compact(inputs["body"], blobs, heads)}
+        if blobs:
+            rec["blobs"] = blobs
+        compactor.written(rec["seq"], heads, blobs)
 
 
 def _with_origin_command(meta: dict[str, Any], origin: Path, target: Path, origin_meta: dict[str, Any]) -> None:

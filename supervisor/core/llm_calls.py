@@ -221,16 +221,26 @@ def expand(body: Any, blobs: Mapping[str, Any], lists: Mapping[tuple[int, str], 
     for name in _BLOB_LISTS:
         items = out.get(name)
         if isinstance(items, dict) and PREFIX in items and lists is not None:
-            base = lists.get((items[PREFIX], name)) if isinstance(items.get(PREFIX), int) else None
-            n, rest = items.get("n"), items.get("items")
-            if base is not None and type(n) is int and 0 <= n <= len(base) and isinstance(rest, list):
-                out[name] = base[:n] + [_unblob(item, blobs) for item in rest]
+            full = _unprefix(items, name, blobs, lists)
+            if full is not None:
+                out[name] = full
         elif isinstance(items, list):
             out[name] = [_unblob(item, blobs) for item in items]
     for name in _BLOB_VALUES:
         if name in out:
             out[name] = _unblob(out[name], blobs)
     return out
+
+
+def _unprefix(items: Mapping[str, Any], name: str, blobs: Mapping[str, Any],
+              lists: Mapping[tuple[int, str], list[Any]]) -> list[Any] | None:
+    """A ``{"$prefix": seq, "n": n, "items": rest}`` list whole: the first ``n`` items of record ``seq``'s list
+    ``name``, then ``rest`` (``None``: that record's list is not known, or ``n`` does not fit it)."""
+    base = lists.get((items[PREFIX], name)) if isinstance(items.get(PREFIX), int) else None
+    n, rest = items.get("n"), items.get("items")
+    if base is not None and type(n) is int and 0 <= n <= len(base) and isinstance(rest, list):
+        return base[:n] + [_unblob(item, blobs) for item in rest]
+    return None
 
 
 def _unblob(value: Any, blobs: Mapping[str, Any]) -> Any:
@@ -321,6 +331,7 @@ def usage_of(provider: str, body: Any = None, events: Iterable[str] = (), model:
         if isinstance(u, dict):
             return [_usage(provider, body.get("model", model), u, anthropic)]
         return None
+    fold = _anthropic_event if anthropic else _openai_event
     found: dict[str, Any] = {}
     seen = False
     for block in events:
@@ -329,27 +340,40 @@ def usage_of(provider: str, body: Any = None, events: Iterable[str] = (), model:
             continue
         if isinstance(d.get("model"), str):
             model = d["model"]
-        if anthropic:
-            msg = d.get("message")
-            if d.get("type") == "message_start" and isinstance(msg, dict):
-                model = msg.get("model", model)
-                if isinstance(msg.get("usage"), dict):
-                    found.update(msg["usage"])
-                    seen = True
-            elif d.get("type") == "message_delta" and isinstance(d.get("usage"), dict):
-                found.update({k: v for k, v in d["usage"].items() if v is not None})
-                seen = True
-        else:
-            resp = d.get("response")
-            if isinstance(resp, dict):
-                model = resp.get("model", model)
-                if isinstance(resp.get("usage"), dict):
-                    found = dict(resp["usage"])
-                    seen = True
-            elif isinstance(d.get("usage"), dict):
-                found = dict(d["usage"])
-                seen = True
+        model, said = fold(d, model, found)
+        seen = seen or said
     return [_usage(provider, model, found, anthropic)] if seen else None
+
+
+def _anthropic_event(d: Mapping[str, Any], model: Any, found: dict[str, Any]) -> tuple[Any, bool]:
+    """One event of an Anthropic stream into ``found``: ``message_start`` has the model and the input,
+    ``message_delta`` adds the output; return the model and whether the event said a usage."""
+    msg = d.get("message")
+    if d.get("type") == "message_start" and isinstance(msg, dict):
+        model = msg.get("model", model)
+        if isinstance(msg.get("usage"), dict):
+            found.update(msg["usage"])
+            return model, True
+    elif d.get("type") == "message_delta" and isinstance(d.get("usage"), dict):
+        found.update({k: v for k, v in d["usage"].items() if v is not None})
+        return model, True
+    return model, False
+
+
+def _openai_event(d: Mapping[str, Any], model: Any, found: dict[str, Any]) -> tuple[Any, bool]:
+    """One chunk of an OpenAI (or compatible) stream: the last ``usage`` said replaces ``found`` (a Responses
+    event's is in its ``response``, with the model); return the model and whether the chunk said a usage."""
+    resp = d.get("response")
+    if isinstance(resp, dict):
+        model = resp.get("model", model)
+        u = resp.get("usage")
+    else:
+        u = d.get("usage")
+    if not isinstance(u, dict):
+        return model, False
+    found.clear()
+    found.update(u)
+    return model, True
 
 
 # --------------------------------------------------------------------------- reading

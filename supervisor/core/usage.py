@@ -268,31 +268,31 @@ class UsageFold:
         usage of the call it names to saved by resume."""
         kind = rec.get("kind", Kind.STEP)
         if kind == Kind.STEP:
-            entries = usage_entries(rec)
-            if entries is None:
-                return
-            t = Tokens.sum(e[2] for e in entries)
-            cost = self._price(rec) if self._price is not None else None
-            self._total.add(t, cost)
-            for model, _, et in entries:
-                key = model or ""
-                self._by_model[key] = self._by_model.get(key, ZERO).plus(et)
-            seq = rec.get("seq")
-            if type(seq) is int:
-                self._calls[seq] = (t, cost)
-                if seq in self._served:  # a note read before its call (a reader that got them out of order)
-                    for _ in range(self._served.count(seq)):
-                        self._saved.add(t, cost)
-                    self._served = [s for s in self._served if s != seq]
+            self._add_call_record(rec)
         elif kind == Kind.NOTE and rec.get("message") == SERVED_NOTE:
-            seq = rec.get("served")
-            if type(seq) is not int:
-                return
-            got = self._calls.get(seq)
-            if got is None:
-                self._served.append(seq)
-            else:
-                self._saved.add(*got)
+            self._add_served(rec.get("served"))
+
+    def _add_call_record(self, rec: Mapping[str, Any]) -> None:
+        """A call record: counted, and kept by its seq for the served notes (one read before it is saved now)."""
+        counted = self._count(rec)
+        seq = rec.get("seq")
+        if counted is None or type(seq) is not int:
+            return
+        self._calls[seq] = counted
+        if seq in self._served:  # a note read before its call (a reader that got them out of order)
+            for _ in range(self._served.count(seq)):
+                self._saved.add(*counted)
+            self._served = [s for s in self._served if s != seq]
+
+    def _add_served(self, seq: Any) -> None:
+        """A served note: the usage of the call it names is saved by resume (once that call's record is read)."""
+        if type(seq) is not int:
+            return
+        got = self._calls.get(seq)
+        if got is None:
+            self._served.append(seq)
+        else:
+            self._saved.add(*got)
 
     def add_calls(self, recs: Iterable[Mapping[str, Any]]) -> None:
         """:meth:`add_call` for each record."""
@@ -333,17 +333,22 @@ class UsageFold:
 
     def _add_step(self, rec: Mapping[str, Any]) -> None:
         """A step's usage: in the totals and by model; in the effective sum if it succeeded."""
+        counted = self._count(rec)
+        if counted is not None and rec.get("error") is None:
+            self._effective.add(*counted)
+
+    def _count(self, rec: Mapping[str, Any]) -> tuple[Tokens, float | None] | None:
+        """A step's or call's usage into the totals and by model; return its tokens and cost (``None``: no usage)."""
         entries = usage_entries(rec)
         if entries is None:
-            return
+            return None
         t = Tokens.sum(e[2] for e in entries)
         cost = self._price(rec) if self._price is not None else None
         self._total.add(t, cost)
         for model, _, et in entries:
             key = model or ""
             self._by_model[key] = self._by_model.get(key, ZERO).plus(et)
-        if rec.get("error") is None:
-            self._effective.add(t, cost)
+        return t, cost
 
     def extend(self, entries: Iterable[Entry | LazyRecord]) -> None:
         for e in entries:

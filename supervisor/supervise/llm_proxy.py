@@ -83,6 +83,20 @@ def upstreams_from_env(env: Mapping[str, str]) -> dict[str, str]:
     }
 
 
+def _request_headers(headers: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """A request's headers as sent upstream (hop-by-hop ones dropped, the answer asked for unencoded) and as
+    recorded (an allowlist: never a credential)."""
+    sent = {k: v for k, v in headers.items() if k.lower() not in _HOP}
+    sent["Accept-Encoding"] = "identity"
+    return sent, {k.lower(): v for k, v in headers.items() if k.lower() in _REQUEST_HEADERS}
+
+
+def _response_headers(headers: Mapping[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """An answer's headers as passed back to the agent (framing and encoding are our server's) and as recorded."""
+    back = {k: v for k, v in headers.items() if k.lower() not in _NOT_FORWARDED_BACK}
+    return back, {k.lower(): v for k, v in headers.items() if k.lower() in _RESPONSE_HEADERS}
+
+
 class _Attempt:
     """What one attempt serves and how many calls of each identity it has made."""
 
@@ -344,20 +358,15 @@ class LlmProxy:
     async def _forward(self, request: web.Request, call: dict[str, Any], url: str, raw: bytes) -> tuple[web.StreamResponse, bool]:
         """Make the call upstream, record it, and answer: ``(response, succeeded)``."""
         assert self._session is not None
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP}
-        headers["Accept-Encoding"] = "identity"
-        kept = {k.lower(): v for k, v in request.headers.items() if k.lower() in _REQUEST_HEADERS}
+        headers, kept = _request_headers(request.headers)
         started, t0 = rundir.utc_now(), time.perf_counter()
         try:
             upstream = await self._session.request(request.method, url, data=raw, headers=headers,
                                                    allow_redirects=False)
         except (TimeoutError, aiohttp.ClientError, OSError) as e:
             err: dict[str, Any] = {"type": "UpstreamError", "message": f"cannot reach {url.split('?')[0]}: {e or type(e).__name__}"}
-            await self._record(call, kept, started, t0, None, err)
-            return web.json_response({"error": {"type": "agent_supervisor_upstream", "message": err["message"]}},
-                                     status=502), False
-        back = {k: v for k, v in upstream.headers.items() if k.lower() not in _NOT_FORWARDED_BACK}
-        recorded_headers = {k.lower(): v for k, v in upstream.headers.items() if k.lower() in _RESPONSE_HEADERS}
+            return await self._upstream_failed(call, kept, started, t0, err), False
+        back, recorded_headers = _response_headers(upstream.headers)
         ok = upstream.status < 400
         if "text/event-stream" in upstream.headers.get("content-type", ""):
             return await self._stream(request, call, kept, started, t0, upstream, back, recorded_headers), ok
@@ -365,15 +374,20 @@ class LlmProxy:
             data = await upstream.read()
         except (TimeoutError, aiohttp.ClientError, OSError) as e:
             err = {"type": "UpstreamError", "status": upstream.status, "message": f"the answer broke off: {e}"}
-            await self._record(call, kept, started, t0, None, err)
-            return web.json_response({"error": {"type": "agent_supervisor_upstream", "message": err["message"]}},
-                                     status=502), False
+            return await self._upstream_failed(call, kept, started, t0, err), False
         finally:
             upstream.release()
         answer = {"status": upstream.status, "headers": recorded_headers,
                   "body": llm_calls.body_value(self._redacted(data), upstream.headers.get("content-type", ""))}
         await self._record(call, kept, started, t0, answer if ok else None, None if ok else self._http_error(answer))
         return web.Response(status=upstream.status, headers=back, body=data), ok
+
+    async def _upstream_failed(self, call: dict[str, Any], kept: dict[str, str], started: str, t0: float,
+                               err: dict[str, Any]) -> web.Response:
+        """No whole answer came from upstream: the call's error recorded, a 502 for the agent."""
+        await self._record(call, kept, started, t0, None, err)
+        return web.json_response({"error": {"type": "agent_supervisor_upstream", "message": err["message"]}},
+                                 status=502)
 
     async def _stream(
         self, request: web.Request, call: dict[str, Any], kept: dict[str, str], started: str, t0: float,

@@ -39,8 +39,9 @@ once ``supervisor.jsonl`` can be written again.
 This module holds the loop and an attempt's life (spawn, exit, the decision carried
 out). Its parts live beside it: ``policy`` (the decision, a pure function),
 ``journal_watch`` (what each attempt committed), ``tree`` (the agent's processes:
-cgroup, guardian, figures, final sweep) and ``reporting`` (events, ``run.json`` and
-stderr, on a full disk too).
+cgroup, guardian, figures, final sweep), ``takeover`` (what is checked and recorded
+before the first attempt) and ``reporting`` (events, ``run.json`` and stderr, on a
+full disk too).
 """
 
 from __future__ import annotations
@@ -55,17 +56,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core import rundir
-from ..core.events import EventLog, read_events
-from ..core.journal_writer import journal_locked
+from ..core.events import EventLog
 from ..core.llm_calls import CallsReader
 from ..core.records import Kind
-from ..core.redact import Redactor, argv_is_redacted, redact_argv
-from ..errors import JournalLockedError, SupervisorError
+from ..core.redact import Redactor, redact_argv
+from ..errors import SupervisorError
 from .agentlog import AgentLog
 from .commands import ControlCommands
 from .control import ControlServer, Reply
 from .journal_watch import JOURNAL_POLL_S, JournalWatch
-from .lock import SupervisorLock, find_leftovers, remove_recorded_cgroup, stop_processes
+from .lock import SupervisorLock
 from .otlp_live import OtlpLive
 from .persister import cut_torn_tail, is_resource_error
 from .policy import (
@@ -90,6 +90,7 @@ from .rollback import append_rollback
 from .secrets import SecretsPipe
 from .signals import SignalInbox
 from .states import ProcessState, StateChange, StateMachine, StopRequest
+from .takeover import check_journal_free, record_start, stop_leftovers
 from .tree import AgentTree, is_ours
 
 if TYPE_CHECKING:
@@ -232,9 +233,10 @@ class Supervisor:
         """Take the lock, stop leftovers of a supervisor killed with -9, open the files. Raises on bad input."""
         previous = self.lock.acquire()
         try:
-            self._stop_leftovers(previous)
-            self._check_journal_free()
-            self._record_start()
+            self._leftovers = stop_leftovers(self.run_dir, previous, self.opts.stop_grace, self.say)
+            check_journal_free(self.run_dir, self.display_dir)
+            self.attempt_no, self.run_id = record_start(self.run_dir, self.display_dir, self.argv, self.redactor,
+                                                        self.cwd)
             self.report.events = EventLog(self.run_dir, max_bytes=self.opts.log_max_bytes, keep=self.opts.log_keep)
             self.log = AgentLog(
                 self.run_dir, redact=self.redactor, max_bytes=self.opts.log_max_bytes, keep=self.opts.log_keep, tee=self.opts.tee
@@ -259,47 +261,6 @@ class Supervisor:
             "supervisor-start", pid=os.getpid(), argv=redact_argv(self.argv, self.redactor), run_dir=str(self.run_dir),
             resumed_run=self.attempt_no > 0, leftovers_stopped=self._leftovers,
         )
-
-    def _record_start(self) -> None:
-        """``run.json`` says the run is supervised again; the attempt numbering goes on from what was recorded."""
-        meta = rundir.read_run_json(self.run_dir)
-        if argv_is_redacted(self.argv) and meta.get("command") == self.argv:
-            raise SupervisorError(
-                f"the command recorded in {rundir.RUN_JSON} had secrets redacted, so it cannot be run again; "
-                f"give it after '--': agent-supervisor supervise --run-dir {self.display_dir} -- CMD"
-            )
-        exists = (self.run_dir / rundir.RUN_JSON).exists()
-        # run.json is written after a spawn; the spawn event is written first (a supervisor killed
-        # in between must not make the next one reuse an attempt number)
-        recorded = [e.get("attempt") for e in read_events(self.run_dir)]
-        self.attempt_no = max([int(meta.get("attempts") or 0) if exists else 0]
-                              + [a for a in recorded if isinstance(a, int)])
-        changes: dict[str, Any] = {
-            "command": redact_argv(self.argv, self.redactor),
-            "cwd": self.cwd,
-            "status": "running",
-            "supervisor_pid": os.getpid(),
-            "attempts": self.attempt_no,
-            "ended": None,
-        }
-        if not exists:
-            changes.update(id=self.run_dir.name, created=rundir.utc_now())
-        self.run_id = str(rundir.update_run_json(self.run_dir, **changes).get("id") or self.run_dir.name)
-
-    def _stop_leftovers(self, previous: dict[str, Any] | None) -> None:
-        procs = find_leftovers(self.run_dir, previous)
-        if procs:
-            self.say(f"stopping {len(procs)} leftover process(es) of the previous supervisor: {[p.pid for p in procs]}")
-            self._leftovers = stop_processes(procs, self.opts.stop_grace, log=self.say)
-        remove_recorded_cgroup(previous)
-
-    def _check_journal_free(self) -> None:
-        """Refuse if an agent runs on this run directory without us (it holds the journal lock)."""
-        if journal_locked(self.run_dir):
-            raise JournalLockedError(
-                f"an agent is already writing the journal of {self.display_dir} without a supervisor; "
-                "stop it first, then supervise the run (it resumes)"
-            )
 
     # ------------------------------------------------------------------ main loop
     def run(self) -> int:
