@@ -19,8 +19,7 @@ from typing import Any
 
 from ..core import llm_calls, rundir
 from ..core.redact import Redactor
-from ..errors import RunDirError
-from .supervise_cmds import add_llm_proxy_options, llm_upstreams, require_llm_proxy
+from .supervise_cmds import add_llm_proxy_options, check_run_dir, llm_upstreams, require_llm_proxy
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:
@@ -39,25 +38,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.set_defaults(func=cmd_llm_proxy)
 
 
-def _prepare_run_dir(run_dir: Path) -> None:
-    if run_dir.exists():
-        if not run_dir.is_dir():
-            raise RunDirError(f"{run_dir} is a file, not a run directory; pass a directory path")
-        if not os.access(run_dir, os.W_OK | os.X_OK):
-            raise RunDirError(f"{run_dir} is not writable; run as its owner or choose another directory")
-        rundir.read_run_json(run_dir)  # refuses a newer format or a broken run.json
-        if (run_dir / rundir.RUN_JSON).exists():
-            return
-    rundir.ensure_dir(run_dir)
-    rundir.update_run_json(run_dir)
-
-
 def cmd_llm_proxy(args: argparse.Namespace) -> int:
     require_llm_proxy()
     from ..supervise.llm_proxy import LlmProxy
 
     run_dir: Path = args.run_dir
-    _prepare_run_dir(run_dir)
+    if not check_run_dir(run_dir) or not (run_dir / rundir.RUN_JSON).exists():
+        rundir.ensure_dir(run_dir)
+        rundir.update_run_json(run_dir)
     attempt = 1 + max((r.get("attempt", 0) for r in llm_calls.step_calls(run_dir) if type(r.get("attempt")) is int),
                       default=0)
     proxy = LlmProxy(run_dir.resolve(), match=args.llm_match, redact=Redactor(), port=args.port, attempt=attempt,

@@ -156,20 +156,21 @@ def _writable_ancestor(path: Path) -> Path:
     return p
 
 
-def _check_run_dir(run_dir: Path) -> bool:
-    """Validate a run directory before anything is created; return whether it exists already."""
+def check_run_dir(run_dir: Path) -> bool:
+    """Validate a run directory before anything is created (``supervise``, ``llm-proxy``); return whether it
+    exists already."""
     if run_dir.exists():
         if not run_dir.is_dir():
             raise RunDirError(f"{run_dir} is a file, not a run directory; pass a directory path")
         if not os.access(run_dir, os.W_OK | os.X_OK):
-            raise RunDirError(f"{run_dir} is not writable; run as its owner or choose another --run-dir")
+            raise RunDirError(f"{run_dir} is not writable; run as its owner or choose another run directory")
         rundir.read_run_json(run_dir)  # refuses a newer format, or a broken run.json
         return True
     anc = _writable_ancestor(run_dir)
     if not anc.is_dir():
-        raise RunDirError(f"cannot create {run_dir}: {anc} is a file, not a directory; choose another --run-dir")
+        raise RunDirError(f"cannot create {run_dir}: {anc} is a file, not a directory; choose another run directory")
     if not os.access(anc, os.W_OK | os.X_OK):
-        raise RunDirError(f"cannot create {run_dir}: {anc} is not writable; choose another --run-dir")
+        raise RunDirError(f"cannot create {run_dir}: {anc} is not writable; choose another run directory")
     return False
 
 
@@ -180,7 +181,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     run_dir: Path = args.run_dir or Path("runs") / rundir.new_run_id()
-    exists = _check_run_dir(run_dir)
+    exists = check_run_dir(run_dir)
     if not cmd:
         cmd, cwd = _recorded_command(run_dir, exists)
         _resume_behind_recorded_proxy(args, run_dir)
