@@ -9,7 +9,7 @@ tokens and cost, the mode), never a second line.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -24,8 +24,11 @@ from ..core.wire import USAGE_WORD
 from ..views.fmt import fmt_bytes, fmt_cost, fmt_duration, fmt_tokens
 
 if TYPE_CHECKING:
+    from ..core.journal_reader import JournalReader
     from ..core.segments import StreamPos
+    from ..core.usage import RunUsage, UsageFold
     from ..views.scan import ScanResult
+    from ..views.timeline_calls import CallsFollower, CallsRead
 
 _STATE_CLASS = {
     "running": "status--ok",
@@ -85,6 +88,14 @@ class CallUsage:
         self.price: Any = None
         self._fold: Any = None
 
+    def read(self, follower: CallsFollower, load_prices: Callable[[], Any]) -> CallsRead | None:
+        """What ``follower`` finds appended to ``llm.jsonl`` (``None``: nothing), the prices loaded with the first
+        calls (they are added later, with ``add``)."""
+        got = follower.read(0, _no_times)
+        if got is not None and self.price is None and (got.rows or got.served):
+            self.price = load_prices()
+        return got
+
     def add(self, got: Any) -> None:
         """Take a ``timeline_calls.CallsRead``: its call records and its served notes."""
         from ..core.llm_calls import SERVED_NOTE
@@ -103,16 +114,55 @@ class CallUsage:
         """The calls that said what they consumed."""
         return int(self._fold.result.steps) if self._fold is not None else 0
 
-    def totals(self, journal: Any) -> UsageTotals:
+    def totals(self, journal: RunUsage | None) -> UsageTotals:
         """The journal's ``RunUsage`` (``None``: none yet) plus the calls'."""
-        r = self._fold.result if self._fold is not None else None
-        tokens = (journal.tokens.total if journal else 0) + (r.tokens.total if r else 0)
-        costs = [c for c in ((journal.cost_usd if journal else None), (r.cost_usd if r else None)) if c is not None]
-        saved_costs = [c for c in ((journal.saved_cost_usd if journal else None), (r.saved_cost_usd if r else None))
-                       if c is not None]
-        return UsageTotals(tokens, sum(costs) if costs else None,
-                           (journal.saved_tokens.total if journal else 0) + (r.saved_tokens.total if r else 0),
-                           sum(saved_costs) if saved_costs else None)
+        runs = [u for u in (journal, self._fold.result if self._fold is not None else None) if u is not None]
+        return UsageTotals(
+            sum(u.tokens.total for u in runs), _sum_known(u.cost_usd for u in runs),
+            sum(u.saved_tokens.total for u in runs), _sum_known(u.saved_cost_usd for u in runs),
+        )
+
+
+def _sum_known(costs: Iterable[float | None]) -> float | None:
+    """The sum of the costs that are known; ``None`` if none is (no prices, or unknown models)."""
+    known = [c for c in costs if c is not None]
+    return sum(known) if known else None
+
+
+class JournalUsage:
+    """The journal's side of the run's totals: nothing is parsed until a line with ``"usage"`` is found (by the
+    scan, or in the bytes appended since: one C-speed look per chunk); then the whole run is folded once, and
+    after that only new records."""
+
+    __slots__ = ("cursor", "fold", "found", "reader", "source")
+
+    def __init__(self, source: Path, found: bool, cursor: StreamPos) -> None:
+        self.source = source
+        self.found = found
+        self.cursor = cursor
+        self.reader: JournalReader | None = None
+        self.fold: UsageFold | None = None
+
+    def look(self) -> None:
+        """Until usage is found: look for ``"usage"`` in what was appended since the last look (nothing parsed)."""
+        if self.reader is not None or self.found:
+            return
+        from ..core.segments import read_stream
+
+        for c in read_stream(self.source, self.cursor, chunk=1 << 20):
+            if USAGE_WORD in c.data:
+                self.found = True
+                break
+
+    def entries(self, load_prices: Callable[[], Any]) -> Iterable[Any]:
+        """The records to fold this round: none before usage is found, then the whole run once, then the new ones."""
+        if self.reader is None and self.found:
+            from ..core.journal_reader import JournalReader
+            from ..core.usage import UsageFold
+
+            self.reader, self.fold = JournalReader(self.source), UsageFold(load_prices())
+            return self.reader.iter_entries(lazy=True)  # the whole run, from the start
+        return self.reader.read_new() if self.reader is not None else ()
 
 
 class _Parts:
@@ -210,34 +260,20 @@ class StatusBar(Static):
         per chunk), nothing is parsed; then one pass folds the whole journal and later rounds fold
         only new records. The prices (genai-prices, 0.4 s to import) are loaded here, in this thread.
         """
-        from ..core.journal_reader import JournalReader
-        from ..core.segments import read_stream
-        from ..core.usage import UsageFold
         from ..views.timeline_calls import CallsFollower
 
         worker = get_current_worker()
-        reader: JournalReader | None = None
-        fold: UsageFold | None = None
         shown: UsageTotals | None = None
+        journal = JournalUsage(source, found, cursor)
         run_dir = source if source.is_dir() else source.parent if source.name == "journal.jsonl" else None
         calls_in = CallsFollower(run_dir)  # the proxy's llm.jsonl: one failed open a round without it
         calls = CallUsage()
         while not worker.is_cancelled:
             try:
-                if reader is None and not found:
-                    for c in read_stream(source, cursor, chunk=1 << 20):  # what was appended since
-                        if USAGE_WORD in c.data:
-                            found = True
-                            break
-                got = calls_in.read(0, _no_times)
-                if got is not None and calls.price is None and (got.rows or got.served):
-                    calls.price = self._load_prices()
-                entries: Iterable[Any] = ()
-                if reader is None and found:
-                    reader, fold = JournalReader(source), UsageFold(self._load_prices())
-                    entries = reader.iter_entries(lazy=True)  # the whole run, from the start
-                elif reader is not None:
-                    entries = reader.read_new()
+                journal.look()
+                got = calls.read(calls_in, self._load_prices)
+                entries = journal.entries(self._load_prices)
+                fold = journal.fold
                 if fold is not None:
                     for e in entries:
                         fold.add(e)

@@ -91,6 +91,23 @@ def _args_preview(inputs: Any, width: int = 120) -> str:
     return _pv(inputs, width)
 
 
+def _call_name(info: dict[str, Any], width: int) -> str:
+    """A call's provider and model in ``width`` columns: the model alone when both do not fit (it matters more)."""
+    name = f"{info.get('provider', '?')} {info.get('model') or '?'}"
+    if len(name) > width:
+        name = str(info.get("model") or "?")
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def _call_error(err: Any) -> str:
+    """A failed call's error in a line: its HTTP status, type and message (or the error as text)."""
+    if not isinstance(err, dict):
+        return str(err)
+    status = err.get("status")
+    head = f"{status} " if status else ""
+    return head + f"{err.get('type', 'error')}: {err.get('message', '')}".rstrip(": ")
+
+
 PREVIEW_CHARS = 320
 """A row's preview of an output or arguments: long enough for a 320-column terminal."""
 
@@ -483,25 +500,20 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         ✗ and the error (a failed call), or ✓, ⇶ when streamed, served or live, and the answer's text."""
         call = self.model.calls[j]
         rec = call.data
-        cseq = rec.get("seq")
-        head = f" {'c' + str(cseq):>{self._seq_w}} "
+        head = f" {'c' + str(rec.get('seq')):>{self._seq_w}} "
         muted = self._fg("timeline--muted")
         segs = [Segment(head, muted), Segment(f"{self._time_cell(rec.get('ts')):12} ", muted)]
-        mark = self._fg("timeline--mark")
         if rec.get("kind") == Kind.NOTE:  # an ``llm call diverged`` note
-            segs.append(Segment(f"{'≠ llm':10} ", mark))
-            segs.append(Segment(f"{step_name(rec)} #{rec.get('served')} was served for a request with another body "
-                                "(--llm-match order)", mark))
-            return segs
+            mark = self._fg("timeline--mark")
+            note = (f"{step_name(rec)} #{rec.get('served')} was served for a request with another body "
+                    "(--llm-match order)")
+            return [*segs, Segment(f"{'≠ llm':10} ", mark), Segment(note, mark)]
         info = rec.get("call") if isinstance(rec.get("call"), dict) else {}
         assert isinstance(info, dict)
         style = self._fg("timeline--model")
         nw = self._name_width()
-        name = f"{info.get('provider', '?')} {info.get('model') or '?'}"
-        if len(name) > nw:
-            name = str(info.get("model") or "?")  # the model matters more than its provider
         segs.append(Segment(f"{'◇ llm':10} ", style))
-        segs.append(Segment(f"{name if len(name) <= nw else name[: nw - 1] + '…':{nw}} ", style))
+        segs.append(Segment(f"{_call_name(info, nw):{nw}} ", style))
         segs.append(Segment(f"{fmt_ms(rec.get('dur_ms')):>7} "))
         key = -2 - call.order
         usage = self._usage_cells(rec, key)
@@ -510,28 +522,33 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         err = rec.get("error")
         if err is not None:
             st = self._fg("timeline--error")
-            if isinstance(err, dict):
-                status = err.get("status")
-                msg = f"{status} " if status else ""
-                msg += f"{err.get('type', 'error')}: {err.get('message', '')}".rstrip(": ")
-            else:
-                msg = str(err)
-            return [*segs, Segment("✗ ", st), Segment(_pv(msg), st)]
-        segs.append(Segment("✓ ", self._fg("timeline--checkpoint")))
+            return [*segs, Segment("✗ ", st), Segment(_pv(_call_error(err)), st)]
+        return segs + self._call_answer(rec, info, key)
+
+    def _call_answer(self, rec: Record, info: dict[str, Any], key: int) -> list[Segment]:
+        """A call that answered: ✓, ⇶ when streamed, the attempts it served (or live), its tokens when there is no
+        usage column, and the answer's text."""
+        segs = [Segment("✓ ", self._fg("timeline--checkpoint"))]
         if info.get("stream"):
-            segs.append(Segment("⇶ ", style))
+            segs.append(Segment("⇶ ", self._fg("timeline--model")))
+        cseq = rec.get("seq")
         served = self.model.served.get(cseq) if isinstance(cseq, int) else None
         if served:
             attempts = ",".join(str(a) for a in sorted(set(served)))
-            segs.append(Segment(f"served→a{attempts} ", mark))
+            segs.append(Segment(f"served→a{attempts} ", self._fg("timeline--mark")))
         else:
-            segs.append(Segment("live ", muted))
-        if not self._usage_column and rec.get("usage") is not None:
-            tok, cost_s = self._usage_text.get(key, ("", ""))
-            if tok:
-                segs.append(Segment(f"{tok}{' ' + cost_s if cost_s else ''} ", style))
+            segs.append(Segment("live ", self._fg("timeline--muted")))
+        segs += self._inline_usage(rec, key)
         segs.append(Segment(self._cached_preview(rec, "answer", key)))
         return segs
+
+    def _inline_usage(self, rec: Record, key: int | None = None) -> list[Segment]:
+        """Tokens (and cost) after the ✓ of a step or call with usage when there is no usage column (``key``: the
+        row's cache key, as for ``_usage_cells``); ``[]`` otherwise."""
+        if self._usage_column or rec.get("usage") is None:
+            return []
+        tok, cost_s = self._usage_text.get(int(rec.get("seq", -1)) if key is None else key, ("", ""))
+        return [Segment(f"{tok}{' ' + cost_s if cost_s else ''} ", self._fg("timeline--model"))] if tok else []
 
     def _record_segments(self, seq: int) -> list[Segment]:
         ent = self.model.entry(seq)
@@ -655,10 +672,7 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         if isinstance(pos, int) and pos in self.model.changed_inputs and self.model.changed_inputs[pos] == name:
             segs.append(Segment("≠ ", self._fg("timeline--mark")))  # served with changed inputs
         segs.append(Segment("✓ ", self._fg("timeline--checkpoint")))
-        if not self._usage_column and rec.get("usage") is not None:
-            tok, cost_s = self._usage_text.get(int(rec.get("seq", -1)), ("", ""))
-            if tok:
-                segs.append(Segment(f"{tok}{' ' + cost_s if cost_s else ''} ", self._fg("timeline--model")))
+        segs += self._inline_usage(rec)
         segs.append(Segment(self._cached_preview(rec, "output")))
         return segs
 

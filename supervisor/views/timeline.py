@@ -16,7 +16,8 @@ The model never holds every record. It keeps:
 - the proxy's model calls (``llm.jsonl``, ``timeline_calls``), placed between records by time: held whole
   (they are few, and their detail is shown from memory), none read when the run has no such file.
 
-Events and calls are the rows between records: one list of them in row order (``_extras``), each before a seq.
+Events and calls are the rows between records: one list of them in row order, each before a seq
+(``timeline_between``).
 
 One row per step: a ``begin`` record whose ``step`` record exists (paired by
 ``pos``, however many records of concurrent steps come between: the scan's
@@ -39,20 +40,17 @@ from __future__ import annotations
 import bisect
 import queue
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core import rundir
 from ..core.cursor import Shape, StateCursor
-from ..core.events import is_error_event, read_events
 from ..core.history import ERROR, STEPS, Fold, fold_shape
 from ..core.journal_reader import Entry, JournalReader
 from ..core.pairing import Pairing
 from ..core.records import DAMAGED, BadLine, Kind
-from ..core.segments import segment_paths
 from ..errors import JournalError
 from .scan import (
     CHANGED_INPUTS,
@@ -62,13 +60,14 @@ from .scan import (
     SeqBits,
     StepPairs,
     add_marker,
-    iter_new_regions,
-    scan_bytes,
     scan_positions,
 )
+from .timeline_between import BetweenRows
 from .timeline_calls import Call, CallsFollower, CallsRead
 from .timeline_events import Event, place
-from .timeline_read import SHORT_READS, Changes, LiveSide
+from .timeline_read import Changes, LiveSide
+from .timeline_worker import read_calls, read_changes, read_events_changed, run_files
+from .timeline_worker import seq_of as _seq
 
 if TYPE_CHECKING:
     # a filter is made when one is applied: not imported on the first screen's path
@@ -114,7 +113,6 @@ class TimelineModel:
         """Snapshots and rollback cuts for the state cursor: replaced, never changed, so workers may read it."""
         self._snapshots: list[tuple[int, str]] = []
         self.events: list[Event] = []
-        self._event_rows: list[int] = []
         self._events_raw: list[dict[str, Any]] = []
         self.regions: list[Region] = []
         """Byte regions of the journal with their first seq (the search reads by region)."""
@@ -140,28 +138,17 @@ class TimelineModel:
         self.changed_inputs: dict[int, str] = {}
         """Steps served with changed inputs (the SDK's note): ``pos`` -> step name."""
         self._pairing = Pairing()  # before the scan: the parsed records' begins paired with their steps
-        self._befores: list[int] = []  # events' ``before``, in row order (row_of_seq)
         self.filter: RowFilter | None = None
         """The filter the rows pass (``None``: every row)."""
         self.filter_seqs = SeqBits()
         """Seqs of the records that pass the filter, folded begins too (a bit a record)."""
         self._fvis = SeqBits()  # filter_seqs less the folded begins: the records' rows
-        self._fevents: list[int] = []  # indexes into ``events`` of the supervisor rows that pass
-        self._fevent_rows: list[int] = []
-        self._fbefores: list[int] = []
         self.calls: list[Call] = []
         """The proxy's calls and divergence notes (``llm.jsonl``), in row order."""
         self.served: dict[int, list[int]] = {}
         """A call's seq in ``llm.jsonl`` -> the attempts the proxy answered from its record (its served notes)."""
-        self._extras: list[tuple[str, int]] = []  # ("event", i) and ("call", j) in row order
-        self._extras_dirty = False
-        self._extra_rows: list[int] = []
-        self._call_rows: list[int] = []
-        self._fextras: list[tuple[str, int]] = []
-        self._fextra_rows: list[int] = []
-        self._fcall_rows: list[int] = []
-        self._fcalls: list[int] = []
-        self._call_pass: dict[int, bool] = {}  # a call's ``order`` -> whether it passes the filter
+        self._between = BetweenRows()
+        """The rows of the events and calls among the records' rows."""
 
     # ------------------------------------------------------------------ loading
     def open(self) -> None:
@@ -315,18 +302,13 @@ class TimelineModel:
             self._live.get_nowait()
         except queue.Empty:
             pass  # the worker holds it: its changes come back stale and are dropped
-        calls = CallsFollower(self._calls_dir())
+        calls = CallsFollower(run_files(self.source, self.run_dir))
         self._live.put(LiveSide(self._live_gen, reader, indexed, count, scan_pos or {}, scanned, self._events_size,
                                 pairs or StepPairs(), calls=calls))
 
-    def _calls_dir(self) -> Path | None:
-        """Where ``llm.jsonl`` would be (``None``: a bare journal file is no run directory)."""
-        if self.source.is_file() and self.source.name != rundir.JOURNAL:
-            return None
-        return self.run_dir
-
     def read_changes(self, timeout: float | None = None) -> Changes | None:
-        """Read what was committed since the last read (a worker's half: only I/O, only ``LiveSide``).
+        """Read what was committed since the last read (a worker's half: only I/O, only ``LiveSide``:
+        ``timeline_worker.read_changes``).
 
         Waits up to ``timeout`` seconds for the previous changes to be applied;
         ``None`` if they were not.
@@ -335,82 +317,14 @@ class TimelineModel:
             live = self._live.get(timeout=timeout)
         except queue.Empty:
             return None
-        if not self.run_dir.exists():
-            return Changes(live, live.count, deleted=True)
-        ch = Changes(live, live.count)
-        if live.indexed:
-            try:
-                n = live.reader.index()
-            except OSError:
-                n = -1
-            # fewer lines than before: a file was renamed between the listing and the reading, so this
-            # view lacks it (its seqs would be wrong); the next read lists the files again
-            ch.indexed = n >= live.count
-            ch.again = not ch.indexed
-            live.short = 0 if ch.indexed else live.short + 1
-            if live.short >= SHORT_READS and n >= 0:
-                # not a rotation (it settles in a read or two): lines were removed, which a journal never does;
-                # said, and read again at the usual pace (not at once, forever)
-                ch.again = False
-                ch.shrank = (f"the journal ({self.source}) has {n} lines, fewer than the {live.count} shown: committed "
-                             "lines are never removed (was it cut or rewritten?)")
-            if n > live.count:
-                ch.markers, ch.steps, ch.regions = self._scan_new(live)
-                ch.hidden = list(live.pairs.hidden)
-                live.pairs.hidden.clear()
-                ch.changed = dict(live.pairs.changed)
-                try:  # parse only the last screen: a burst of 10,000 records is scanned, not parsed
-                    ch.new = live.reader.get_range(max(live.count, n - self.tail_rows), n)
-                except OSError:
-                    ch.new = []
-                live.count = n
-        else:
-            try:
-                tail = live.reader.tail(self.tail_rows)
-            except OSError:
-                tail = []
-            if tail and _seq(tail[-1]) + 1 > live.count:
-                ch.new = [e for e in tail if _seq(e) >= live.count]
-                live.count = _seq(tail[-1]) + 1
-        ch.count = live.count
-        ch.events = self._read_events(live)
-        ch.events_size = live.events_size
-        if not ch.again:
-            ch.calls_reset = live.calls.offset == 0
-            ch.calls = self._read_calls(live, None if live.indexed else tail)
-        return ch
-
-    def _read_calls(self, live: LiveSide, tail: list[Entry] | None) -> CallsRead | None:
-        """The proxy's calls committed since the live side's last read, placed among its ``count`` records by
-        time: with the index, any record's time is read (a line); before it, only the ``tail``'s are known.
-        Without ``llm.jsonl`` this is one failed ``open``."""
-        if tail is None:
-            reader = live.reader
-            times: dict[int, str | None] = {}
-
-            def ts_at(seq: int) -> str | None:
-                if seq not in times:
-                    try:
-                        got = reader.get_range(seq, seq + 1)
-                    except (OSError, IndexError, JournalError, ValueError):
-                        got = []
-                    times[seq] = _ts(got[0]) if got else None
-                return times[seq]
-
-            return live.calls.read(live.count, lambda: (ts_at, 0))
-
-        def known() -> tuple[Callable[[int], str | None], int]:
-            ts = {_seq(e): _ts(e) for e in tail}
-            return ts.get, min(ts, default=live.count)
-
-        return live.calls.read(live.count, known)
+        return read_changes(live, self.source, self.run_dir, self.tail_rows)
 
     def load_calls(self) -> bool:
         """Read ``llm.jsonl`` now, on this thread (the first screen: placed among the records read so far; the
         scan's live side reads it again with every record's time); whether the rows changed."""
         live = self._live.get()
         try:
-            got = self._read_calls(live, [e for e in self.cache.values() if e is not None])
+            got = read_calls(live, [e for e in self.cache.values() if e is not None])
         finally:
             self._live.put(live)
         return self._take_calls(got, reset=True)
@@ -420,13 +334,13 @@ class TimelineModel:
         if got is None:
             return False
         if reset:
-            self.calls, self.served, self._call_pass = [], {}, {}
+            self.calls, self.served, self._between.call_pass = [], {}, {}
         for seq, attempts in got.served.items():
             self.served.setdefault(seq, []).extend(attempts)
         if got.rows:
             self.calls.extend(got.rows)
             self.calls.sort(key=lambda c: (c.before, c.ts, c.order))
-        self._extras_dirty = True
+        self._between.dirty = True
         self._place_event_rows()
         return True
 
@@ -483,24 +397,6 @@ class TimelineModel:
         ch = self.read_changes()
         return self.apply(ch) if ch is not None else (0, False)
 
-    def _scan_new(self, live: LiveSide) -> tuple[list[Marker], int, list[Region]]:
-        """Scan the bytes committed since the last scan (by inode: a rotation renames, keeps the inode)."""
-        res = ScanResult()
-        res.pairs = live.pairs
-        regions: list[Region] = []
-        for p in segment_paths(self.source):
-            try:
-                ino = p.stat().st_ino
-            except OSError:
-                continue
-            end, line = live.scan_pos.get(ino, (0, 1))
-            for region, data in iter_new_regions(p, end, live.scanned, line):
-                n = scan_bytes(data, live.scanned, res)
-                live.scanned += n
-                regions.append(region)
-                live.scan_pos[ino] = (region.end, region.first_line + n)
-        return res.markers, res.steps, regions
-
     def _take_new(self, old: int, new: list[Entry], scanned: list[Marker] | None) -> None:
         markers: list[Marker] = []
         for ent in new:
@@ -531,7 +427,7 @@ class TimelineModel:
         """Read ``supervisor.jsonl`` now, on this thread (the first screen); return whether the rows changed."""
         live = self._live.get()
         try:
-            events = self._read_events(live)
+            events = read_events_changed(live, self.source, self.run_dir)
         finally:
             self._live.put(live)
         if events is None:
@@ -541,78 +437,16 @@ class TimelineModel:
         self.place_events()
         return True
 
-    def _read_events(self, live: LiveSide) -> list[dict[str, Any]] | None:
-        """All of ``supervisor.jsonl`` if its size changed since the last read, else ``None``."""
-        if self.source.is_file() and self.source.name != rundir.JOURNAL:
-            return None  # a bare journal file: its directory is not a run directory
-        path = self.run_dir / rundir.SUPERVISOR_EVENTS
-        try:
-            size = path.stat().st_size
-        except OSError:
-            size = -1
-        if size == live.events_size:
-            return None
-        live.events_size = size
-        return read_events(self.run_dir) if size > 0 else []  # with the rotated files before it
-
     def place_events(self) -> None:
         """Put each event before the journal's start record of the attempt it leads to (``timeline_events.place``)."""
         self.events = place(self._events_raw, self.start_seqs, self.count, self.scanned, self._refine_by_time)
         self.exited_attempts = {a for ev in self._events_raw if ev.get("event") == "exit" and type(a := ev.get("attempt")) is int}
-        self._extras_dirty = True
+        self._between.dirty = True
         self._place_event_rows()
 
-    def _merge_extras(self) -> None:
-        """The rows between records, supervisor events and calls, in one list: by the seq they precede, then by
-        time (each list's own order kept at equal times)."""
-        evs = [(e.before, str(e.data.get("ts") or ""), 0, e.order, k) for k, e in enumerate(self.events)]
-        cls = [(c.before, c.ts, 1, c.order, k) for k, c in enumerate(self.calls)]
-        if not cls:
-            self._extras = [("event", k) for k in range(len(self.events))]  # placed and ordered by ``place``
-        else:
-            self._extras = [("event" if src == 0 else "call", k) for _, _, src, _, k in sorted(evs + cls)]
-        self._extras_dirty = False
-
-    def _before(self, item: tuple[str, int]) -> int:
-        kind, k = item
-        return self.events[k].before if kind == "event" else self.calls[k].before
-
-    def _passes_extra(self, item: tuple[str, int]) -> bool:
-        flt = self.filter
-        assert flt is not None
-        kind, k = item
-        if kind == "event":
-            return flt.match_event(self.events[k].data)
-        c = self.calls[k]
-        hit = self._call_pass.get(c.order)
-        if hit is None:
-            import orjson
-
-            # tested as the line it is in llm.jsonl (blobs expanded): kind, step, errors and text alike
-            hit = self._call_pass[c.order] = flt.match_line(orjson.dumps(c.data, default=str))
-        return hit
-
     def _place_event_rows(self) -> None:
-        if self._extras_dirty:
-            self._merge_extras()
-        extras = self._extras
-        befores = [self._before(x) for x in extras]
-        rows = [self.visible_index(b) + i for i, b in enumerate(befores)]
-        self._befores, self._extra_rows = befores, rows
-        self._event_rows = [0] * len(self.events)
-        self._call_rows = [0] * len(self.calls)
-        for (kind, k), r in zip(extras, rows, strict=True):
-            (self._event_rows if kind == "event" else self._call_rows)[k] = r
-        if self.filter is not None:
-            fext = [x for x in extras if self._passes_extra(x)]
-            fvis = self._fvis
-            self._fextras = fext
-            self._fbefores = [self._before(x) for x in fext]
-            self._fextra_rows = [fvis.rank(b) + j for j, b in enumerate(self._fbefores)]
-            self._fevents = [k for kind, k in fext if kind == "event"]
-            self._fevent_rows = [r for (kind, _), r in zip(fext, self._fextra_rows, strict=True) if kind == "event"]
-            self._fcalls = [k for kind, k in fext if kind == "call"]
-            self._fcall_rows = [r for (kind, _), r in zip(fext, self._fextra_rows, strict=True) if kind == "call"]
+        """Number the rows of the events and calls among the records' rows (``timeline_between``)."""
+        self._between.place(self.events, self.calls, self.visible_index, self.filter, self._fvis)
 
     # ------------------------------------------------------------------ filter
     def set_filter(self, flt: RowFilter, seqs: Iterable[int]) -> None:
@@ -620,7 +454,7 @@ class TimelineModel:
         ``SeqBits`` is taken as it is, not copied: the filter's worker hands over the one it built)."""
         self.filter = flt
         self.filter_seqs = seqs if isinstance(seqs, SeqBits) else SeqBits(seqs)
-        self._call_pass = {}
+        self._between.call_pass = {}
         self._rebuild_filtered()
 
     def add_filtered(self, seqs: list[int]) -> None:
@@ -637,9 +471,7 @@ class TimelineModel:
         self.filter = None
         self.filter_seqs = SeqBits()
         self._fvis = SeqBits()
-        self._fevents, self._fevent_rows, self._fbefores = [], [], []
-        self._fextras, self._fextra_rows, self._fcalls, self._fcall_rows = [], [], [], []
-        self._call_pass = {}
+        self._between.clear_shown()
 
     def _rebuild_filtered(self) -> None:
         if self.show_begins or not len(self._hidden):
@@ -655,11 +487,11 @@ class TimelineModel:
 
     def filtered_events(self) -> list[int]:
         """Indexes into ``events`` of the supervisor rows the filter shows, in order."""
-        return list(self._fevents)
+        return list(self._between.shown_events)
 
     def filtered_calls(self) -> list[int]:
         """Indexes into ``calls`` of the call rows the filter shows, in order."""
-        return list(self._fcalls)
+        return list(self._between.shown_calls)
 
     def passes(self, seq: int) -> bool:
         """Whether record ``seq`` has a row (it passes the filter, and is not a folded begin)."""
@@ -669,13 +501,7 @@ class TimelineModel:
 
     def error_event_rows(self) -> list[int]:
         """Rows between records that are errors (the supervisor's crashes, hangs, give-ups; failed model calls), in order."""
-        if self.filter is not None:
-            rows = [self._fevent_rows[j] for j, k in enumerate(self._fevents) if is_error_event(self.events[k].data)]
-            rows += [self._fcall_rows[j] for j, k in enumerate(self._fcalls) if self.calls[k].data.get("error") is not None]
-        else:
-            rows = [self._event_rows[k] for k, e in enumerate(self.events) if is_error_event(e.data)]
-            rows += [self._call_rows[k] for k, c in enumerate(self.calls) if c.data.get("error") is not None]
-        return sorted(rows)
+        return self._between.error_rows(self.events, self.calls, self.filter is not None)
 
     # ------------------------------------------------------------------ one row per step
     def _pair_parsed(self, entries: list[Entry]) -> None:
@@ -766,47 +592,34 @@ class TimelineModel:
     @property
     def rows(self) -> int:
         if self.filter is not None:
-            return len(self._fvis) + len(self._fextras)
+            return len(self._fvis) + len(self._between.shown)
         return self.count - (0 if self.show_begins else len(self._hidden)) + len(self.events) + len(self.calls)
 
     def row_item(self, row: int) -> tuple[str, int]:
         """``("rec", seq)``, ``("event", index)`` (into ``events``) or ``("call", index)`` (into ``calls``) for a row."""
+        hit = self._between.at_row(row, self.filter is not None)
+        if isinstance(hit, tuple):
+            return hit
         if self.filter is not None:
-            k = bisect.bisect_left(self._fextra_rows, row)
-            if k < len(self._fextra_rows) and self._fextra_rows[k] == row:
-                return self._fextras[k]
-            i = row - k
+            i = row - hit
             fvis = self._fvis
             return "rec", (fvis.select(i) if 0 <= i < len(fvis) else max(fvis.last(), 0))
-        k = bisect.bisect_left(self._extra_rows, row)
-        if k < len(self._extra_rows) and self._extra_rows[k] == row:
-            return self._extras[k]
-        return "rec", self.seq_at(row - k)
+        return "rec", self.seq_at(row - hit)
 
     def row_of_seq(self, seq: int) -> int:
         """The row of record ``seq`` (events with ``before <= seq`` come first; a folded begin: its step's row;
         with a filter, a record that does not pass: the next row that does)."""
         if self.filter is not None:
-            return self._fvis.rank(seq) + bisect.bisect_right(self._fbefores, seq)
-        k = bisect.bisect_right(self._befores, seq) if self._befores else 0
-        return self.visible_index(seq) + k
+            return self._fvis.rank(seq) + self._between.count_before(seq, True)
+        return self.visible_index(seq) + self._between.count_before(seq, False)
 
     def row_of_event(self, index: int) -> int | None:
         """The row of ``events[index]`` (``None``: the filter hides it)."""
-        if self.filter is None:
-            return self._event_rows[index] if 0 <= index < len(self._event_rows) else None
-        j = bisect.bisect_left(self._fevents, index)
-        return self._fevent_rows[j] if j < len(self._fevents) and self._fevents[j] == index else None
+        return self._between.row_of_event(index, self.filter is not None)
 
     def row_of_call(self, index: int) -> int | None:
         """The row of ``calls[index]`` (``None``: the filter hides it)."""
-        if self.filter is None:
-            return self._call_rows[index] if 0 <= index < len(self._call_rows) else None
-        try:
-            j = self._fcalls.index(index)
-        except ValueError:
-            return None
-        return self._fcall_rows[j]
+        return self._between.row_of_call(index, self.filter is not None)
 
     def entry(self, seq: int) -> Entry | None:
         """The parsed record at ``seq`` if cached (``None``: blank line or not loaded)."""
@@ -924,12 +737,3 @@ class TimelineModel:
             if not self.is_abandoned(s):
                 first.append(s)
         return n, first
-
-
-def _seq(ent: Entry) -> int:
-    return ent.seq if isinstance(ent, BadLine) else int(ent["seq"])
-
-
-def _ts(ent: Entry) -> str | None:
-    ts = ent.get("ts") if isinstance(ent, dict) else None
-    return ts if isinstance(ts, str) else None
