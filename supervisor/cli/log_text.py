@@ -126,23 +126,26 @@ def answer_text(output: dict[str, Any]) -> str | None:
 def _body_texts(body: dict[str, Any]) -> list[str]:
     """The texts of an answer's body: Chat Completions' choices' messages, Anthropic's text blocks, Responses'
     message items (or an ``output_text`` field where a body has no ``output`` list)."""
-    parts: list[str] = []
-    for c in body.get("choices") or ():
-        msg = c.get("message") if isinstance(c, dict) else None
-        if isinstance(msg, dict) and isinstance(msg.get("content"), str):
-            parts.append(msg["content"])
-    content = body.get("content")
-    for c in content if isinstance(content, list) else ():
-        if isinstance(c, dict) and isinstance(c.get("text"), str):
-            parts.append(c["text"])
+    parts = [m["content"] for c in _dicts(body.get("choices"))
+             if isinstance(m := c.get("message"), dict) and isinstance(m.get("content"), str)]
+    parts += _texts(body.get("content"))
     items = body.get("output")
-    for item in items if isinstance(items, list) else ():  # Responses: the message items' output_text parts
-        for c in item.get("content") or () if isinstance(item, dict) else ():
-            if isinstance(c, dict) and c.get("type") == "output_text" and isinstance(c.get("text"), str):
-                parts.append(c["text"])
-    if not isinstance(items, list) and isinstance(body.get("output_text"), str):  # the SDKs' convenience field
+    if isinstance(items, list):
+        for item in _dicts(items):
+            parts += _texts(item.get("content"), "output_text")
+    elif isinstance(body.get("output_text"), str):  # the SDKs' convenience field, in a body dumped by one
         parts.append(body["output_text"])
     return parts
+
+
+def _dicts(values: Any) -> list[dict[str, Any]]:
+    """The dicts of ``values`` (none if it is not a list)."""
+    return [v for v in values if isinstance(v, dict)] if isinstance(values, list) else []
+
+
+def _texts(blocks: Any, kind: str | None = None) -> list[str]:
+    """The ``text`` of each content block (of type ``kind`` only, if given)."""
+    return [b["text"] for b in _dicts(blocks) if isinstance(b.get("text"), str) and (kind is None or b.get("type") == kind)]
 
 
 def _event_texts(d: dict[str, Any]) -> list[str]:
