@@ -272,6 +272,8 @@ class StatusBar(Static):
             try:
                 journal.look()
                 got = calls.read(calls_in, self._load_prices)
+                if got is not None:  # kept before the journal's read, which may fail this round
+                    calls.add(got)
                 entries = journal.entries(self._load_prices)
                 fold = journal.fold
                 if fold is not None:
@@ -279,8 +281,6 @@ class StatusBar(Static):
                         fold.add(e)
                         if worker.is_cancelled:
                             return
-                if got is not None:
-                    calls.add(got)
                 if fold is not None or calls.steps:
                     totals = calls.totals(fold.result if fold is not None else None)
                     if totals != shown:
