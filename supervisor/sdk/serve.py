@@ -139,6 +139,7 @@ class Server:
             return LIVE
         s = self.session
         rec: Record | None = None
+        taken: Any = None  # the entry served in order: only the state cursor may move past it
         i = self.next
         if self.table is None and i < len(self.steps):
             e = self.steps[i]
@@ -166,6 +167,7 @@ class Server:
                     raise self._divergence(s, pos, rec, name)  # the sequential rule: another name at a recorded position
                 rec = None
             else:  # taken
+                taken = e
                 self.next = i + 1
                 if not i & _RELEASE_EVERY:
                     self._release_served(i)
@@ -175,12 +177,12 @@ class Server:
         elif self.table:
             rec = self._by_identity(pos, k, name, s)
         if s is not None:
-            return self._replay(s, pos, name, rec, fn, args, kwargs, opts)
+            return self._replay(s, pos, name, rec, fn, args, kwargs, opts, taken)
         if rec is not None and (
             (args and not kwargs and rec.get("inputs") == {"args": [*args]})  # the common call, as recorded
             or self._same_inputs(pos, rec, name, args, kwargs)
         ):
-            return self._served(rec, name, fn, opts)
+            return self._served(rec, name, fn, opts, taken)
         if not self.shadow.live:
             self.go_live()
         if not self.left:
@@ -240,8 +242,9 @@ class Server:
         print(f"agent-supervisor: {detail}: {what} (Run.open(on_changed_inputs=...): warn, error, rerun)", file=sys.stderr)
         return mode == "warn"
 
-    def _served(self, rec: Record, name: str, fn: Callable[..., Any], opts: _Opts) -> Any:
-        """A served step's output (decoded by its type, or the function's return annotation) and the state after it."""
+    def _served(self, rec: Record, name: str, fn: Callable[..., Any], opts: _Opts, taken: Any) -> Any:
+        """A served step's output (decoded by its type, or the function's return annotation) and the state after it
+        (``taken``: its entry, if it was served in order)."""
         names = self.replayed
         names._count += 1  # StepNames.append without its frame: a million served steps come here
         names._last.append(name)
@@ -249,8 +252,8 @@ class Server:
         seq = rec["seq"]
         cursor = sh.cursor
         # A step without a patch, the next record of the cursor: only the cursor moves (most served steps)
-        if sh.live or seq <= cursor.seq or self.fold.damaged or "state_patch" in rec or self.table is not None or not (
-            self.next and cursor.step_over(self.steps[self.next - 1], seq)
+        if taken is None or sh.live or seq <= cursor.seq or self.fold.damaged or "state_patch" in rec or not (
+            cursor.step_over(taken, seq)
         ):
             sh.follow(rec)
         else:
@@ -268,7 +271,7 @@ class Server:
 
     def _replay(
         self, s: ReplaySession, pos: int, name: str, rec: Record | None, fn: Callable[..., Any],
-        args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts,
+        args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts, taken: Any,
     ) -> Any:
         """``replay --verify`` / ``--live``: serve the step (checking its inputs), or run it live to compare."""
         if s.mode.is_live(name):
@@ -277,7 +280,7 @@ class Server:
             raise s.missing(pos, name)
         s.check_inputs(pos, rec, canonical_inputs(args, kwargs))
         s.replayed += 1
-        return self._served(rec, name, fn, opts)
+        return self._served(rec, name, fn, opts, taken)
 
     def _hint(self, fn: Callable[..., Any]) -> Any:
         """``fn``'s return annotation (through the codec), cached."""
