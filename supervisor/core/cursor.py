@@ -121,7 +121,11 @@ def _records(lines: list[bytes], lo: int, hi: int, s0: int) -> Iterator[tuple[in
 
 def _begin_end(seq: int, pos: int, it: Iterator[tuple[int, Any]]) -> int:
     """Where the SDK's begin at ``seq`` (of step ``pos``) ends: its own step record, not a failed try to be
-    retried (``seq``: none before a rollback or the end)."""
+    retried (``seq``: none before a rollback or the end).
+
+    Not :mod:`.pairing`'s rule, on purpose: a step is identified by its position across attempts, so the
+    state at a begin its crash interrupted is the state after the step that finished it in a later attempt
+    (pairing ends every open begin at a ``start``: it marks which begins were interrupted)."""
     for s, e in it:
         if s <= seq or type(e) is BadLine:
             continue
