@@ -45,6 +45,8 @@ class BetweenRows:
     shown_event_rows: list[int] = field(default_factory=list)
     shown_calls: list[int] = field(default_factory=list)
     shown_call_rows: list[int] = field(default_factory=list)
+    shown_row_of: dict[Item, int] = field(default_factory=dict)
+    """An event's or call's row among the filtered rows (those the filter shows)."""
     call_pass: dict[int, bool] = field(default_factory=dict)
     """A call's ``order`` -> whether it passes the filter (a call is tested once per filter)."""
 
@@ -87,6 +89,7 @@ class BetweenRows:
         self.shown_event_rows = [r for (kind, _), r in zip(shown, self.shown_rows, strict=True) if kind == "event"]
         self.shown_calls = [k for kind, k in shown if kind == "call"]
         self.shown_call_rows = [r for (kind, _), r in zip(shown, self.shown_rows, strict=True) if kind == "call"]
+        self.shown_row_of = dict(zip(shown, self.shown_rows, strict=True))
 
     def _passes(self, item: Item, events: list[Event], calls: list[Call], flt: RowFilter) -> bool:
         """Whether an event or call passes the filter (a call's verdict is kept: its line is built to test it)."""
@@ -106,6 +109,7 @@ class BetweenRows:
         """Forget the filter's rows (the filter was cleared)."""
         self.shown, self.shown_befores, self.shown_rows = [], [], []
         self.shown_events, self.shown_event_rows, self.shown_calls, self.shown_call_rows = [], [], [], []
+        self.shown_row_of = {}
         self.call_pass = {}
 
     def at_row(self, row: int, filtered: bool) -> Item | int:
@@ -125,18 +129,13 @@ class BetweenRows:
         """The row of ``events[index]`` (``None``: the filter hides it)."""
         if not filtered:
             return self.event_rows[index] if 0 <= index < len(self.event_rows) else None
-        j = bisect.bisect_left(self.shown_events, index)
-        return self.shown_event_rows[j] if j < len(self.shown_events) and self.shown_events[j] == index else None
+        return self.shown_row_of.get(("event", index))  # (events of one seq are in time order, not index order)
 
     def row_of_call(self, index: int, filtered: bool) -> int | None:
         """The row of ``calls[index]`` (``None``: the filter hides it)."""
         if not filtered:
             return self.call_rows[index] if 0 <= index < len(self.call_rows) else None
-        try:
-            j = self.shown_calls.index(index)
-        except ValueError:
-            return None
-        return self.shown_call_rows[j]
+        return self.shown_row_of.get(("call", index))
 
     def error_rows(self, events: list[Event], calls: list[Call], filtered: bool) -> list[int]:
         """The rows of the error events and failed calls, in order (with a filter: those it shows)."""
