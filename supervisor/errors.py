@@ -73,6 +73,18 @@ class CodecError(DivergenceError):
         SupervisorError.__init__(self, message)
 
 
+class BadStepRecordError(DivergenceError):
+    """On resume, a recorded step record is itself wrong (its step name is not a string): not a change of the
+    agent's code. A divergence all the same (exit 78, not restarted): the record must be fixed first.
+    The message names the record's file and line."""
+
+    def __init__(self, message: str, *, position: int, recorded: object) -> None:
+        self.position = position
+        self.expected = str(recorded)
+        self.actual = ""
+        SupervisorError.__init__(self, message)
+
+
 class OutputEncodeError(TypeError):
     """A step returned a value the journal cannot hold: a ``TypeError`` of the agent's code, not a user error.
 

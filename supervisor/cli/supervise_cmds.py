@@ -165,6 +165,7 @@ def check_run_dir(run_dir: Path) -> bool:
         if not os.access(run_dir, os.W_OK | os.X_OK):
             raise RunDirError(f"{run_dir} is not writable; run as its owner or choose another run directory")
         rundir.read_run_json(run_dir)  # refuses a newer format, or a broken run.json
+        rundir.check_run_files(run_dir, os.listdir(run_dir))  # a link, a FIFO: refused before anything is written
         return True
     anc = _writable_ancestor(run_dir)
     if not anc.is_dir():

@@ -461,6 +461,15 @@ class JournalReader:
                 return ent
         raise IndexError(seq)
 
+    def place(self, seq: int) -> tuple[Path, int] | None:
+        """The file and line number (1-based) of the line at ``seq``; ``None`` if the journal has no such line.
+        Indexes the journal first (for messages about one record: not a per-record path)."""
+        self.index()
+        for seg in self._segs:
+            if seg.first_seq <= seq < seg.first_seq + seg.lines.n:
+                return seg.path, seq - seg.first_seq + 1
+        return None
+
     def get_range(self, start: int, stop: int) -> list[Entry]:
         """Parse lines ``start`` to ``stop`` (exclusive) after ``index()``, from the anchor before ``start``."""
         out: list[Entry] = []

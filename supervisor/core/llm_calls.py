@@ -463,7 +463,7 @@ def _mentions(run_dir: Path, word: bytes) -> bool:
 
     for path in segment_paths(run_dir):
         try:
-            with open(path, "rb") as f:
+            with os.fdopen(rundir.open_run_file(path, os.O_RDONLY), "rb") as f:
                 if not os.fstat(f.fileno()).st_size:
                     continue
                 with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:

@@ -6,10 +6,12 @@ Nothing here imports Textual.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import re
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -97,26 +99,57 @@ def open_run_file(path: Path | str, flags: int, mode: int = FILE_MODE, *, owner:
     A link named ``journal.jsonl`` must not make the tool truncate, move aside or
     append to the file it points to, and a file someone else owns is not ours to
     read or write: both are refused with one line (:class:`RunDirError`), for
-    writers and readers alike. ``FileNotFoundError`` passes through. ``owner=False``:
-    the caller checks the owner itself (with :func:`check_owner` and its own ``fstat``).
+    writers and readers alike. So is anything that is not a regular file (a FIFO, a
+    directory, a device, a socket): it is opened non-blocking and checked with
+    ``fstat`` before anything reads or writes it, so a FIFO never blocks the opener.
+    ``FileNotFoundError`` passes through. ``owner=False``: the caller checks the owner
+    itself (with :func:`check_owner` and its own ``fstat``).
     """
     try:
-        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK, mode)
     except OSError as e:
         if e.errno == errno.ELOOP:
             raise RunDirError(
                 f"{path} is a symbolic link: run files are never opened through a link (it could point anywhere); "
                 "replace it with the file itself"
             ) from None
+        if e.errno in (errno.EISDIR, errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):  # a directory, FIFO, socket
+            with contextlib.suppress(OSError):
+                check_regular(path, os.lstat(path))
         raise
-    if not owner:
-        return fd
     try:
-        check_owner(fd, path)
+        st = os.fstat(fd)
+        check_regular(path, st)
+        if not flags & os.O_NONBLOCK:
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        if owner:
+            check_owner(fd, path, st)
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+_FILE_KINDS = (
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def check_regular(path: Path | str, st: os.stat_result) -> None:
+    """Refuse a run file that is not a regular file (one line, :class:`RunDirError`).
+
+    Reading a FIFO would wait for a writer forever, and a device or a socket is no journal."""
+    if stat.S_ISREG(st.st_mode):
+        return
+    kind = next((name for test, name in _FILE_KINDS if test(st.st_mode)), "not a regular file")
+    raise RunDirError(
+        f"{path} is {kind}, not a regular file: run files are only read and written as regular files; "
+        "move it aside and put the file itself in its place"
+    )
 
 
 def check_owner(fd: int, path: Path | str, st: os.stat_result | None = None) -> None:
@@ -203,9 +236,9 @@ def check_readable_run_dir(path: Path) -> Path:
     """Validate a run directory given on the command line, with an actionable message."""
     if not path.exists():
         raise RunDirError(f"{path}: no such run directory; list runs with 'ls runs/' or pass the right path")
-    if path.is_file():
+    if not path.is_dir():  # a file, or a FIFO, a socket... named as the journal: refused by check_run_files
         if path.suffix == ".jsonl":
-            _check_run_files(path.parent, [path.name])
+            check_run_files(path.parent, [path.name])
             return path
         raise RunDirError(f"{path} is a file, not a run directory: pass the directory that holds journal.jsonl")
     if not os.access(path, os.R_OK | os.X_OK):
@@ -217,14 +250,18 @@ def check_readable_run_dir(path: Path) -> Path:
             "pass a run directory such as runs/<run-id>"
         )
     read_run_json(path)  # refuses a newer format
-    _check_run_files(path, os.listdir(path))
+    check_run_files(path, os.listdir(path))
     return path
 
 
-def _check_run_files(directory: Path, names: list[str]) -> None:
-    """Refuse, before any command reads them, run files that are symbolic links or another user's."""
+_CHECKED = frozenset((JOURNAL, JOURNAL_LOCK, SUPERVISOR_EVENTS, RUN_JSON, CALLS, AGENT_LOG, SUPERVISOR_LOCK))
+
+
+def check_run_files(directory: Path, names: list[str]) -> None:
+    """Refuse, before any command reads or writes them, run files that are symbolic links, another user's,
+    or not regular files (a FIFO, a directory, a device, a socket): :func:`open_run_file` on each."""
     for n in names:
-        if n in (JOURNAL, JOURNAL_LOCK, SUPERVISOR_EVENTS) or (n.startswith("journal.") and n.endswith(".jsonl")):
+        if n in _CHECKED or (n.startswith("journal.") and n.endswith(".jsonl")):
             try:
                 fd = open_run_file(directory / n, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block
             except FileNotFoundError:
@@ -267,7 +304,42 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
             f"{run_dir} has run-directory format {fmt}, newer than this version reads ({FORMAT}); "
             "upgrade agent-supervisor to open it"
         )
+    _check_fields(p, meta)
     return meta
+
+
+def _is_str(v: Any) -> bool:
+    return v is None or isinstance(v, str)
+
+
+_RUN_JSON_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "id": (_is_str, "a string (the run id)"),
+    "created": (_is_str, "an ISO-8601 time string"),
+    "ended": (_is_str, "an ISO-8601 time string or null"),
+    "status": (_is_str, 'a string such as "running" or "succeeded"'),
+    "reason": (_is_str, "a string or null"),
+    "cwd": (_is_str, "a directory path (a string)"),
+    "command": (lambda v: v is None or (isinstance(v, list) and all(isinstance(a, str) for a in v)),
+                'a list of strings (the agent\'s argv, e.g. ["python", "agent.py"])'),
+    "attempts": (lambda v: v is None or (type(v) is int and v >= 0), "a whole number of attempts, 0 or more"),
+    "supervisor_pid": (lambda v: v is None or (type(v) is int and v > 0), "a process id (a positive whole number) or null"),
+    "llm_proxy": (lambda v: v is None or isinstance(v, dict), 'an object such as {"match": "identity"} or null'),
+}
+"""Every field of ``run.json`` the code reads, with what it must hold (``null`` stands for an absent field)."""
+
+
+def _check_fields(p: Path, meta: dict[str, Any]) -> None:
+    """Refuse a field of ``run.json`` that holds the wrong type, naming the file, the field, its value and the
+    type it should have (one line, :class:`RunDirError`), before any code uses it."""
+    for key, (ok, should) in _RUN_JSON_FIELDS.items():
+        v = meta.get(key)
+        if not ok(v):
+            held = orjson.dumps(v, default=repr).decode()
+            held = held if len(held) <= 60 else held[:59] + "\u2026"
+            raise RunDirError(
+                f'{p}: "{key}" is {held}, not {should}; correct the field or remove it '
+                "(or restore run.json from a backup)"
+            )
 
 
 def write_run_json(run_dir: Path, meta: dict[str, Any]) -> None:

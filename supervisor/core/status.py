@@ -12,6 +12,8 @@ The state words offline (live ones are the supervisor's ``ProcessState`` values)
 - ``crashed``: ``run.json`` says running, but the supervisor that wrote it is
   gone and no agent writes the journal: it died without recording an end (killed
   with -9, out of memory, the machine went down), whatever the agent did before.
+  A run that says ``succeeded`` but whose journal ends with a ``begin`` (its agent
+  exited inside a step, under an older supervisor or without one) is ``crashed`` too.
   As systemd shows a unit whose process died unexpectedly as failed
   (``Result: signal``) and supervisord as ``EXITED`` "unexpectedly", not as
   ``STOPPED`` (which both keep for a stop that was asked for). We do not say
@@ -202,11 +204,25 @@ def offline_state(files: RunFiles) -> tuple[str, str | None]:
         # whatever run.json says (succeeded, failed, stopped, or no run.json at all): the run goes on
         return ROLLED_BACK, rolled_back_note(files)
     if status in _FINAL:
-        why = files.meta.get("reason")
-        return status, str(why) if why and status == "failed" else None
+        return _final_state(files, status)
     if status == "running":
         return CRASHED, _crash_note(files.last_exit or {}, pid)
     return status or "unknown", None
+
+
+def _final_state(files: RunFiles, status: str) -> tuple[str, str | None]:
+    """The end ``run.json`` recorded; a success whose journal ends inside a step (a ``begin``) is a crash."""
+    if status == "succeeded" and files.last_kind == Kind.BEGIN:
+        return CRASHED, _unfinished_note(files.last_record or {})
+    why = files.meta.get("reason")
+    return status, str(why) if why and status == "failed" else None
+
+
+def _unfinished_note(begin: dict[str, Any]) -> str:
+    """A run recorded as succeeded whose journal ends with a ``begin``: its last step never finished."""
+    name = begin.get("step")
+    return (f"{rundir.RUN_JSON} says succeeded, but the journal ends inside step {name!r} (a begin without its step): "
+            "the agent exited before the step finished; resume with 'agent-supervisor supervise --run-dir'")
 
 
 def _crash_note(ev: dict[str, Any], pid: Any) -> str:

@@ -46,11 +46,18 @@ def _exiting_type(cls: type[SupervisorError]) -> type[SupervisorError]:
 
 
 def check_run_files(path: Path) -> None:
-    """Refuse a directory where a run file belongs, naming it (the OS error would not say which)."""
+    """Refuse a directory where a run file belongs, naming it (the OS error would not say which); then, before
+    anything is written, any run file that is not a regular file (a FIFO, a socket), a link or another user's
+    (:func:`rundir.check_run_files`)."""
     for name in (rundir.RUN_JSON, rundir.JOURNAL, rundir.JOURNAL_LOCK):
         p = path / name
         if p.is_dir() and not p.is_symlink():
             raise RunDirError(f"{p} is a directory, where the run keeps a file: move it aside (mv {p} {p}.bak) and run again")
+    try:
+        names = os.listdir(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return  # created (or refused) by Run
+    rundir.check_run_files(path, [n for n in names if n != rundir.AGENT_LOG])  # agent.log is the supervisor's
 
 
 def check_writable(path: Path) -> None:

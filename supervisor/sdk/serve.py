@@ -18,11 +18,11 @@ from typing import Any, NoReturn, cast
 
 import orjson
 
-from ..core import wire
+from ..core import rundir, wire
 from ..core.history import Fold
 from ..core.journal_reader import JournalReader
 from ..core.records import LazyRecord, Record, normalize, step_name
-from ..errors import DivergenceError, JournalError
+from ..errors import BadStepRecordError, DivergenceError, JournalError
 from ..replay.session import ReplaySession, canonical_inputs, inputs_hash
 from .names import StepNames
 from .options import _Opts, codec
@@ -214,9 +214,27 @@ class Server:
             raise self._divergence(s, pos, other, name)
         return None
 
-    @staticmethod
-    def _divergence(s: ReplaySession | None, pos: int, rec: Record, name: str) -> DivergenceError:
+    def _divergence(self, s: ReplaySession | None, pos: int, rec: Record, name: str) -> DivergenceError:
+        if not isinstance(rec.get("step"), str):
+            return self._bad_name(pos, rec)  # the record is wrong, not the agent's code
         return s.step_mismatch(pos, rec, name) if s is not None else DivergenceError(pos, step_name(rec), name)
+
+    def _bad_name(self, pos: int, rec: Record) -> BadStepRecordError:
+        """A recorded step whose name is not a string (a hand-written line): what is wrong, with its file and line."""
+        seq = rec.get("seq")
+        place = JournalReader(self.run_dir).place(seq) if type(seq) is int else None
+        where = f"{place[0]}:{place[1]}" if place else str(self.run_dir / rundir.JOURNAL)
+        recorded = rec.get("step")
+        if recorded is None:
+            what = 'has no step name ("step")'
+        else:
+            what = f"has the step name {orjson.dumps(recorded, default=repr).decode()[:60]} ({_json_type(recorded)}), not a string"
+        return BadStepRecordError(
+            f"cannot resume: the step record at {where} (seq {seq}, step position {pos}) {what}: a step name must "
+            f'be a string; fix that line (e.g. "step": "{step_name(rec) or "name"}", the name the agent gives the step) '
+            "and run again",
+            position=pos, recorded=recorded,
+        )
 
     def _same_inputs(self, pos: int, rec: Record, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether to serve ``rec``: its inputs are the call's, or they changed and ``on_changed_inputs`` says serve."""
@@ -384,6 +402,15 @@ class Server:
         self.table, self._table_at, self._table_calls = table, at, calls
         if self.phase is Phase.IN_ORDER:
             self.to(Phase.BY_IDENTITY)
+
+
+def _json_type(v: Any) -> str:
+    """What kind of JSON value ``v`` is, for a message."""
+    if isinstance(v, bool):
+        return "a boolean"
+    if isinstance(v, (int, float)):
+        return "a number"
+    return "a list" if isinstance(v, list) else "an object" if isinstance(v, dict) else type(v).__name__
 
 
 def _positions(entries: list[Any]) -> tuple[dict[int, Any], set[Any]]:

@@ -142,6 +142,9 @@ class Facts:
     """Effective successful steps now (the journal folded)."""
     rolled_back: bool = False
     """The attempt committed a rollback record: only then is an exit 75 a rollback, not a crash."""
+    in_flight: bool = False
+    """A step of the attempt was in flight when it ended (a ``begin`` without its ``step``): an exit 0 then is
+    a crash (``os._exit(0)`` inside a step), never a success."""
 
 
 @dataclass(frozen=True)
@@ -206,7 +209,8 @@ def decide(facts: Facts, opts: Options, rng: random.Random | None = None) -> Dec
 def _by_request(f: Facts, same: Decision) -> Decision | None:
     """The decision a stop request or the agent's own exit code settles (else ``None``: progress decides).
 
-    A request the supervisor stopped the agent for wins over how the agent exited.
+    A request the supervisor stopped the agent for wins over how the agent exited. An exit 0 with a step in
+    flight settles nothing: the step never finished, so it is a crash (restarted, the step runs again).
     """
     if f.pending is Pending.STOP:
         return replace(same, reason="stopped")
@@ -215,7 +219,7 @@ def _by_request(f: Facts, same: Decision) -> Decision | None:
                        rollback=Rollback.REQUESTED)
     if f.pending is Pending.RESTART:
         return replace(same, action=Action.PAUSE if f.paused else Action.RESTART, reason="request")
-    if f.pending is None and f.code == 0:
+    if f.pending is None and f.code == 0 and not f.in_flight:
         return replace(same, action=Action.SUCCEED, reason="succeeded")
     if f.pending is None and f.code == rundir.EXIT_FAILED:
         return replace(same, action=Action.FAIL, reason=f"the agent exited {rundir.EXIT_FAILED} (permanent failure)")

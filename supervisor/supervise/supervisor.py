@@ -560,13 +560,20 @@ class Supervisor:
             stderr_tail=self.log.stderr_tail(), progress=cur.progress, reason=cur.reason,
             leftovers_killed=killed,
         )
-        where = f" in step {step}" if step else ""
-        self.say(f"attempt {cur.number} exited with {status.describe()}{where} after {cur.uptime_s:.1f} s"
-                 + (f" ({cur.reason})" if cur.reason else "")
-                 + (f"; stopped {len(killed)} leftover process(es)" if killed else ""))
+        self._say_exit(cur, killed, unfinished=status.code == 0 and step is not None and pending is None)
         with contextlib.suppress(OSError):
             self.lock.clear_child()
         self._after_exit(cur, pending)
+
+    def _say_exit(self, cur: Attempt, killed: list[int], *, unfinished: bool) -> None:
+        """The one line that says how an attempt ended (``unfinished``: exit 0 with a step in flight, a crash)."""
+        assert cur.status is not None
+        step = cur.in_flight
+        where = f" in step {step}" if step else ""
+        self.say(f"attempt {cur.number} exited with {cur.status.describe()}{where} after {cur.uptime_s:.1f} s"
+                 + (f" ({cur.reason})" if cur.reason else "")
+                 + (f"; stopped {len(killed)} leftover process(es)" if killed else "")
+                 + ("; the step never finished, so this is a crash, not a success: it runs again" if unfinished else ""))
 
     def _after_exit(self, cur: Attempt, pending: StopRequest | None) -> None:
         """Carry out what ``policy.decide`` says from the facts of the attempt that ended."""
@@ -577,6 +584,7 @@ class Supervisor:
             code=status.code, signal=status.signal, progress=cur.progress, no_progress=self.no_progress,
             crash_loop_rolled_back=self.crash_loop_rolled_back, paused=self.sm.paused, pending=action,
             high_water=self._high_water, effective_steps=self.journal.fold.step_count, rolled_back=cur.rollbacks > 0,
+            in_flight=bool(cur.flying),
         ), self.opts)
         self.no_progress = d.no_progress
         self.crash_loop_rolled_back = d.crash_loop_rolled_back
@@ -688,25 +696,31 @@ class Supervisor:
         self.sm.change(state, status=status, restarts=self.restarts, **fields)
         # why a run failed stays in run.json for 'status' and the runs list (None clears an older one)
         why = fields.get("reason") if state is S.FAILED else None
-        self._write_final(status=status, ended=rundir.utc_now(), attempts=self.attempt_no, reason=why)
         if state is S.SUCCEEDED:
             self.exit_code = 0
-            self.say(f"run succeeded after {self.attempt_no} attempt(s)")
         elif state is S.FAILED:
             self.exit_code = EXIT_GAVE_UP
         else:
             self.exit_code = 128 + self._stop_signal if self._stop_signal else 0
+        # after the code it would end with: an end that cannot be recorded makes it EXIT_RESOURCES, as documented
+        if not self._write_final(status=status, ended=rundir.utc_now(), attempts=self.attempt_no, reason=why):
+            return
+        if state is S.SUCCEEDED:
+            self.say(f"run succeeded after {self.attempt_no} attempt(s)")
+        elif state is not S.FAILED:
             self.say(f"stopped; resume with 'agent-supervisor supervise --run-dir {self.display_dir}'")
 
-    def _write_final(self, **changes: Any) -> None:
-        """The final status, written last; retried for ``FINAL_WRITE_S`` on a full disk, then said on stderr."""
+    def _write_final(self, **changes: Any) -> bool:
+        """The final status, written last; retried for ``FINAL_WRITE_S`` on a full disk, then said on stderr
+        and the exit code is ``EXIT_RESOURCES``. ``False`` if it could not be written."""
         if self.report.write_final(self.attempt_no, **changes):
-            return
+            return True
         status = changes.get("status")
         self.say(f"could not record the end of the run ({status}) for want of resources; "
                  f"{rundir.RUN_JSON} or {rundir.SUPERVISOR_EVENTS} may not say it: free space, then "
                  f"'agent-supervisor supervise --run-dir {self.display_dir}' sets it right")
         self.exit_code = EXIT_RESOURCES
+        return False
 
     # ------------------------------------------------------------------ signals
     def _on_stop_signal(self, sig: int) -> None:

@@ -20,8 +20,10 @@ from typing import Any
 
 import orjson
 
+from ..core import rundir
 from ..core.llm_calls import CALLS, DIVERGED_NOTE, SERVED_NOTE, SOURCE, expand
 from ..core.records import Kind, Record
+from ..errors import RunDirError
 
 READ_MAX = 64 << 20
 """Bytes of ``llm.jsonl`` read in one round (a big file is taken in a few rounds, the rows appear as it goes)."""
@@ -79,9 +81,9 @@ class CallsFollower:
             return None
         path = self.run_dir / CALLS
         try:
-            fd = os.open(path, os.O_RDONLY)
-        except OSError:
-            return None  # no proxy in this run: one failed open, nothing else
+            fd = rundir.open_run_file(path, os.O_RDONLY, owner=False)  # a FIFO is refused, never waited on
+        except (OSError, RunDirError):
+            return None  # no proxy in this run (or no file to read): one failed open, nothing else
         try:
             st = os.fstat(fd)
             if st.st_ino != self.ino:

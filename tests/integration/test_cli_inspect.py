@@ -95,7 +95,7 @@ def test_unreadable_journal_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "journal.jsonl").mkdir()  # root reads everything, but not a directory as a file
     p = run_cli("log", str(tmp_path))
     assert p.returncode == 2
-    assert "journal.jsonl: Is a directory" in p.stderr and "Traceback" not in p.stderr
+    assert "journal.jsonl is a directory, not a regular file" in p.stderr and "Traceback" not in p.stderr
 
 
 @pytest.mark.parametrize("extra", [[], ["--json"]], ids=["text", "json"])
