@@ -7,13 +7,18 @@ What is redacted (replaced by ``[REDACTED]``):
   ``MIN_SECRET_LEN`` characters long;
 - token shapes (``SHAPES``): API keys of common providers, JWTs, PEM private keys,
   the password of ``scheme://user:password@host``, ``Authorization:`` and ``x-api-key:``
-  header values.
+  header values;
+- the value after a credential name (``_KV_NAMES``: ``password``, ``secret``, ``token``, ``cookie``, ...,
+  also ending a longer name: ``client_secret``, ``x-auth-token``), the name kept: ``name=V``, ``name: V``,
+  a header line, ``"name": "V"`` in JSON (a dict key of structured data: the redactor runs on the encoded
+  line), a state patch's ``"path":"/name","value":"V"``. A match never runs across a JSON string's end, so
+  a redacted journal line or checkpoint stays the same JSON.
 
 Speed: ``Redactor`` runs on every journal line the SDK writes and on every chunk
 of agent output, and almost none holds a secret. A prefilter rejects such data: it
 looks for anchor words (``Shape.anchors``, the PEM mark, the first bytes of each
-literal value), one of which every secret contains; only the lines around a hit go
-through the full substitution. Python's regex engine steps every byte of a line
+literal value, the credential names), one of which every secret contains; only the lines around a hit go
+through the full substitution (the values' regex, then the shapes'). Python's regex engine steps every byte of a line
 (several ns a byte), so the prefilter has a gate in front with the same answer
 whenever it says no: the line's *skeleton* (one ``bytes.translate`` at C speed
 deletes the bytes no anchor needs, digits and hex letters among them, so the
@@ -32,6 +37,8 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
+import itertools
 import os
 import re
 import stat
@@ -46,7 +53,8 @@ ENV_SECRETS_FD = "AGENT_SUPERVISOR_SECRETS_FD"
 """The write end of the pipe to the supervisor: one JSON string per line, each a secret value."""
 MIN_SECRET_LEN = 6
 """Shorter values are not redacted: replacing every ``1`` or ``true`` would garble the journal."""
-_SECRET_NAME = re.compile(r"(_KEY|_TOKEN|_SECRET)$|PASSWORD|PASSWD|SECRET", re.IGNORECASE)
+_SECRET_NAME = re.compile(r"(?:_KEY|APIKEY|(?:^|_)(?:TOKEN|COOKIE|AUTHORIZATION)|_PWD)$|PASSWORD|PASSWD|SECRET", re.IGNORECASE)
+"""A secret-looking environment variable's name (``PWD`` alone is the working directory)."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +78,137 @@ def _ci(word: bytes) -> bytes:
     return b"".join(b"[%s%s]" % (bytes([c]).upper(), bytes([c]).lower()) if chr(c).isalpha() else re.escape(bytes([c])) for c in word)
 
 
-_HEADER_SEP = rb"\\?[\"']?[ \t]*[:=][ \t]*\\?[\"']?"
+_SP = rb"(?:[ \t]|\\{1,8}t){0,16}"
+"""Spaces and tabs, also a tab as a JSON string writes it (``\t``, and ``\\t`` in a JSON text inside one)."""
+_EQ = _SP + rb"[:=]" + _SP
+"""Between a name and its value: ``=``, ``:``, `` = ``, a header's ``: ``."""
+_Q0 = rb'(?:[^"\\\r\n]|\\.)+'
+"""The inside of a ``"..."`` string, its escapes taken whole (a journal line stays valid JSON)."""
+_Q1 = rb'(?:[^"\\\r\n]|\\\\(?:\\["\\]|[^"\\])|\\[^"\\nr])+'
+"""The inside of a ``\"...\"`` string: a JSON text inside a JSON string (its ``\\\"`` is the inner text's escaped quote)."""
+_Q2 = rb'[^"\\\r\n]+'
+"""Deeper still (``\\\"...\\\"``): up to the first backslash."""
+_QS = rb"(?:[^'\"\\\r\n]|\\[^nr])+"
+"""The inside of a ``'...'`` string (never a ``"``: a match never runs across a JSON string's end)."""
+_BARE_CHAR = rb"[^\s\"'\\,;&]"
+_BARE = rb"(?:[A-Za-z][A-Za-z0-9_.\-]{0,64}:[ \t]+)*" + _BARE_CHAR + rb"+"
+"""An unquoted value: one word, and the next one while a word is a header's name (``k = x-api-key: V``: all of it)."""
+_LINE_REST = rb'[^\r\n"\\]+'
+"""A cookie header's value: the rest of the line (``a=1; session=...``)."""
+_NULLISH = rb"(?!(?i:none|null|nil|true|false|undefined)(?!" + _BARE_CHAR + rb"))"
+_FIRST_Q0 = rb'(?=[^"\\\r\n,:}\] \t])'
+"""After ``name=`` a ``"`` opens a value only if what follows cannot be JSON after a string's end (``"k":"password=","v":1``)."""
+
+
+def _tail(lead: bytes = b"", header: bool = False) -> bytes:
+    """What follows a credential name: a separator, then its value (group ``s``; ``lead`` is kept before it).
+
+    A quoted name takes a value quoted the same way (``"name": "V"``, ``\"name\": \"V\"``, ``'name': 'V'``,
+    a JSON patch's ``"path":"/name","value":"V"``), never a number, ``null`` or an object (``"max": 5``
+    stays JSON); an unquoted name takes a quoted or a bare value (``name=V``, ``name = 'V'``, ``Name: V``).
+    With ``header``, a bare value after ``:`` is the rest of the line (``Cookie: a=1; session=V``).
+    """
+
+    def val(q: bytes) -> bytes:
+        return lead + rb"(?P<s>" + q + rb")"
+
+    patch0 = _SP + rb"," + _SP + rb'"value"' + _EQ
+    patch1 = _SP + rb"," + _SP + rb'\\"value\\"' + _EQ
+    unquoted = (
+        rb'\\\\\\"' + val(_Q2),
+        rb'\\"' + val(_Q1),
+        rb"'" + val(_QS),
+        rb'"' + _FIRST_Q0 + val(_Q0),
+        lead + _NULLISH + rb"(?P<s>" + _BARE + rb")",
+    )
+    line = (_SP + rb":" + _SP + lead + _NULLISH + rb"(?P<s>" + _LINE_REST + rb")",) if header else ()
+    return rb"(?:" + b"|".join((
+        rb'"(?:' + _EQ + rb"|" + patch0 + rb')"' + val(_Q0),
+        rb'\\"(?:' + _EQ + rb"|" + patch1 + rb')\\"' + val(_Q1),
+        rb'\\\\\\"' + _EQ + rb'\\\\\\"' + val(_Q2),
+        rb"'" + _EQ + rb"'" + val(_QS),
+        *line,
+        _EQ + rb"(?:" + b"|".join(unquoted) + rb")",
+    )) + rb")"
+
+
+_KV_NAMES: tuple[tuple[bytes, ...], ...] = (
+    (b"password",), (b"passwd",), (b"pwd",), (b"secret",), (b"token",), (b"cookie",),
+    (b"private", b"key"), (b"access", b"key"), (b"secret", b"key"),
+)
+"""Credential names whose value is redacted in ``name=V``, ``name: V``, ``"name": "V"`` forms, the name kept.
+
+A name ends the word it is in and may end a longer one: ``client_secret``, ``x-auth-token``, ``accessToken``,
+``aws_secret_access_key``, ``set-cookie``, ``DB_PASSWORD`` (``api_key`` and ``authorization`` are shapes of
+their own; ``token`` ends only the names of :data:`_TOKEN_KINDS`). ``tokens``, ``input_tokens``, ``secret_santa``,
+``token_count``, ``next_page_token`` are not names.
+"""
+_AFTER_NAME = b"\"'\\ \t:="
+"""The byte after a name in every form (the prefilter's words end with one of them: ``tokens`` is no word)."""
+
+
+def _name_ends(parts: tuple[bytes, ...]) -> list[bytes]:
+    """Lookbehinds saying ``parts`` (any case, ``-``, ``_`` or nothing between) end here, at a word's start:
+    after no letter or digit, after a ``\\n``/``\\t`` escape, or at a camelCase hump (``clientSecret``)."""
+    out = []
+    for join in (b"[-_]", b"") if len(parts) > 1 else (b"",):
+        body = join.join(_ci(p) for p in parts)
+        hump = parts[0][:1].upper() + _ci(parts[0][1:]) + b"".join(join + _ci(p) for p in parts[1:])
+        out.append(rb"(?<=" + body + rb")(?:(?<![A-Za-z0-9]" + body + rb")|(?<=\\[nrt]" + body + rb"))")
+        out.append(rb"(?<=[a-z0-9]" + hump + rb")")
+    return out
+
+
+_TOKEN_KINDS = (b"access", b"refresh", b"id", b"auth", b"api", b"bearer", b"session", b"security", b"csrf", b"xsrf",
+                b"oauth", b"x")
+"""The words before ``token`` that make a credential's name of it (``access_token``, ``x-auth-token``,
+``sessionToken``, ``aws_session_token``), as ``token`` alone is one and so is an upper-case ``NAME_TOKEN`` (an
+environment's ``GITHUB_TOKEN``). Other names ending in ``token`` are data a resumed agent needs back as it was
+written, never redacted: a cursor (``next_page_token``, ``nextPageToken``), a tokenizer's ``eos_token``."""
+
+
+def _token_ends() -> list[bytes]:
+    """:func:`_name_ends` for ``token``: the name alone (not ending a longer one), after a word of
+    :data:`_TOKEN_KINDS`, or ``_TOKEN`` ending an upper-case name."""
+    t = _ci(b"token")
+    out = [rb"(?<=" + t + rb")(?:(?<![A-Za-z0-9_\-.]" + t + rb")|(?<=\\[nrt]" + t + rb"))"]
+    for kind in _TOKEN_KINDS:
+        out += _name_ends((kind, b"token"))
+    out.append(rb"(?<=[A-Z0-9]_TOKEN)")
+    return out
+
+
+def _kv_patterns() -> tuple[bytes, ...]:
+    """One pattern per last byte of the names (its two cases): the byte, the lookbehinds, the value."""
+    ends: dict[bytes, list[bytes]] = {}
+    for parts in _KV_NAMES:
+        behind = _token_ends() if parts == (b"token",) else _name_ends(parts)
+        if parts == (b"pwd",):  # PWD=/home/... (an environment's dump) is the working directory
+            behind = [rb"(?:" + b"|".join(behind) + rb")(?!(?:\\*[\"'])?" + _EQ + rb"(?:\\*[\"'])?[/~])"]
+        ends.setdefault(parts[-1][-1:], []).extend(behind)
+    out = []
+    for last, behind in ends.items():
+        tail = _tail(header=last == b"e")  # cookie: the whole header line
+        # the byte after the name first: a common letter ends many words, few of them names
+        out += [c + rb"(?=[\"'\\ \t:=])(?:" + b"|".join(behind) + rb")" + tail for c in (last, last.upper())]
+    return tuple(out)
+
+
+def _kv_words() -> list[tuple[bytes, ...]]:
+    """The prefilter's words for the names: each part lower case with a Title initial, or UPPER case (``token``,
+    ``Token``, ``TOKEN``, ``clientSecret``, ``Private-Key``, ``PRIVATE_KEY``), then a byte of ``_AFTER_NAME``."""
+
+    def lower(p: bytes) -> tuple[bytes, ...]:
+        return (p[:1] + p[:1].upper(), *(bytes([c]) for c in p[1:]))
+
+    out: list[tuple[bytes, ...]] = []
+    for parts in _KV_NAMES:
+        for case in (lower, lambda p: tuple(bytes([c]) for c in p.upper())):
+            for sep in ((b"-_",), ()) if len(parts) > 1 else ((),):
+                out.append(case(parts[0]) + sum((sep + case(p) for p in parts[1:]), ()) + (_AFTER_NAME,))
+    return out
+
+
 _KEYS = (b"key", b"Key", b"KEY")
 SHAPES: tuple[Shape, ...] = (
     Shape("openai", (rb"sk-[A-Za-z0-9_\-]{16,}",), (b"k-",)),
@@ -92,8 +230,7 @@ SHAPES: tuple[Shape, ...] = (
     Shape(
         "authorization",
         tuple(
-            z + rb"(?<=" + _ci(b"authori") + z + rb")" + _HEADER_SEP
-            + rb"(?:(?i:bearer|basic|token|digest)[ \t]+)?(?P<s>[A-Za-z0-9._~+/\-=:]{6,})"
+            z + rb"(?<=" + _ci(b"authori") + z + rb")" + _tail(lead=rb"(?:(?i:bearer|basic|token|digest)[ \t]+)?")
             for z in (b"zation", b"ZATION")
         ),
         (b"zation", b"ZATION"),
@@ -101,15 +238,29 @@ SHAPES: tuple[Shape, ...] = (
     Shape(  # x-api-key, x-goog-api-key, api_key, apikey, API_KEY=
         "api_key",
         tuple(
-            k + rb"(?:(?<=" + _ci(b"api") + k + rb")|(?<=" + _ci(b"api") + rb"[-_]" + k + rb"))" + _HEADER_SEP
-            + rb"(?P<s>[^\s\"'\\,;]{6,})"
+            k + rb"(?:(?<=" + _ci(b"api") + k + rb")|(?<=" + _ci(b"api") + rb"[-_]" + k + rb"))" + _tail()
             for k in _KEYS
         ),
         tuple(b"[Aa][Pp][Ii]" + sep + k for k in _KEYS for sep in (b"", b"[-_]")),
     ),
     Shape("bearer", (rb"Bearer (?P<s>[A-Za-z0-9._~+/\-]{8,}=*)",), (b"Bearer ",)),
 )
-"""The token shapes (after the literal values, the longest first, at one position)."""
+"""The token shapes (redacted after the literal values, which have a regex of their own: the longest first)."""
+_KV_PATTERNS = _kv_patterns()
+
+
+@functools.cache
+def _shapes_re() -> re.Pattern[bytes]:
+    """The token shapes and the credential names in one regex (each secret group named apart), compiled on first use."""
+    n = itertools.count()
+    alts = [re.sub(rb"\(\?P<s>", lambda _: b"(?P<s%d>" % next(n), p) for s in SHAPES for p in s.patterns]
+    alts += [re.sub(rb"\(\?P<s>", lambda _: b"(?P<s%d>" % next(n), p) for p in _KV_PATTERNS]
+    return re.compile(_first_byte_groups(alts, keep_order=True))
+
+
+_KV_WORDS = _kv_words()
+_NAME_REACH = 24
+"""How far before a match the name its lookbehind reads may start (``private-key`` and a byte before it)."""
 
 _PEM_MARK = b"PRIVATE KEY-----"
 _PEM_CHAR = rb"(?:[A-Za-z0-9+/= \t\r:,.\-]|\\[nrt])"
@@ -194,8 +345,8 @@ def _choice(c: bytes) -> bytes:
 
 
 def _pinned(words: Iterable[Word]) -> re.Pattern[bytes]:
-    """A regex that finds any of ``words``, each from its rarest single byte (a lookbehind checks the bytes
-    before it), so the engine tests one byte per position and tries a word only where its rarest byte is."""
+    """A regex that finds any of ``words``, each from its rarest single byte (the bytes after it, then a lookbehind
+    over the whole word), so the engine tests one byte per position and tries a word only where its rarest byte is."""
     frags: list[bytes] = []
     todo = list(words)
     while todo:
@@ -206,8 +357,9 @@ def _pinned(words: Iterable[Word]) -> re.Pattern[bytes]:
             todo.extend(w[:k] + (bytes([b]),) + w[k + 1 :] for b in w[k])
             continue
         j = max(singles, key=lambda i: (_rarity(w[i][0]), -i))
-        look = b"(?<=" + b"".join(map(_choice, w[: j + 1])) + b")" if j else b""
-        frags.append(re.escape(w[j]) + look + b"".join(map(_choice, w[j + 1 :])))
+        # the bytes after it first (a literal that fails costs less than a lookbehind), then those before it
+        look = b"(?<=" + b"".join(map(_choice, w)) + b")" if j else b""
+        frags.append(re.escape(w[j]) + b"".join(map(_choice, w[j + 1 :])) + look)
     return re.compile(_first_byte_groups(frags))
 
 
@@ -305,13 +457,11 @@ class Redactor:
         ordered = sorted(literals, key=len, reverse=True)  # the longest first: a value containing another
         self._literals = ordered
         self.max_literal = len(ordered[0]) if ordered else 0
-        alts = [re.escape(v) for v in ordered]
-        for i, shape in enumerate(SHAPES):
-            for j, p in enumerate(shape.patterns):
-                alts.append(p.replace(b"(?P<s>", b"(?P<s%d_%d>" % (i, j)))
-        self._re = re.compile(_first_byte_groups(alts, keep_order=True))
+        # the values' regex only: the shapes' (large, the same for every redactor) is compiled once
+        self._re = re.compile(_first_byte_groups([re.escape(v) for v in ordered], keep_order=True)) if ordered else None
         words = [_word(a) for s in SHAPES for a in s.anchors]
         words += [tuple(bytes([b]) for b in a) for a in [_PEM_MARK] + [v[:4] for v in ordered]]
+        words += _KV_WORDS
         self._prefilter = _pinned(words)
         delete, gate = _skeleton_gate(words)
         self._memo: dict[bytes, bool] = {}  # skeleton -> whether an anchor's skeleton is in it
@@ -341,7 +491,10 @@ class Redactor:
         return whole[: m.start(g) - at] + REDACTED + whole[m.end(g) - at :]
 
     def _sub(self, data: bytes) -> bytes:
-        return self._re.sub(self._repl, data)
+        """The values first (known exactly), then the shapes and credential names."""
+        if self._re is not None:
+            data = self._re.sub(REDACTED, data)
+        return _shapes_re().sub(self._repl, data)
 
     def __call__(self, data: bytes) -> bytes:
         first = self._hit(data)
@@ -419,12 +572,13 @@ class Redactor:
         """Where secrets are in ``data`` (one line or a piece of one), in order: a stream must not cut inside one."""
         if self._hit(data) is None:
             return
-        pem = [(m.start(), m.end()) for m in _PEM.finditer(data)] if _PEM_MARK in data else []
-        for m in self._re.finditer(data):
-            while pem and pem[0][0] <= m.start():
-                yield pem.pop(0)
-            yield m.start(), m.end()
-        yield from pem
+        found = [(m.start(), m.end()) for m in _PEM.finditer(data)] if _PEM_MARK in data else []
+        if self._re is not None:
+            found += [m.span() for m in self._re.finditer(data)]
+        for m in _shapes_re().finditer(data):
+            # a kept name before the secret (``token: V``, ``api_key=V``) is cut with it: redacted apart, V would stay
+            found.append((m.start() if m.lastgroup is None else max(0, m.start() - _NAME_REACH), m.end()))
+        yield from sorted(found)
 
 
 _FLAG_NAME = r"--?(?:[A-Za-z0-9]+[-_])*(?:api[-_]?key|access[-_]?key|secret[-_]?key|auth[-_]?key|token|secret|password|passwd|pwd)"
