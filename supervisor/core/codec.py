@@ -1,9 +1,10 @@
 """Typed step outputs: a value journaled as plain JSON, returned on replay as its type again.
 
-As Temporal's data converter does with type hints. Three functions, called by the SDK:
+As Temporal's data converter does with type hints. The functions the SDK calls:
 
 - :func:`encode` turns a step's return value into plain JSON plus an ``output_type``
   string (``None`` for a value that already is plain JSON: the common case, kept fast);
+  :func:`encode_bytes` gives the JSON's bytes (what the recorder writes);
 - :func:`decode` turns a recorded ``output`` back: by the *hint* (``returns=`` on the
   call, else the function's return annotation, :func:`output_hint`) where there is one,
   by the recorded ``output_type`` where there is not, else the JSON as is;
@@ -14,7 +15,8 @@ Encoded forms (what any reader of the journal sees in ``output``): a pydantic mo
 ``datetime``/``date``/``time`` as ISO 8601 (``isoformat()``, the time zone kept); ``bytes``
 (and ``bytearray``, ``memoryview``) as standard base64; ``Decimal`` as a string; ``UUID``
 as its string; an ``Enum`` member by its value; a tuple, set or frozenset as a list (a
-set sorted where its items compare).
+set sorted where its items compare); a dict's keys as the strings orjson writes for them
+(``1`` -> ``"1"``, ``None`` -> ``"null"``, a date as ISO 8601, an enum member by its value).
 
 The ``output_type`` grammar (stored next to ``output`` in a ``step`` record)::
 
@@ -23,14 +25,36 @@ The ``output_type`` grammar (stored next to ``output`` in a ``step`` record)::
            | "datetime" | "date" | "time" | "bytes" | "decimal" | "uuid"
            | "list[" type "]" | "tuple[" type "]" | "set[" type "]" | "frozenset[" type "]"
            | "dict[" type "]"                 the type of the values (keys are JSON strings)
+           | "dict[" key "," type "]"         keys of type key (read back from their strings):
+                                              int float bool null datetime date time decimal uuid
+                                              or "enum:" module ":" qualname
+           | "any[" type ("," type)* "]"      a JSON array read by the member that reads arrays, an
+                                              object by the one that reads objects (one each),
+                                              a string, number or boolean as it is
            | kind ":" module ":" qualname     kind: "pydantic", "dataclass" or "enum"
 
-e.g. ``datetime``, ``list[pydantic:agent:Plan]``, ``dict[decimal?]``, ``tuple[json]``.
+e.g. ``datetime``, ``list[pydantic:agent:Plan]``, ``dict[decimal?]``, ``tuple[json]``,
+``dict[int,json]``, ``list[any[dict[dict[int,json]]]]`` (``[1, {"k": {3: 4}}]``).
 The items of a container share one type or it says ``json`` (``[1, datetime]`` is
 ``list[json]``, an output_type that decodes nothing, so it is left out: ``None``). A
 dataclass's or a model's fields are not described: the class's own annotations decode
 them. A type this version does not know, or a string it cannot parse, is ignored (the JSON
-is returned as is), so a newer writer's journal stays readable.
+is returned as is), so a newer writer's journal stays readable (the ``dict[K,T]`` and
+``any[...]`` forms parse as ``json`` in versions before them).
+
+**Keys are never lost silently.** JSON writes every key as a string; a dict whose keys
+are not strings gets ``dict[K,T]``, also where its container's other items are of another
+kind (``any[...]``: JSON tells a list, an object and a scalar apart). Where one output_type
+cannot bring the keys back (keys of two types in one dict, two dicts of one JSON kind with
+other keys in one container, a dataclass field whose annotation would read its keys as
+strings), :func:`encode` raises an ``OutputEncodeError`` naming the place.
+
+**Values the journal would change** are refused, never written changed: a NaN or an
+infinite float (orjson writes ``null``: ``None`` on resume) and a string with a lone
+surrogate (not UTF-8) raise :class:`~supervisor.core.state.NotJSONValueError` (a
+``ValueError``) naming the step and the place. The check is free for an output whose JSON
+holds no ``null`` (only a null can hide a NaN); one with a null is read back and compared
+(C speed), and walked only if that differs.
 
 Without a hint a class is looked up **only in modules already imported** (``sys.modules``),
 never by importing the module the journal names: a journal is data, not code, and
@@ -42,17 +66,21 @@ Decoding converts, it does not validate: where the hint needs no conversion (``s
 ``int``, ``dict[str, int]``, a ``TypedDict``, ``Literal``, a class the codec does not
 know) the recorded value is returned as it was recorded, and ``null`` is returned as
 ``None`` whatever the hint; so a step that returned what its annotation did not say gets
-the same value again, as the live call did. Where a conversion is needed and the recorded
+the same value again, as the live call did. A hint that says nothing of a dict's keys (a
+bare ``dict``, ``dict[Any, T]``, a dict subclass such as ``Counter``) leaves them to the
+output_type. Where a conversion is needed and the recorded
 value does not fit (a recorded output of another shape after a code change), decode
 raises :class:`~supervisor.errors.CodecError`, a ``DivergenceError``: the run stops
 (exit 78) instead of being restarted into the same failure.
 
 The plain-JSON fast path: a ``str``/``int``/``float``/``bool``/``None`` costs one type
-check; a ``dict`` or ``list`` one ``orjson.dumps`` that hands datetimes, dataclasses and
-unknown types back (to take the typed path). Tuples, ``UUID`` and ``Enum`` members *inside*
-such a dict or list are written by orjson as lists, strings and values without an
-``output_type``: a hint (``list[UUID]``) brings them back. pydantic is never imported
-here: a value or hint is a pydantic model only if ``pydantic`` is already in ``sys.modules``.
+check (and a float one subtraction: NaN and Infinity are refused); a ``dict`` or ``list`` one
+``orjson.dumps`` with string keys that hands datetimes, dataclasses and unknown types back
+(to take the typed path). Tuples, ``UUID`` and ``Enum`` members *inside* such a dict or list
+are written by orjson as lists, strings and values without an ``output_type``: a hint
+(``list[UUID]``) brings them back; at the top they take the typed path (``tuple[json]``,
+``uuid``, ``enum:...``) and come back without one. pydantic is never imported here: a value
+or hint is a pydantic model only if ``pydantic`` is already in ``sys.modules``.
 """
 
 from __future__ import annotations
@@ -62,6 +90,7 @@ import dataclasses
 import datetime as dt
 import enum
 import functools
+import re
 import sys
 import types
 import typing
@@ -73,20 +102,25 @@ from typing import Any, cast
 import orjson
 
 from ..errors import CodecError, OutputEncodeError
+from .state import NotJSONValueError, find_unjournalable, unjournalable_text, where_text
 
-__all__ = ["decode", "encode", "output_hint"]
+__all__ = ["decode", "encode", "encode_bytes", "output_hint"]
 
 _NoneType = type(None)
 _PLAIN = frozenset({str, int, float, bool, _NoneType})
-# What the journal writer accepts; the check hands datetimes and dataclasses to ``default``
-# (orjson would write them itself) so that they take the typed path and get an output_type.
+# What the journal writer accepts (keys that are not strings included: the typed path gives them an output_type);
+# the check takes str keys only, and hands datetimes and dataclasses to ``default`` (orjson would write them
+# itself), so that they take the typed path and get an output_type.
 _WRITE_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY
-_CHECK_OPTS = _WRITE_OPTS | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
+_CHECK_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_PASSTHROUGH_DATETIME | orjson.OPT_PASSTHROUGH_DATACLASS
 
 _RETURN_INSTEAD = (
     "return dicts, lists, strings, numbers, booleans or None, or a pydantic model, a dataclass, "
     "datetime, date, time, bytes, Decimal, UUID, an Enum, a tuple or a set of these"
 )
+_has_null = re.compile(b"null").search
+"""Whether JSON bytes hold a null (faster than ``in``: about 0.1 us for a short line, 0.35 ns a byte)."""
+_RAN = "the step's function has run; nothing is recorded for it, so it runs again on resume"
 
 
 # ---------------------------------------------------------------------------------------- encode
@@ -99,17 +133,53 @@ def encode(value: Any, *, step: str) -> tuple[Any, str | None]:
     """``(plain JSON value, output_type or None)`` for a step's return value.
 
     Raises ``TypeError`` naming the step, where in the value, the type, and what to
-    return instead, for a value the journal cannot hold.
+    return instead, for a value the journal cannot hold; :class:`NotJSONValueError` (a
+    ``ValueError``) for one it would change: a NaN or infinite float, a lone surrogate.
     """
     t = type(value)
+    if t in _PLAIN and t is not float:
+        return value, None  # the fast path: one type check
+    out, otype, _ = _encode(value, step)
+    return out, otype
+
+
+def encode_bytes(value: Any, *, step: str) -> tuple[bytes, str | None]:
+    """:func:`encode`, as the bytes of the journal's ``output`` (what the SDK writes) and the output_type.
+
+    Also for a plain ``str``, ``int``... the recorder could not write itself: a string with a lone surrogate
+    or an int over 64 bits fails here with the step's name and where in the value.
+    """
+    out, otype, data = _encode(value, step)
+    if data is None:
+        data = _dump(out, step)
+    return data, otype
+
+
+def _encode(value: Any, step: str) -> tuple[Any, str | None, bytes | None]:
+    """``(JSON value, output_type, its bytes or None if not dumped yet)``; plain JSON costs one type check
+    (a scalar) or one ``orjson.dumps`` (a dict or list: its bytes are kept, and say whether a null can hide a NaN)."""
+    t = type(value)
     if t in _PLAIN:
-        return value, None
+        if t is float and value - value != 0.0:  # NaN or +-Infinity (inf - inf is nan)
+            raise _inexact(step, ((), value, False))
+        return value, None, None
     if t is dict or t is list:
         try:
-            orjson.dumps(value, default=_typed, option=_CHECK_OPTS)
-            return value, None
+            data = orjson.dumps(value, default=_typed, option=_CHECK_OPTS)
         except TypeError:
-            pass  # a datetime, dataclass, set... inside (or an int over 64 bits): the typed path
+            pass  # a datetime, dataclass, set, non-str key... inside (or an int over 64 bits): the typed path
+        else:
+            if _has_null(data):
+                _check_nulls(value, data, step)
+            return value, None, data
+    out, otype = _typed_path(value, step)
+    data = _dump(out, step)
+    if _has_null(data):
+        _check_nulls(out, data, step)
+    return out, otype, data
+
+
+def _typed_path(value: Any, step: str) -> tuple[Any, str | None]:
     try:
         out, typ = _enc(value)
         otype = _render(typ)
@@ -123,11 +193,53 @@ def encode(value: Any, *, step: str) -> tuple[Any, str | None]:
         raise OutputEncodeError(
             f"step {step!r} returned a value that cannot be journaled: {what}; {_RETURN_INSTEAD}", e.value, e.path
         ) from None
-    try:
-        orjson.dumps(out, option=_WRITE_OPTS)
-    except TypeError as e:  # an int over 64 bits, a key JSON cannot hold
-        raise TypeError(f"step {step!r} returned a value that is not JSON ({e}); {_RETURN_INSTEAD}") from None
+    except NotJSONValueError as e:
+        raise _inexact(step, (e.path, e.value, str(e) == "key")) from None
     return out, (None if otype == "json" else otype)
+
+
+def _dump(out: Any, step: str) -> bytes:
+    """The bytes the journal holds for ``out``; an error naming the step and where, if it has none."""
+    try:
+        return orjson.dumps(out, option=_WRITE_OPTS)
+    except TypeError as e:
+        hit = find_unjournalable(out)
+        if hit is not None:
+            raise _inexact(step, hit) from None
+        if "ecursion" in str(e):  # orjson's "Recursion limit reached": deeper than 254 levels
+            raise TypeError(
+                f"step {step!r} returned a value nested too deeply to journal (JSON lines are written at most 254 "
+                f"levels deep); {_RETURN_INSTEAD}"
+            ) from None
+        raise TypeError(f"step {step!r} returned a value that is not JSON ({e}); {_RETURN_INSTEAD}") from None
+
+
+def _check_nulls(value: Any, data: bytes, step: str) -> None:
+    """orjson writes NaN and +-Infinity as ``null``: only bytes holding a null can hide one (the caller looks).
+    Then the JSON read back equal to the value (C speed) says there is none; else the value is walked to find it
+    (or not: a tuple, a UUID... read back as a list or a string is not equal either)."""
+    try:
+        if orjson.loads(data) == value:
+            return
+    except Exception:
+        pass  # an __eq__ that raises: walked below
+    hit = find_unjournalable(value)
+    if hit is not None:
+        raise _inexact(step, hit)
+
+
+def _inexact(step: str, hit: tuple[Any, Any, bool]) -> NotJSONValueError:
+    """The error for a NaN, an infinite float or a lone surrogate in a step's output: the step, where, what to do."""
+    if isinstance(hit[1], float):
+        fix = "return None, or a string (str(x)), there instead"
+    else:
+        fix = "return the text cleaned (s.encode('utf-8', 'replace').decode()) or as bytes (s.encode('utf-8', 'surrogatepass'))"
+    return NotJSONValueError(
+        f"step {step!r} returned a value the journal cannot hold exactly: {unjournalable_text('output', hit)}; "
+        f"{fix} ({_RAN})",
+        hit[1],
+        tuple(hit[0]),
+    )
 
 
 _WHERE = "\x00"  # where in the output: filled in by encode, once the path is known
@@ -139,7 +251,7 @@ def _unencodable(obj: Any, what: str = "", detail: str = "") -> OutputEncodeErro
 
 
 def _where(path: tuple[Any, ...]) -> str:
-    return "".join(f".{p[1:]}" if isinstance(p, str) and p.startswith(".") else f"[{p!r}]" for p in path)
+    return where_text("", path)
 
 
 def _qualname(cls: type) -> str:
@@ -152,17 +264,32 @@ def _tag(kind: str, cls: type) -> str:
     return f"{kind}:{cls.__module__}:{cls.__qualname__}"
 
 
-# The type of an encoded value, while encoding: None for a null, _J for plain JSON, ("leaf", output_type)
-# for an atom or a class, (container, items) or ("opt", type); _EMPTY: the items of an empty container,
-# which agree with any type (``{"a": [], "b": [date]}`` is ``dict[list[date]]``).
+# The type of an encoded value, while encoding: None for a null, _S for a plain string, number or boolean, _J for
+# plain JSON of any kind, ("leaf", output_type, kind) for an atom or a class (kind: the JSON kind of its values,
+# "s" for a scalar, "o" for an object, None if it may be any), (container, items) or ("opt", type);
+# ("kdict", values, key type) for a dict whose keys are not strings; ("any", array type, object type) where such
+# a dict sits beside values of other kinds (see _any). _EMPTY: the items of an empty container, which agree with
+# any type (``{"a": [], "b": [date]}`` is ``dict[list[date]]``).
 _T = tuple[Any, ...]
 _J: _T = ("json",)
+_S: _T = ("scalar",)
 _EMPTY: _T = ("empty",)
 _SEQS = ("list", "tuple", "set", "frozenset", "dict")
+_ARRAYS = frozenset({"list", "tuple", "set", "frozenset"})
+_EMPTY_DICT: _T = ("dict", _EMPTY)
+_MAY_HOLD_KEYS = frozenset({*_SEQS, "opt", "kdict", "any"})
+
+
+class _KeyLoss(Exception):
+    """Two types meet that JSON cannot tell apart, and one holds a dict with keys that are not strings: a common
+    type would lose those keys' type (raised to the container whose items they are: it names the place)."""
 
 
 def _unify(a: _T, b: _T) -> _T:
-    """The one type that describes values of both ``a`` and ``b`` (``json`` if none says more)."""
+    """The one type that describes values of both ``a`` and ``b`` (``json`` if none says more).
+
+    Keys are never given up: where a dict with non-string keys meets another kind of value, the two are told
+    apart by their JSON kind (:func:`_any`); where they cannot be, :class:`_KeyLoss`."""
     if a == b:
         return a
     if a is _EMPTY:
@@ -172,30 +299,133 @@ def _unify(a: _T, b: _T) -> _T:
     if a[0] == "opt" or b[0] == "opt":
         u = _unify(a[1] if a[0] == "opt" else a, b[1] if b[0] == "opt" else b)
         return _J if u is _J else ("opt", u)
-    if a[0] == b[0] and a[0] in _SEQS:
-        return (a[0], _unify(a[1], b[1]))
-    return _J
+    m = _merge(a, b)
+    if m is not None:
+        return m
+    if _keyed(a) or _keyed(b):
+        return _any(a, b)
+    return _S if _kind(a) == "s" == _kind(b) else _J
 
 
-def _items(types_seen: Any) -> _T:
+def _merge(a: _T, b: _T) -> _T | None:
+    """The type of two containers of one shape (their items unified), ``None`` if they are not of one shape."""
+    ha, hb = a[0], b[0]
+    if ha == hb and ha in _SEQS:
+        return (ha, _unify(a[1], b[1]))
+    if ha == hb == "kdict" and a[2] == b[2]:
+        return ("kdict", _unify(a[1], b[1]), a[2])
+    if a == _EMPTY_DICT and hb == "kdict":
+        return b  # an empty dict has no key to misread
+    if b == _EMPTY_DICT and ha == "kdict":
+        return a
+    if ha == "any" or hb == "any":
+        return _any(a, b)
+    return None
+
+
+def _kind(t: _T) -> str | None:
+    """The JSON kind of the values of a type: "s" a string, number or boolean, "a" an array, "o" an object."""
+    head = t[0]
+    if head == "opt":
+        return _kind(t[1])
+    if t is _S:
+        return "s"
+    if head == "leaf":
+        return t[2]  # type: ignore[no-any-return]
+    if head in _ARRAYS:
+        return "a"
+    return "o" if head in ("dict", "kdict") else None
+
+
+def _keyed(t: _T) -> bool:
+    """Whether values of type ``t`` hold a dict with keys that are not strings."""
+    while True:
+        head = t[0]
+        if head in ("kdict", "any"):
+            return True
+        if head not in _SEQS and head != "opt":
+            return False
+        t = t[1]
+
+
+def _any(a: _T, b: _T) -> _T:
+    """``a`` and ``b`` told apart by their JSON kind: an array by one type, an object by another, a string, number
+    or boolean as it is. Raises :class:`_KeyLoss` where two of one kind differ and one of them holds keyed dicts."""
+    members: dict[str, _T] = {}
+    for t in (*_members(a), *_members(b)):
+        k = _kind(t)
+        if k == "s":
+            continue  # read back as it is: a scalar is no container, and holds no key
+        if k is None:
+            raise _KeyLoss  # an enum, a model, any JSON: it may be an object or an array too
+        cur = members.get(k)
+        if cur is not None and cur != t:
+            m = _merge(cur, t)
+            if m is None:
+                if _keyed(cur) or _keyed(t):
+                    raise _KeyLoss
+                m = _J  # read back as they are (the documented rule for values of mixed types)
+            t = m
+        members[k] = t
+    return ("any", members.get("a"), members.get("o"))
+
+
+def _members(t: _T) -> tuple[_T, ...]:
+    return tuple(m for m in t[1:] if m is not None) if t[0] == "any" else (t,)
+
+
+def _items(types_seen: list[_T | None], container: Any) -> _T:
     cur: _T = _EMPTY
     null = False
-    for t in types_seen:
-        if t is None:
-            null = True
-        elif cur is not _J:
-            cur = _unify(cur, t)
+    try:
+        for t in types_seen:
+            if t is None:
+                null = True
+            elif cur is not _J:
+                cur = _unify(cur, t)
+            elif _keyed(t):
+                raise _KeyLoss  # mixed values are read back as they are: not a dict's keys
+    except _KeyLoss:
+        raise _key_loss(types_seen, container) from None
     # ("opt", _EMPTY): only nulls, which agree with any type as its nulls ([[None], [b""]] is list[list[bytes?]])
     return ("opt", cur) if null and cur is not _J and cur[0] != "opt" else cur
 
 
+def _key_loss(types_seen: list[_T | None], container: Any) -> OutputEncodeError:
+    """The error for the first item whose keys :func:`_items` could not keep (found again, item by item)."""
+    keys = list(container) if isinstance(container, dict) else range(len(types_seen))
+    cur: _T = _EMPTY
+    at = 0
+    for i, t in enumerate(types_seen):
+        if t is None:
+            continue
+        try:
+            cur = _unify(cur, t) if cur is not _J else cur
+            if cur is _J and _keyed(t):
+                raise _KeyLoss
+        except _KeyLoss:
+            at = i
+            break
+    key = list(keys)[at]
+    item = container[key] if isinstance(container, dict) else list(container)[at]
+    return OutputEncodeError(
+        f"{_WHERE} holds a dict whose keys are not strings, beside values JSON cannot tell it from (a dict or list of "
+        "another shape, an enum, a model): its keys could not come back as they were, since JSON writes every key "
+        "as a string; give such dicts one key type throughout, or string keys",
+        item,
+        (key,),
+    )
+
+
 def _render(t: _T | None) -> str:
     """The output_type string of a type (see the grammar); ``json`` when it says nothing to decode."""
-    if t is None or t is _J or t is _EMPTY:
+    if t is None or t is _J or t is _EMPTY or t is _S:
         return "json"
     head = t[0]
     if head == "leaf":
         return str(t[1])
+    if head in ("any", "kdict"):
+        return _render_keyed(t)
     inner = _render(t[1])
     if head == "opt":
         return "json" if inner == "json" else inner + "?"
@@ -204,15 +434,26 @@ def _render(t: _T | None) -> str:
     return f"{head}[{inner}]"
 
 
+def _render_keyed(t: _T) -> str:
+    if t[0] == "kdict":
+        return f"dict[{t[2]},{_render(t[1])}]"  # the keys are typed: never "json"
+    parts = [r for r in (_render(m) for m in _members(t)) if r != "json"]
+    return f"any[{','.join(parts)}]" if parts else "json"
+
+
 _Enc = Callable[[Any], tuple[Any, "_T | None"]]
 _encoders: dict[type, _Enc] = {}  # per type, found once: a step's output holds few types, many times
 
 
 def _enc(v: Any) -> tuple[Any, _T | None]:
-    """``(JSON, type)``: type is None for a null, ``_J`` for a plain value."""
+    """``(JSON, type)``: type is None for a null, ``_S`` for a plain string, number or boolean."""
     t = type(v)
     if t in _PLAIN:
-        return v, (None if v is None else _J)
+        if v is None:
+            return v, None
+        if t is float and v - v != 0.0:
+            raise NotJSONValueError("value", v)  # NaN or +-Infinity: named by _typed_path, with its path
+        return v, _S
     try:
         return _encoders[t](v)
     except KeyError:
@@ -223,22 +464,46 @@ def _enc(v: Any) -> tuple[Any, _T | None]:
     return f(v)
 
 
-def _at(e: OutputEncodeError, key: Any) -> OutputEncodeError:
+_PathError = OutputEncodeError | NotJSONValueError
+_PATHED = (OutputEncodeError, NotJSONValueError)
+
+
+def _at(e: _PathError, key: Any) -> _PathError:
     e.path = (key, *e.path)
     return e
 
 
+_NO_KEY = "\x00no key"  # the key type before the first key
+
+
 def _enc_dict(v: Any) -> tuple[Any, _T | None]:
     out: dict[Any, Any] = {}
-    vtypes = []
+    vtypes: list[_T | None] = []
+    ktag: str | None = _NO_KEY
     for k, x in v.items():
         try:
             ox, tx = _enc(x)
-        except OutputEncodeError as e:
+        except _PATHED as e:
             raise _at(e, k) from None
-        out[_enc_key(k)] = ox
+        ok, kt = (k, None) if type(k) is str else _enc_key(k)
+        if kt != ktag:
+            if ktag != _NO_KEY:
+                raise _mixed_keys(k, kt, ktag)
+            ktag = kt
+        out[ok] = ox
         vtypes.append(tx)
-    return out, ("dict", _items(vtypes))
+    inner = _items(vtypes, v)
+    if ktag is None or ktag == _NO_KEY:
+        return out, ("dict", inner)
+    return out, ("kdict", inner, ktag)
+
+
+def _mixed_keys(k: Any, kt: str | None, before: str | None) -> OutputEncodeError:
+    return OutputEncodeError(
+        f"a key of {_WHERE} is {k!r} ({kt or 'str'}) where an earlier key is of type {before or 'str'}: JSON writes "
+        "every key as a string, so keys of several types could not come back as they were; use keys of one type",
+        k,
+    )
 
 
 def _enc_items(v: Any) -> tuple[list[Any], _T]:
@@ -247,11 +512,11 @@ def _enc_items(v: Any) -> tuple[list[Any], _T]:
     for i, x in enumerate(v):
         try:
             ox, tx = _enc(x)
-        except OutputEncodeError as e:
+        except _PATHED as e:
             raise _at(e, i) from None
         items.append(ox)
         types_seen.append(tx)
-    return items, _items(types_seen)
+    return items, _items(types_seen, v)
 
 
 def _enc_list(v: Any) -> tuple[Any, _T | None]:
@@ -273,17 +538,20 @@ def _enc_set(v: Any) -> tuple[Any, _T | None]:
     return items, ("frozenset" if isinstance(v, frozenset) else "set", it)
 
 
+_BYTES: _T = ("leaf", "bytes", "s")
+
+
 def _enc_bytes(v: Any) -> tuple[Any, _T | None]:
-    return base64.b64encode(v).decode("ascii"), ("leaf", "bytes")
+    return base64.b64encode(v).decode("ascii"), _BYTES
 
 
 def _enc_iso(name: str) -> _Enc:
-    leaf = ("leaf", name)
+    leaf = ("leaf", name, "s")
     return lambda v: (v.isoformat(), leaf)
 
 
 def _enc_str(name: str) -> _Enc:
-    leaf = ("leaf", name)
+    leaf = ("leaf", name, "s")
     return lambda v: (str(v), leaf)
 
 
@@ -308,7 +576,7 @@ def _encoder_for(t: type) -> _Enc:
         return _enc_enum(t)
     if issubclass(t, (str, int, float)):  # a subclass (bool is in _PLAIN): its plain value
         base = str if issubclass(t, str) else int if issubclass(t, int) else float
-        return lambda v: (base(v), _J)
+        return lambda v: _enc(base(v))
     for bases, enc in _BY_BASE:
         if issubclass(t, bases):
             return enc
@@ -318,26 +586,26 @@ def _encoder_for(t: type) -> _Enc:
             return _enc_str(tag)
     mod = sys.modules.get("pydantic")
     if mod is not None and issubclass(t, mod.BaseModel):
-        return _enc_model(t)
+        return _enc_model(t, mod)
     if dataclasses.is_dataclass(t):
         return _enc_dataclass(t)
     return _enc_other
 
 
 def _enc_enum(t: type) -> _Enc:
-    leaf = ("leaf", _tag("enum", t))
+    leaf = ("leaf", _tag("enum", t), None)  # its values may be of any kind (a tuple value is a list)
 
     def enc_enum(v: Any) -> tuple[Any, _T | None]:
         try:
             return _enc(v.value)[0], leaf
-        except OutputEncodeError as e:
+        except _PATHED as e:
             raise _at(e, ".value") from None
 
     return enc_enum
 
 
-def _enc_model(t: type) -> _Enc:
-    leaf = ("leaf", _tag("pydantic", t))
+def _enc_model(t: type, pyd: Any) -> _Enc:
+    leaf = ("leaf", _tag("pydantic", t), None if issubclass(t, pyd.RootModel) else "o")
 
     def enc_model(v: Any) -> tuple[Any, _T | None]:
         try:
@@ -350,42 +618,75 @@ def _enc_model(t: type) -> _Enc:
 
 
 def _enc_dataclass(t: type) -> _Enc:
-    leaf = ("leaf", _tag("dataclass", t))
+    leaf = ("leaf", _tag("dataclass", t), "o")
     names = [f.name for f in dataclasses.fields(t)]
 
     def enc_dataclass(v: Any) -> tuple[Any, _T | None]:
         out = {}
         for name in names:
+            x = getattr(v, name)
             try:
-                out[name] = _enc(getattr(v, name))[0]
-            except OutputEncodeError as e:
+                ox, tx = _enc(x)
+            except _PATHED as e:
                 raise _at(e, "." + name) from None
+            if tx is not None and tx[0] in _MAY_HOLD_KEYS and _keyed(tx):
+                _check_field_keys(t, name, ox, x)
+            out[name] = ox
         return out, leaf
 
     return enc_dataclass
 
 
+def _check_field_keys(cls: type, name: str, ox: Any, x: Any) -> None:
+    """A dataclass field holding a dict with non-string keys: its fields are decoded by the class's annotations
+    (not described in the output_type), so the field's must bring the keys back (``dict[int, str]``), or refuse."""
+    hint = _field_hints(cls).get(name)
+    try:
+        same = bool(_compile(hint)(orjson.loads(orjson.dumps(ox, option=_WRITE_OPTS)), None) == x)
+    except Exception:  # a decoder or an __eq__ that raises: not the same
+        same = False
+    if not same:
+        raise OutputEncodeError(
+            f"{_WHERE} holds a dict whose keys are not strings, in a field annotated {_hint_name(hint)}: a dataclass's "
+            "fields are read back by their annotations, which would return the keys as strings; annotate the field "
+            "with its key type (dict[int, ...])",
+            x,
+            ("." + name,),
+        )
+
+
 def _enc_other(v: Any) -> tuple[Any, _T | None]:
     try:  # a type orjson writes itself (a numpy array, a numpy number): as it would write it
-        return orjson.loads(orjson.dumps(v, option=_WRITE_OPTS)), _J
+        out = orjson.loads(orjson.dumps(v, option=_WRITE_OPTS))
     except TypeError:
         raise _unencodable(v) from None
+    return out, (_J if isinstance(out, (list, dict)) else _S)
 
 
-def _enc_key(k: Any) -> Any:
+_KEY_TAGS = {int: "int", float: "float", bool: "bool", _NoneType: "null"}
+_KEY_ATOMS = ((dt.datetime, "datetime"), (dt.date, "date"), (dt.time, "time"))  # datetime first: it is a date
+
+
+def _enc_key(k: Any) -> tuple[Any, str | None]:
+    """``(the key as the journal writer takes it, its key type)``: the type is None for a string (JSON's own)."""
     t = type(k)
-    if t in _PLAIN:
-        return k  # non-string keys are written as strings by the journal writer (as today)
+    tag = _KEY_TAGS.get(t)
+    if tag is not None:
+        if t is float and k - k != 0.0:
+            raise NotJSONValueError("key", k)  # orjson writes a NaN key as "null"
+        return k, tag
     if isinstance(k, enum.Enum):
-        return _enc_key(k.value)
-    if isinstance(k, (str, int, float)):
-        return str(k) if isinstance(k, str) else k
-    if isinstance(k, (dt.date, dt.time)):
-        return k.isoformat()
-    for name, cls in (("decimal", "Decimal"), ("uuid", "UUID")):
-        mod = sys.modules.get(name)
-        if mod is not None and isinstance(k, getattr(mod, cls)):
-            return str(k)
+        return _enc_key(k.value)[0], _tag("enum", t)
+    for base in (str, int, float):  # a subclass: its plain value
+        if isinstance(k, base):
+            return _enc_key(base(k)) if base is not str else (str(k), None)
+    for cls, name in _KEY_ATOMS:
+        if isinstance(k, cls):
+            return k.isoformat(), name
+    for module, cls_name, name in _BY_MODULE:
+        mod = sys.modules.get(module)
+        if mod is not None and isinstance(k, getattr(mod, cls_name)):
+            return str(k), name
     raise _unencodable(k, what="a key of ", detail=" (keys must be strings, numbers, dates or UUIDs)")
 
 
@@ -396,12 +697,14 @@ def _one_line(e: BaseException) -> str:
 
 # ---------------------------------------------------------------------------------------- output_type
 # A parsed output_type: ("json",), ("opt", node), (container, node) for list/tuple/set/frozenset/dict,
+# ("kdict", node, key type) for dict[K,T], ("any", array node or None, object node or None) for any[...],
 # ("atom", name), ("class", kind, module, qualname).
 _Node = tuple[Any, ...]
 _JSON: _Node = ("json",)
 _ATOMS = frozenset({"datetime", "date", "time", "bytes", "decimal", "uuid"})
 _CONTAINERS = ("list", "tuple", "set", "frozenset", "dict")
 _KINDS = frozenset({"pydantic", "dataclass", "enum"})
+_KEY_WORDS = frozenset({"int", "float", "bool", "null", "datetime", "date", "time", "decimal", "uuid"})
 
 
 @functools.lru_cache(maxsize=1024)
@@ -415,29 +718,77 @@ def _parse(s: str) -> _Node:
 
 
 def _parse_at(s: str, i: int) -> tuple[_Node, int]:
-    for c in _CONTAINERS:
-        if s.startswith(c + "[", i):
-            inner, j = _parse_at(s, i + len(c) + 1)
-            if s[j] != "]":
-                raise ValueError(s)
-            node: _Node = (c, inner)
-            j += 1
-            break
+    if s.startswith("any[", i):
+        node, j = _parse_any(s, i + 4)
     else:
-        j = i
-        while j < len(s) and s[j] not in "[]?":
-            j += 1
-        word = s[i:j]
-        if word in _ATOMS:
-            node = ("atom", word)
-        elif word.count(":") == 2 and word.split(":", 1)[0] in _KINDS:
-            kind, module, qualname = word.split(":")
-            node = ("class", kind, module, qualname)
+        key = _key_word(s, i + 5) if s.startswith("dict[", i) else None
+        if key is not None:  # dict[K,T]: a dict whose keys are of type K
+            inner, j = _parse_at(s, i + 6 + len(key))
+            node, j = ("kdict", inner, key), _close(s, j)
         else:
-            node = _JSON  # "json", or a type a newer version wrote
+            node, j = _parse_base(s, i)
     if j < len(s) and s[j] == "?":
         return ("opt", node), j + 1
     return node, j
+
+
+def _close(s: str, j: int) -> int:
+    if s[j] != "]":
+        raise ValueError(s)
+    return j + 1
+
+
+def _parse_base(s: str, i: int) -> tuple[_Node, int]:
+    for c in _CONTAINERS:
+        if s.startswith(c + "[", i):
+            inner, j = _parse_at(s, i + len(c) + 1)
+            return (c, inner), _close(s, j)
+    j = i
+    while j < len(s) and s[j] not in "[]?,":
+        j += 1
+    word = s[i:j]
+    if word in _ATOMS:
+        return ("atom", word), j
+    if word.count(":") == 2 and word.split(":", 1)[0] in _KINDS:
+        kind, module, qualname = word.split(":")
+        return ("class", kind, module, qualname), j
+    return _JSON, j  # "json", or a type a newer version wrote
+
+
+def _key_word(s: str, i: int) -> str | None:
+    """The key type of ``dict[K,T]`` at ``i`` (K, when a "," follows it), else None (``dict[T]``: string keys)."""
+    j = s.find(",", i)
+    word = s[i:j] if j > 0 else ""
+    if word in _KEY_WORDS or (word.startswith("enum:") and word.count(":") == 2 and not any(c in word for c in "[]?")):
+        return word
+    return None
+
+
+def _parse_any(s: str, i: int) -> tuple[_Node, int]:
+    """``any[T,U]``: a JSON array read by the member that reads arrays, an object by the one that reads objects,
+    anything else as it is; a member of no such kind, or two of one kind, is not this version's: ValueError."""
+    by_kind: dict[str, _Node] = {}
+    while True:
+        node, j = _parse_at(s, i)
+        kind = _node_kind(node)
+        if kind is None or kind in by_kind:
+            raise ValueError(s)
+        by_kind[kind] = node
+        if s[j] != ",":
+            return ("any", by_kind.get("a"), by_kind.get("o")), _close(s, j)
+        i = j + 1
+
+
+def _node_kind(node: _Node) -> str | None:
+    """The JSON kind a node reads: "a" an array, "o" an object; None for any other (an atom, an enum, json)."""
+    if node[0] == "opt":
+        node = node[1]
+    head = node[0]
+    if head in _ARRAYS:
+        return "a"
+    if head in ("dict", "kdict") or (head == "class" and node[1] != "enum"):
+        return "o"
+    return None
 
 
 def _resolve(node: _Node) -> type | None:
@@ -473,19 +824,69 @@ def _decode_node(v: Any, node: _Node) -> Any:
     if head == "class":
         cls = _resolve(node)
         return v if cls is None else _compile(cls)(v, None)
+    if head == "any":  # by the member of the value's JSON kind; a string, number or boolean as it is
+        member = node[1] if type(v) is list else node[2] if type(v) is dict else None
+        return v if member is None else _decode_node(v, member)
+    if head in ("dict", "kdict"):
+        return _decode_dict_node(v, node)
     inner = node[1]
-    if head == "dict":
-        if not isinstance(v, dict):
-            raise CodecError(f"a dict[...] output_type over {_json_kind(v)}")
-        if inner == _JSON:
-            return v
-        return _map_dict(v, lambda x: _decode_node(x, inner))
     if not isinstance(v, list):
         raise CodecError(f"a {head}[...] output_type over {_json_kind(v)}")
     items = v if inner == _JSON else _map_list(v, lambda x: _decode_node(x, inner))
     if head == "list":
         return items
     return {"tuple": tuple, "set": set, "frozenset": frozenset}[head](items)
+
+
+def _decode_dict_node(v: Any, node: _Node) -> Any:
+    if not isinstance(v, dict):
+        raise CodecError(f"a dict[...] output_type over {_json_kind(v)}")
+    inner = node[1]
+    out = v if inner == _JSON else _map_dict(v, lambda x: _decode_node(x, inner))
+    if node[0] == "kdict":
+        key = _node_key_decoder(node[2])
+        if key is not None:
+            out = {key(k): x for k, x in out.items()}
+    return out
+
+
+def _node_key_decoder(word: str) -> Callable[[Any], Any] | None:
+    """How to read the keys of a ``dict[K,T]`` back (from their strings); None: as they are (an enum not found)."""
+    if word.startswith("enum:"):  # looked up each time: its module may be imported later
+        cls = _resolve(("class", *word.split(":")))
+        return None if cls is None else _key_decoder(cls)
+    return _builtin_key_decoder(word)
+
+
+@functools.lru_cache(maxsize=16)
+def _builtin_key_decoder(word: str) -> Callable[[Any], Any] | None:
+    if word == "null":
+        return _null_key
+    if word == "uuid":
+        import uuid
+
+        return _key_decoder(uuid.UUID)
+    if word == "decimal":
+        import decimal  # only when a Decimal key is read back
+
+        return _key_decoder(decimal.Decimal)
+    hint = {"int": int, "float": float, "bool": bool, "datetime": dt.datetime, "date": dt.date, "time": dt.time}
+    return _key_decoder(hint[word])
+
+
+def _null_key(k: Any) -> Any:
+    if k == "null":
+        return None
+    raise CodecError(f"key {k!r} is not null")
+
+
+def _node_keys(node: _Node | None) -> Callable[[Any], Any] | None:
+    """The key decoder of a recorded ``dict[K,T]`` (behind a ``?`` or an ``any[...]``), None for other nodes."""
+    if node is not None and node[0] == "opt":
+        node = node[1]
+    if node is not None and node[0] == "any":
+        node = node[2]
+    return _node_key_decoder(node[2]) if node is not None and node[0] == "kdict" else None
 
 
 # ---------------------------------------------------------------------------------------- decode
@@ -621,16 +1022,27 @@ def _generic(hint: Any, origin: Any, args: tuple[Any, ...]) -> _Decoder:
             return _seq(tuple, "tuple", _by_node)
         return _fixed_tuple(hint, [_compile(a) for a in args])
     if origin in (dict, abc.Mapping, abc.MutableMapping):
-        kdec = _key_decoder(args[0]) if args else None
-        return _mapping(kdec, _compile(args[1]) if len(args) > 1 else _by_node)
+        return _dict_decoder(args)
     if isinstance(origin, type):
         return _compile(origin)  # a generic class, e.g. a generic dataclass Box[int]: as Box
     return _ident
 
 
+def _dict_decoder(args: tuple[Any, ...]) -> _Decoder:
+    """``dict[K, V]``: keys converted by K; where K says nothing (``Any``, a bare ``dict``), by the recorded
+    ``dict[K,T]`` (an explicit ``str`` keeps JSON's strings, as a ``str`` hint keeps a recorded datetime's)."""
+    khint = args[0] if args else Any
+    by_node = khint is Any or khint is object or isinstance(khint, typing.TypeVar)
+    return _mapping(_key_decoder(khint), _compile(args[1]) if len(args) > 1 else _by_node, keys_by_node=by_node)
+
+
 def _child(node: _Node | None, *heads: str) -> _Node | None:
+    """The items' node of a recorded container of one of ``heads`` (behind a ``?``; in an ``any[...]``, the
+    member of its kind), None if the node is none of them."""
     if node is not None and node[0] == "opt":
         node = node[1]
+    if node is not None and node[0] == "any":
+        node = node[2] if "dict" in heads else node[1]
     return node[1] if node is not None and node[0] in heads else None
 
 
@@ -689,8 +1101,8 @@ def _fixed_tuple(hint: Any, items: list[_Decoder]) -> _Decoder:
     return dec
 
 
-def _mapping(kdec: Callable[[Any], Any] | None, vdec: _Decoder) -> _Decoder:
-    if kdec is None and vdec is _ident:
+def _mapping(kdec: Callable[[Any], Any] | None, vdec: _Decoder, keys_by_node: bool = False) -> _Decoder:
+    if kdec is None and vdec is _ident and not keys_by_node:
         return _ident
 
     def dec(v: Any, node: _Node | None) -> Any:
@@ -698,13 +1110,14 @@ def _mapping(kdec: Callable[[Any], Any] | None, vdec: _Decoder) -> _Decoder:
             return None
         if not isinstance(v, dict):
             raise CodecError(f"expected an object, the journal has {_json_kind(v)}")
-        inner = _child(node, "dict")
+        inner = _child(node, "dict", "kdict")
         if vdec is _ident or (vdec is _by_node and inner is None):
             out = v
         else:
             out = _map_dict(v, lambda x: vdec(x, inner))
-        if kdec is not None:
-            out = {kdec(k): x for k, x in out.items()}
+        key = _node_keys(node) if kdec is None and keys_by_node else kdec
+        if key is not None:
+            out = {key(k): x for k, x in out.items()}
         return out
 
     return dec
@@ -750,7 +1163,7 @@ def _union(args: tuple[Any, ...]) -> _Decoder:
     if all(d is _ident for d in decs):
         return _ident
     tags = [_hint_tag(a) for a in members]
-    plain = [_plain_check(a) for a, d in zip(members, decs, strict=True) if d is _ident]
+    plain = [_plain_check(a) for a, d in zip(members, decs, strict=True) if d in _AS_IS]
     literals = [_literal_fields(a) for a in members]  # a tagged union's tags: part_kind: Literal["tool-call"]
 
     def excluded(i: int, v: Any) -> bool:
@@ -776,7 +1189,7 @@ def _union(args: tuple[Any, ...]) -> _Decoder:
                 return v
         errors = []
         for i, d in enumerate(decs):
-            if d in tried or d is _ident or excluded(i, v):
+            if d in tried or d in _AS_IS or excluded(i, v):
                 continue
             try:
                 return d(v, node)
@@ -828,6 +1241,8 @@ def _plain_check(hint: Any) -> Callable[[Any], bool]:
 def _node_tag(node: _Node) -> str:
     if node[0] == "opt":
         node = node[1]
+    if node[0] == "kdict":
+        return "dict"
     if node[0] == "atom":
         return str(node[1])
     if node[0] == "class":
@@ -922,8 +1337,25 @@ def _class(cls: Any) -> _Decoder:
     if issubclass(cls, (str, int, float)) and cls is not bool:  # a subclass: built from the plain value
         base = str if issubclass(cls, str) else (int, float) if issubclass(cls, float) else int
         return _converter(f"a {cls.__qualname__}", cls, base)
-    # a list or dict (or a subclass), or a class the codec does not know: the recorded JSON, as before typed outputs
+    if issubclass(cls, dict):  # a dict subclass (Counter, OrderedDict): a dict, its keys typed as recorded
+        return _dict_by_node
+    # a list (or a subclass), or a class the codec does not know: the recorded JSON, as before typed outputs
     return _ident
+
+
+def _dict_by_node(v: Any, node: _Node | None) -> Any:
+    """The hint is a dict subclass: the recorded JSON (a dict, not the subclass, whose constructor the codec
+    does not know: a ``defaultdict`` takes a factory), decoded by the recorded type where it says more (its keys'
+    type): the dict the step returned, as a dict. In a union it counts as a member that takes the JSON as is."""
+    if node is None or type(v) is not dict:
+        return v
+    try:
+        return _decode_node(v, node)
+    except CodecError:
+        return v
+
+
+_AS_IS = (_ident, _dict_by_node)
 
 
 def _atom_class(cls: Any) -> _Decoder | None:

@@ -22,6 +22,7 @@ its state in memory after a step is the state a resume gives.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -325,6 +326,8 @@ def make_patch(old: Any, new: Any, *, fix_keys: bool = False, changed: bool = Fa
 def json_copy(value: Any) -> Any:
     """A deep copy through JSON, so that the copy is exactly what the journal holds."""
     return orjson.loads(_dumps(value))
+
+
 def apply_patch(doc: Any, patch: list[dict[str, Any]]) -> Any:
     """Apply a JSON Patch (add, remove, replace) to ``doc`` in place where possible; return the result.
 
@@ -376,3 +379,162 @@ def _apply_op(doc: Any, op: dict[str, Any]) -> Any:
     else:
         raise ValueError(f"the parent of {op.get('path')!r} is a {type(parent).__name__}, not an object or a list")
     return doc
+
+
+# ---------------------------------------------------------------------- values JSON cannot hold exactly
+
+
+class NotJSONValueError(ValueError):
+    """A value the journal would change, refused where it would be journaled (a step's output, inputs or name,
+    ``run.state``) instead of being written changed: a NaN or infinite float (JSON has none: orjson writes
+    ``null``, read back as ``None``) or a string with a lone surrogate (not UTF-8: JSON text cannot hold it).
+
+    A ``ValueError`` of the agent's value, like the codec's ``OutputEncodeError`` (a ``TypeError``) and not a
+    :class:`~supervisor.errors.SupervisorError` (which ``Run`` turns into one line and exit 2): it keeps its
+    traceback, which shows where the agent made the value. ``value``: the float or string (or key);
+    ``path``: where it is (keys, indexes, ``.field`` names, as the codec's paths).
+    """
+
+    def __init__(self, message: str, value: object = None, path: tuple[object, ...] = ()) -> None:
+        self.value = value
+        self.path = path
+        super().__init__(message)
+
+
+def _bad_str(s: str) -> bool:
+    """Whether ``s`` holds a lone surrogate (``"\\ud800"``): not encodable as UTF-8."""
+    if s.isascii():
+        return False
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _bad(v: Any, floats: bool = True) -> bool:
+    if isinstance(v, float):
+        return floats and v - v != 0.0  # nan - nan and inf - inf are nan
+    return isinstance(v, str) and _bad_str(v)
+
+
+def _children(v: Any, path: Path_) -> list[tuple[Any, Any]] | None:
+    """``(path, child)`` of a container (or a dataclass, an enum member), ``None`` for a leaf."""
+    if isinstance(v, dict):
+        return [(path + (k,), x) for k, x in v.items()]
+    if isinstance(v, (list, tuple)):
+        return [(path + (i,), x) for i, x in enumerate(v)]
+    if isinstance(v, (set, frozenset)):
+        return [(path + (i,), x) for i, x in enumerate(v)]
+    if isinstance(v, enum.Enum):  # a member: its value
+        return [(path + (".value",), getattr(v, "value", None))]
+    fields = getattr(type(v), "__dataclass_fields__", None)
+    if fields is not None and not isinstance(v, type):
+        return [(path + ("." + name,), getattr(v, name, None)) for name in fields]
+    return None
+
+
+def find_unjournalable(value: Any, *, floats: bool = True) -> tuple[Any, Any, bool] | None:
+    """The first NaN or infinite float (unless not ``floats``), or string with a lone surrogate, in ``value``:
+    ``(path, it, is_key)`` (``is_key``: it is a key of the dict at ``path``), else ``None``.
+
+    Walks dicts (keys and values), lists, tuples, sets, enum members' values and dataclass fields in order,
+    without recursion (a value 100,000 levels deep is walked too; one that holds itself is not walked twice).
+    A first pass only says whether there is one (most calls: there is none); the second finds where.
+    """
+    if not _has_unjournalable(value, floats):
+        return None
+    stack: list[tuple[Any, Any]] = [((), value)]
+    seen: set[int] = set()
+    while stack:
+        path, v = stack.pop()
+        if _bad(v, floats):
+            return path, v, False
+        kids = _children(v, path)
+        if kids is None or id(v) in seen:
+            continue
+        seen.add(id(v))
+        if isinstance(v, dict):
+            for k in v:
+                if _bad(k, floats):
+                    return path, k, True
+        stack.extend(reversed(kids))
+    return None
+
+
+_SCALARS = frozenset({int, bool, type(None)})
+
+
+def _bad_keys(d: dict[Any, Any], floats: bool) -> bool:
+    return any((type(k) is not str or not k.isascii()) and _bad(k, floats) for k in d)
+
+
+def _has_unjournalable(value: Any, floats: bool) -> bool:
+    """Whether :func:`find_unjournalable` finds something (without building paths: the common, negative answer)."""
+    stack = [value]
+    seen: set[int] = set()
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is str or t is float:
+            if _bad(v, floats):
+                return True
+        elif t is dict or t is list or t is tuple:
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            if t is not dict:
+                stack.extend(v)
+            elif _bad_keys(v, floats):
+                return True
+            else:
+                stack.extend(v.values())
+        elif t not in _SCALARS and _other_bad(v, floats, stack, seen):
+            return True
+    return False
+
+
+def _other_bad(v: Any, floats: bool, stack: list[Any], seen: set[int]) -> bool:
+    """A value of another type (a subclass, a set, an enum member, a dataclass): bad itself, or its children to walk."""
+    if _bad(v, floats):
+        return True
+    kids = _children(v, ())
+    if kids is not None and id(v) not in seen:
+        seen.add(id(v))
+        stack.extend(x for _, x in kids)
+    return False
+
+
+def where_text(root: str, path: Any) -> str:
+    """``root`` and ``path`` as Python would write the lookup: ``output['scores'][2]``, ``output.field``."""
+    return root + "".join(f".{p[1:]}" if isinstance(p, str) and p.startswith(".") else f"[{p!r}]" for p in path)
+
+
+def unjournalable_text(root: str, hit: tuple[Any, Any, bool]) -> str:
+    """What :func:`find_unjournalable` found, for a person: where, what, and why the journal cannot hold it."""
+    path, bad, is_key = hit
+    where = ("a key of " if is_key else "") + where_text(root, path)
+    if isinstance(bad, float):
+        return (
+            f"{where} is {bad!r}: JSON has no NaN or Infinity (it would be written as null, and read back as None)"
+        )
+    i = next((n for n, ch in enumerate(bad) if 0xD800 <= ord(ch) <= 0xDFFF), 0)
+    return (
+        f"{where} holds a lone surrogate ({bad[i]!r} at index {i} of {len(bad)}): JSON text is UTF-8, which cannot "
+        "hold one"
+    )
+
+
+def check_patch(state: Any, patch: list[dict[str, Any]], who: str) -> None:
+    """Raise :class:`NotJSONValueError` if the values of ``patch`` (made from ``state``) hold a NaN or infinite
+    float or a lone surrogate, naming where in ``run.state`` (``who``: the record it was to go with)."""
+    if not any("value" in op and _has_unjournalable(op["value"], True) for op in patch):
+        return
+    hit = find_unjournalable(state) or find_unjournalable(patch)
+    assert hit is not None  # the patch holds one
+    raise NotJSONValueError(
+        f"cannot record {who}: {unjournalable_text('run.state', hit)}; store None or a string (str(x)) there "
+        "instead (nothing was written: the state must be what a resume gives back)",
+        hit[1],
+        tuple(hit[0]),
+    )

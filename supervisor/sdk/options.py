@@ -178,12 +178,13 @@ def codec() -> Any:
     return c
 
 
-def _encode(out: Any, name: str) -> tuple[Any, str | None]:
-    """A step's output that is not plain JSON, through the codec (a coroutine is refused: ``astep`` awaits it)."""
+def _encode(out: Any, name: str) -> tuple[bytes, str | None]:
+    """A step's output that is not plain JSON, through the codec: the bytes of its ``output`` and its
+    ``output_type`` (a coroutine is refused: ``astep`` awaits it)."""
     if isinstance(out, _MAYBE_COROUTINE) and asyncio_mod().iscoroutine(out):
         out.close()
         raise TypeError(f"step {name!r} returned a coroutine: call an async function with 'await run.astep(...)'")
-    encoded: tuple[Any, str | None] = codec().encode(out, step=name)
+    encoded: tuple[bytes, str | None] = codec().encode_bytes(out, step=name)
     return encoded
 
 

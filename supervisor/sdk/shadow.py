@@ -3,6 +3,7 @@ against, and the cursor that replays the recorded patches on resume."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -166,7 +167,42 @@ class Shadow:
             changed = known[1] != b""  # both dumped, the bytes differ
         patch = state_mod.make_patch(shadow, st, fix_keys=True, changed=changed)
         if patch:
+            refused = _refused(st, patch, rec)
+            if refused is not None:  # the shadow stays as it was
+                if rec.get("kind") != "step":
+                    raise refused  # a checkpoint (before its file is written), the state at exit
+                rec[REFUSED] = refused  # a step's: raised by the recorder, where a record not written is handled
+                return
             rec["state_patch"] = patch
             shadow = self.cursor.doc = state_mod.apply_patch(shadow, patch)
         # the shadow is now the state as JSON: its bytes are the state's
         self.json = (shadow, now) if now is not None else None
+
+
+_has_null = re.compile(b"null").search
+REFUSED = "\x00refused"
+"""The key of a record whose state patch was refused: the recorder raises its error instead of writing the record,
+where its caller's failure handling already is (a step's position is given back as for any record not written)."""
+
+
+def _refused(state: Any, patch: list[dict[str, Any]], rec: Record) -> state_mod.NotJSONValueError | None:
+    """The error for a patch the journal would change (a NaN or an Infinity, written as null; a lone surrogate),
+    naming where in ``run.state``; None for a patch it holds exactly. The patch's bytes (not the state's: a patch
+    is usually a few hundred bytes) say at C speed that it holds neither: no null, or one that reads back equal;
+    else its values are walked."""
+    try:
+        data: bytes | None = orjson.dumps(patch)
+    except TypeError:
+        data = None  # a lone surrogate (found below), or a value apply_patch refuses
+    if data is not None and (_has_null(data) is None or orjson.loads(data) == patch):
+        return None
+    kind = rec.get("kind")
+    if kind == "note":
+        who = f"the note {rec.get('message')!r}"
+    else:
+        who = f"{kind} {rec.get('step', rec.get('name'))!r}"
+    try:
+        state_mod.check_patch(state, patch, who)
+    except state_mod.NotJSONValueError as e:
+        return e
+    return None
