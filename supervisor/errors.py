@@ -97,6 +97,29 @@ class OutputEncodeError(TypeError):
         super().__init__(message)
 
 
+class KeyTypeLost(Exception):
+    """Inside the codec only (never raised out of it): two types meet that JSON cannot tell apart, and one holds a
+    dict with keys that are not strings, so a common type would lose those keys' type; the container whose items
+    they are catches it and names the place."""
+
+
+class NotJSONValueError(ValueError):
+    """A value the journal would change, refused where it would be journaled (a step's output, inputs or name,
+    ``run.state``) instead of being written changed: a NaN or infinite float (JSON has none: orjson writes
+    ``null``, read back as ``None``) or a string with a lone surrogate (not UTF-8: JSON text cannot hold it).
+
+    A ``ValueError`` of the agent's value, like the codec's ``OutputEncodeError`` (a ``TypeError``) and not a
+    :class:`SupervisorError` (which ``Run`` turns into one line and exit 2): it keeps its
+    traceback, which shows where the agent made the value. ``value``: the float or string (or key);
+    ``path``: where it is (keys, indexes, ``.field`` names, as the codec's paths).
+    """
+
+    def __init__(self, message: str, value: object = None, path: tuple[object, ...] = ()) -> None:
+        self.value = value
+        self.path = path
+        super().__init__(message)
+
+
 class ForkError(SupervisorError):
     """The fork cannot be made where or from where it was asked."""
 

@@ -51,7 +51,7 @@ strings), :func:`encode` raises an ``OutputEncodeError`` naming the place.
 
 **Values the journal would change** are refused, never written changed: a NaN or an
 infinite float (orjson writes ``null``: ``None`` on resume) and a string with a lone
-surrogate (not UTF-8) raise :class:`~supervisor.core.state.NotJSONValueError` (a
+surrogate (not UTF-8) raise :class:`~supervisor.errors.NotJSONValueError` (a
 ``ValueError``) naming the step and the place. The check is free for an output whose JSON
 holds no ``null`` (only a null can hide a NaN); one with a null is read back and compared
 (C speed), and walked only if that differs.
@@ -101,8 +101,8 @@ from typing import Any, cast
 
 import orjson
 
-from ..errors import CodecError, OutputEncodeError
-from .state import NotJSONValueError, find_unjournalable, unjournalable_text, where_text
+from ..errors import CodecError, KeyTypeLost, NotJSONValueError, OutputEncodeError
+from .state import find_unjournalable, unjournalable_text, where_text
 
 __all__ = ["decode", "encode", "encode_bytes", "output_hint"]
 
@@ -280,16 +280,11 @@ _EMPTY_DICT: _T = ("dict", _EMPTY)
 _MAY_HOLD_KEYS = frozenset({*_SEQS, "opt", "kdict", "any"})
 
 
-class _KeyLoss(Exception):
-    """Two types meet that JSON cannot tell apart, and one holds a dict with keys that are not strings: a common
-    type would lose those keys' type (raised to the container whose items they are: it names the place)."""
-
-
 def _unify(a: _T, b: _T) -> _T:
     """The one type that describes values of both ``a`` and ``b`` (``json`` if none says more).
 
     Keys are never given up: where a dict with non-string keys meets another kind of value, the two are told
-    apart by their JSON kind (:func:`_any`); where they cannot be, :class:`_KeyLoss`."""
+    apart by their JSON kind (:func:`_any`); where they cannot be, :class:`KeyTypeLost`."""
     if a == b:
         return a
     if a is _EMPTY:
@@ -350,20 +345,20 @@ def _keyed(t: _T) -> bool:
 
 def _any(a: _T, b: _T) -> _T:
     """``a`` and ``b`` told apart by their JSON kind: an array by one type, an object by another, a string, number
-    or boolean as it is. Raises :class:`_KeyLoss` where two of one kind differ and one of them holds keyed dicts."""
+    or boolean as it is. Raises :class:`KeyTypeLost` where two of one kind differ and one of them holds keyed dicts."""
     members: dict[str, _T] = {}
     for t in (*_members(a), *_members(b)):
         k = _kind(t)
         if k == "s":
             continue  # read back as it is: a scalar is no container, and holds no key
         if k is None:
-            raise _KeyLoss  # an enum, a model, any JSON: it may be an object or an array too
+            raise KeyTypeLost  # an enum, a model, any JSON: it may be an object or an array too
         cur = members.get(k)
         if cur is not None and cur != t:
             m = _merge(cur, t)
             if m is None:
                 if _keyed(cur) or _keyed(t):
-                    raise _KeyLoss
+                    raise KeyTypeLost
                 m = _J  # read back as they are (the documented rule for values of mixed types)
             t = m
         members[k] = t
@@ -384,8 +379,8 @@ def _items(types_seen: list[_T | None], container: Any) -> _T:
             elif cur is not _J:
                 cur = _unify(cur, t)
             elif _keyed(t):
-                raise _KeyLoss  # mixed values are read back as they are: not a dict's keys
-    except _KeyLoss:
+                raise KeyTypeLost  # mixed values are read back as they are: not a dict's keys
+    except KeyTypeLost:
         raise _key_loss(types_seen, container) from None
     # ("opt", _EMPTY): only nulls, which agree with any type as its nulls ([[None], [b""]] is list[list[bytes?]])
     return ("opt", cur) if null and cur is not _J and cur[0] != "opt" else cur
@@ -402,8 +397,8 @@ def _key_loss(types_seen: list[_T | None], container: Any) -> OutputEncodeError:
         try:
             cur = _unify(cur, t) if cur is not _J else cur
             if cur is _J and _keyed(t):
-                raise _KeyLoss
-        except _KeyLoss:
+                raise KeyTypeLost
+        except KeyTypeLost:
             at = i
             break
     key = list(keys)[at]

@@ -183,7 +183,7 @@ def _kv_patterns() -> tuple[bytes, ...]:
     ends: dict[bytes, list[bytes]] = {}
     for parts in _KV_NAMES:
         behind = _token_ends() if parts == (b"token",) else _name_ends(parts)
-        if parts == (b"pwd",):  # PWD=/home/... (an environment's dump) is the working directory
+        if parts == (b"pwd",):  # PWD=~/project (an environment's dump) is the working directory
             behind = [rb"(?:" + b"|".join(behind) + rb")(?!(?:\\*[\"'])?" + _EQ + rb"(?:\\*[\"'])?[/~])"]
         ends.setdefault(parts[-1][-1:], []).extend(behind)
     out = []

@@ -29,6 +29,8 @@ from typing import Any
 
 import orjson
 
+from ..errors import NotJSONValueError
+
 Path_ = tuple[str | int, ...]
 _MISSING: Any = object()
 _NSK = orjson.OPT_NON_STR_KEYS
@@ -382,23 +384,7 @@ def _apply_op(doc: Any, op: dict[str, Any]) -> Any:
 
 
 # ---------------------------------------------------------------------- values JSON cannot hold exactly
-
-
-class NotJSONValueError(ValueError):
-    """A value the journal would change, refused where it would be journaled (a step's output, inputs or name,
-    ``run.state``) instead of being written changed: a NaN or infinite float (JSON has none: orjson writes
-    ``null``, read back as ``None``) or a string with a lone surrogate (not UTF-8: JSON text cannot hold it).
-
-    A ``ValueError`` of the agent's value, like the codec's ``OutputEncodeError`` (a ``TypeError``) and not a
-    :class:`~supervisor.errors.SupervisorError` (which ``Run`` turns into one line and exit 2): it keeps its
-    traceback, which shows where the agent made the value. ``value``: the float or string (or key);
-    ``path``: where it is (keys, indexes, ``.field`` names, as the codec's paths).
-    """
-
-    def __init__(self, message: str, value: object = None, path: tuple[object, ...] = ()) -> None:
-        self.value = value
-        self.path = path
-        super().__init__(message)
+# (NotJSONValueError, in supervisor.errors with every exception class, is raised here)
 
 
 def _bad_str(s: str) -> bool:

@@ -14,8 +14,8 @@ from ..core import wire
 from ..core.history import Fold
 from ..core.journal_writer import JournalWriter
 from ..core.records import Kind, Record
-from ..core.state import NotJSONValueError, find_unjournalable, unjournalable_text
-from ..errors import JournalError
+from ..core.state import find_unjournalable, unjournalable_text
+from ..errors import JournalError, NotJSONValueError
 from ..replay.session import inputs_hash
 from .options import Call, _encode
 from .shadow import REFUSED, Shadow

@@ -14,7 +14,7 @@ from ..core import state as state_mod
 from ..core.cursor import Shape, StateCursor
 from ..core.history import Fold, damaged_message
 from ..core.records import Record
-from ..errors import ReplayError
+from ..errors import NotJSONValueError, ReplayError
 
 
 class JournalCursor(StateCursor):
@@ -185,7 +185,7 @@ REFUSED = "\x00refused"
 where its caller's failure handling already is (a step's position is given back as for any record not written)."""
 
 
-def _refused(state: Any, patch: list[dict[str, Any]], rec: Record) -> state_mod.NotJSONValueError | None:
+def _refused(state: Any, patch: list[dict[str, Any]], rec: Record) -> NotJSONValueError | None:
     """The error for a patch the journal would change (a NaN or an Infinity, written as null; a lone surrogate),
     naming where in ``run.state``; None for a patch it holds exactly. The patch's bytes (not the state's: a patch
     is usually a few hundred bytes) say at C speed that it holds neither: no null, or one that reads back equal;
@@ -203,6 +203,6 @@ def _refused(state: Any, patch: list[dict[str, Any]], rec: Record) -> state_mod.
         who = f"{kind} {rec.get('step', rec.get('name'))!r}"
     try:
         state_mod.check_patch(state, patch, who)
-    except state_mod.NotJSONValueError as e:
+    except NotJSONValueError as e:
         return e
     return None
