@@ -27,7 +27,7 @@ import orjson
 from ..errors import JournalError, JournalLockedError
 from . import rundir, wire
 from .journal_reader import JournalReader, ResumeView
-from .records import Record
+from .records import Record, surrogates_escaped
 from .segments import committed_size, count_lines
 
 DEFAULT_ROTATE_BYTES = 64 * 1024 * 1024
@@ -43,12 +43,6 @@ TORN_SUFFIX = ".torn"
 
 
 
-_EXACT_STEP_FIELDS = frozenset({"step", "inputs", "output", "state_patch"})
-"""What a resume matches, compares or returns, of a ``begin`` or ``step`` record: never escaped (the SDK names the
-step in an error instead); the state patch of any record neither."""
-_EXACT_FIELDS = frozenset({"state_patch"})
-
-
 def _line_bytes(rec: Record) -> bytes:
     """``rec``'s JSON with the full options; a lone surrogate (``"\\ud800"``, not UTF-8) in its free text (an
     error's message, a note, a rollback's reason, the command line) written as the six characters ``\\ud800``,
@@ -59,23 +53,11 @@ def _line_bytes(rec: Record) -> bytes:
         if "surrogates" not in str(e):
             raise
         err = e
-    exact = _EXACT_STEP_FIELDS if rec.get("kind") in (wire.BEGIN, wire.STEP) else _EXACT_FIELDS
     try:
-        escaped = {k: v if k in exact else _escaped(v) for k, v in rec.items()}
+        escaped = surrogates_escaped(rec)
     except RecursionError:
         raise err from None
     return _dumps(escaped, option=_LINE_OPTS)
-
-
-def _escaped(v: Any) -> Any:
-    """``v`` with every lone surrogate in its strings (keys included) as ``\\uXXXX`` text (a copy: never in place)."""
-    if isinstance(v, str):
-        return v.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(v, dict):
-        return {_escaped(k): _escaped(x) for k, x in v.items()}
-    if isinstance(v, (list, tuple)):
-        return [_escaped(x) for x in v]
-    return v
 
 
 def repair_torn_tail(path: Path) -> int:

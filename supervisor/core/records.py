@@ -302,3 +302,27 @@ def preview(value: Any, width: int = 60) -> str:
         text = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_SORT_KEYS).decode()
     text = text.replace("\n", "⏎ ")
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+_EXACT_STEP_FIELDS = frozenset({"step", "inputs", "output", "state_patch"})
+"""What a resume matches, compares or returns, of a ``begin`` or ``step`` record: never escaped (the SDK names the
+step in an error instead); the state patch of any record neither."""
+_EXACT_FIELDS = frozenset({"state_patch"})
+
+
+def surrogates_escaped(rec: Record) -> Record:
+    """A copy of ``rec`` whose free text has every lone surrogate as ``\\uXXXX`` text (the writer's fallback for a
+    record orjson refuses); what a resume matches, compares or returns (:data:`_EXACT_STEP_FIELDS`) is left as it is."""
+    exact = _EXACT_STEP_FIELDS if rec.get("kind") in (wire.BEGIN, wire.STEP) else _EXACT_FIELDS
+    return {k: v if k in exact else _escaped(v) for k, v in rec.items()}
+
+
+def _escaped(v: Any) -> Any:
+    """``v`` with every lone surrogate in its strings (keys included) as ``\\uXXXX`` text (a copy: never in place)."""
+    if isinstance(v, str):
+        return v.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(v, dict):
+        return {_escaped(k): _escaped(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_escaped(x) for x in v]
+    return v
