@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
+import pytest
 
 from supervisor.core.events import read_events
 from supervisor.errors import ControlUnavailable
@@ -131,3 +136,42 @@ def guardian_of(sup_pid: int) -> int:
         return None
 
     return int(wait_for(find, timeout=10, what="the guardian process"))  # type: ignore[arg-type]
+
+
+@contextlib.contextmanager
+def small_tmpfs(path: Path, size: str) -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted at ``path`` for the block (the test is skipped where none can be mounted)."""
+    path.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], capture_output=True)
+
+
+@contextlib.contextmanager
+def kept_full(path: Path) -> Iterator[None]:
+    """Fill the filesystem of ``path`` and keep it full (space freed meanwhile is taken again) until the block ends."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    stop = threading.Event()
+
+    def fill() -> None:
+        while not stop.is_set():
+            try:
+                os.write(fd, b"\0" * 512)
+            except OSError:
+                stop.wait(0.002)
+
+    t = threading.Thread(target=fill, daemon=True)
+    t.start()
+    try:
+        wait_for(lambda: shutil.disk_usage(path.parent).free < 4096, timeout=10, what="the disk full")
+        yield
+    finally:
+        stop.set()
+        t.join()
+        os.close(fd)
+        path.unlink()

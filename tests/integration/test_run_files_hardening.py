@@ -10,14 +10,10 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
 import socket
 import subprocess
 import textwrap
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -26,7 +22,7 @@ import pytest
 from supervisor.core import rundir
 
 from ..conftest import ROOT, clean_env, run_cli, wait_for
-from .supervisor_util import PY, Supervised
+from .supervisor_util import PY, Supervised, kept_full, small_tmpfs
 
 CLI_TIMEOUT = 10.0
 
@@ -245,44 +241,6 @@ def test_status_never_shows_a_run_that_ends_inside_a_step_as_succeeded(tmp_path:
 
 
 # --------------------------------------------------------------------------- 12: exit 75 on a full disk
-
-
-@contextlib.contextmanager
-def small_tmpfs(path: Path, size: str) -> Iterator[Path]:
-    path.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
-
-
-@contextlib.contextmanager
-def kept_full(path: Path) -> Iterator[None]:
-    """Fill the file system of ``path`` and keep it full until the block ends."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-    stop = threading.Event()
-
-    def fill() -> None:
-        while not stop.is_set():
-            try:
-                os.write(fd, b"\0" * 512)
-            except OSError:
-                stop.wait(0.002)
-
-    t = threading.Thread(target=fill, daemon=True)
-    t.start()
-    try:
-        wait_for(lambda: shutil.disk_usage(path.parent).free < 4096, timeout=10, what="the disk full")
-        yield
-    finally:
-        stop.set()
-        t.join()
-        os.close(fd)
-        path.unlink()
 
 
 # the supervisor as a real process, with the final write's retry shortened from 10 s (the test's budget)

@@ -6,14 +6,11 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -25,7 +22,7 @@ from supervisor.core.events import EVENTS
 from supervisor.supervise.control import MAX_CONNECTIONS, MAX_REQUEST, _sock_path
 
 from ..conftest import ROOT, clean_env, wait_for
-from .supervisor_util import PY, Supervised, alive, helper_agent
+from .supervisor_util import PY, Supervised, alive, helper_agent, kept_full, small_tmpfs
 
 SLEEPER = [PY, "-c", "import time\nwhile True: time.sleep(1)"]
 
@@ -185,44 +182,6 @@ def test_out_of_descriptors_the_supervisor_keeps_supervising(tmp_path: Path) -> 
     if "resource-error" in EVENTS:
         errs = [e for ev in sup.events("resource-error") for e in ev["errors"]]
         assert {e["errno"] for e in errs} >= {"EMFILE"}
-
-
-@contextlib.contextmanager
-def small_tmpfs(path: Path, size: str) -> Iterator[Path]:
-    path.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0700", "tmpfs", str(path)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {r.stderr.strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
-
-
-@contextlib.contextmanager
-def kept_full(path: Path) -> Iterator[None]:
-    """Fill the filesystem of ``path`` and keep it full (space freed meanwhile is taken again) until the block ends."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
-    stop = threading.Event()
-
-    def fill() -> None:
-        while not stop.is_set():
-            try:
-                os.write(fd, b"\0" * 512)
-            except OSError:
-                stop.wait(0.002)
-
-    t = threading.Thread(target=fill, daemon=True)
-    t.start()
-    try:
-        wait_for(lambda: shutil.disk_usage(path.parent).free < 4096, timeout=10, what="the disk full")
-        yield
-    finally:
-        stop.set()
-        t.join()
-        os.close(fd)
-        path.unlink()
 
 
 @pytest.mark.timeout(60)
