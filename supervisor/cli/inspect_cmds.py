@@ -293,7 +293,7 @@ def _print_log(args: argparse.Namespace, keep: _Filter, out: Any) -> None:
         elif keep.active:
             batches = _batched(filter(keep, walk.items(_warn, parse_steps=not args.json)), stream.BATCH)
         else:
-            batches = walk.batches(_warn, parse_steps=not args.json)
+            batches = walk.batches(_warn, parse_steps=not args.json, plain_begins=not args.json and not pairing.overlapped)
     render = log_text.json_lines if args.json else log_text.TextLog(pairing, args.all).lines
     for batch in batches:
         lines = render(batch)

@@ -221,7 +221,7 @@ class TextLog:
         leads = ("  ", "~ ") if all_ else ("", "")  # --all: the mark before each line (abandoned: "~ ")
         self.lead = tuple(x.encode() for x in leads)
         self._step = tuple(x + "%6d %-23.23s step       %s  -> %s" for x in leads)  # the mark in the format
-        self._begin = tuple(x.encode() + b"%6d %-23s begin      %s" for x in leads)
+        self._begin = tuple(x.encode() + b"%6d %s begin      %s" for x in leads)
 
     def lines(self, items: Iterable[stream.Row]) -> list[bytes]:
         """The lines of ``items`` (:meth:`stream.Walk.batches`' rows). The loop runs once a line of a million-record
@@ -233,7 +233,7 @@ class TextLog:
         plain, marked = not self.overlapped, self.marked
         item: Any
         for item in items:
-            seq, kind, _, raw, rec, ab, name, ts = item
+            seq, _, pos, raw, rec, ab, name, ts = item
             if raw is None:
                 add(self.other(cast(stream.Item, item)))  # a row without its line is an Item
             elif rec is not None and plain:  # a writer step, parsed for its output
@@ -243,8 +243,8 @@ class TextLog:
                 if "usage" in rec or "call" in rec:
                     o += call_summary(rec)
                 add((fmt_step[ab] % (seq, ts, name, o)).encode())
-            elif plain and kind == _BEGIN and seq not in marked and b"\\" not in name and ts.isascii():
-                add(fmt_begin[ab] % (seq, ts[:23], name))
+            elif pos is None and seq not in marked:  # a plain begin (``plain_begins``): its name and ts as shown
+                add(fmt_begin[ab] % (seq, ts, name))
             else:
                 add(self.canon(item))
         return out

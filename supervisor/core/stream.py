@@ -405,7 +405,7 @@ class Walk:
             for row in batch:
                 yield row if type(row) is Item else new(Item, row)
 
-    def batches(self, warn: Any = None, *, parse_steps: bool = False) -> Iterator[list[Row]]:
+    def batches(self, warn: Any = None, *, parse_steps: bool = False, plain_begins: bool = False) -> Iterator[list[Row]]:
         """Walk the whole stream, :data:`BATCH` rows at most at a time: the one loop of the second pass. A row is
         an :class:`Item`, or for a canonical line a plain tuple of the same fields (a third of the cost of an
         ``Item`` a line, measured on the text ``log``), whose ``name`` and ``ts`` are text for a parsed step.
@@ -415,13 +415,16 @@ class Walk:
         parsed path costs twice as much a line. ``parse_steps`` (the text ``log``, which shows every step's
         output and so parses it anyway): a step line is parsed in place of the :data:`wire.CANON` match (a
         regex as dear as the parse), and handed out with both ``raw`` and ``rec`` when it is what the parsed
-        path takes as is (its own seq, an integer ``pos``, text ``step`` and ``ts``, no ``error``)."""
+        path takes as is (its own seq, an integer ``pos``, text ``step`` and ``ts``, no ``error``).
+        ``plain_begins`` (the text ``log`` of steps that did not overlap, which shows no begin's ``pos``): a begin
+        line of :data:`wire.PLAIN_BEGIN` comes with ``pos`` ``None`` and its ``ts`` cut at 23 (a third of the
+        :data:`wire.CANON` match's cost; 8% of the text ``log``)."""
         ranges = self.plan.abandoned
         ri = 0  # the first range not wholly before the current seq
         nxt = ranges[0][0] if ranges else _NEVER  # the next seq where "abandoned" changes
         ab = False
         show_step, show_begin = self._shows(ab)
-        canon = wire.CANON.fullmatch
+        canon, plain = wire.CANON.fullmatch, wire.PLAIN_BEGIN.fullmatch
         loads, bad_json = orjson.loads, orjson.JSONDecodeError
         fields = operator.itemgetter("seq", "pos", "step", "ts", "kind")  # one call for the five; KeyError: parsed
         s_byte, k_off, error = wire.S_BYTE, wire.KIND_AT, wire.ERROR_KEY
@@ -459,6 +462,10 @@ class Walk:
                                 if show_step:
                                     add((seq, step_s, p, raw, rec, ab, name, ts))
                                 continue
+                        elif plain_begins and (m := plain(raw)) is not None and int(m[2]) == seq:
+                            if show_begin:
+                                add((seq, begin_s, None, raw, None, ab, m[1], m[3]))
+                            continue
                         elif (m := canon(raw)) is not None and int(m[4]) == seq:
                             kind, name, p, s, ts = m.groups()
                             pos = int(p)

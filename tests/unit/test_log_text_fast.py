@@ -111,8 +111,8 @@ def _reference(run: Path, all_: bool) -> bytes:
     return b"".join(lines)
 
 
-def _streamed(run: Path, all_: bool, chunk: int) -> bytes:
-    """``cmd_log``'s plain text stream at a given chunk size."""
+def _streamed(run: Path, all_: bool, chunk: int, plain_begins: bool = True) -> bytes:
+    """``cmd_log``'s plain text stream at a given chunk size (``plain_begins=False``: every begin by ``canon``)."""
     pl = stream.plan(run, pairs=True, chunk=chunk)
     pairing = Pairing(keep_paired=False)
     if pl.paired:
@@ -123,7 +123,8 @@ def _streamed(run: Path, all_: bool, chunk: int) -> bytes:
             pairing.add_item(item)
     text = TextLog(pairing, all_)
     walk = stream.Walk(run, pl, all_=all_, chunk=chunk)
-    return b"".join(line + b"\n" for batch in walk.batches(parse_steps=True) for line in text.lines(batch))
+    plain = plain_begins and not pairing.overlapped  # as the command asks
+    return b"".join(line + b"\n" for batch in walk.batches(parse_steps=True, plain_begins=plain) for line in text.lines(batch))
 
 
 @pytest.mark.parametrize("all_", [False, True], ids=["effective", "all"])
@@ -134,6 +135,7 @@ def test_fast_lines_are_the_whole_parse_lines(tmp_path: Path, all_: bool) -> Non
     assert (b"~ " in want) == all_
     for chunk in (1 << 20, 4096, 700, 256):
         assert _streamed(run, all_, chunk) == want, chunk
+    assert _streamed(run, all_, 4096, plain_begins=False) == want
 
 
 def test_the_command_prints_the_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -166,7 +168,7 @@ def test_the_fast_loop_takes_the_common_lines(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setattr(TextLog, "canon", canon)
     monkeypatch.setattr(TextLog, "other", other)
     text = TextLog(Pairing(keep_paired=False), False)
-    lines = [text.lines(batch) for batch in walk.batches(parse_steps=True)]
+    lines = [text.lines(batch) for batch in walk.batches(parse_steps=True, plain_begins=True)]
     assert sum(map(len, lines)) > 80
     raw = (run / "journal.jsonl").read_bytes().splitlines()
     names = {orjson.loads(raw[i]).get("step") for i in seen if b"not-json" not in raw[i]}
