@@ -140,6 +140,10 @@ class ControlTimeout(SupervisorError):
     """A supervisor holds the socket but did not answer in time."""
 
 
+class ControlBusy(ControlTimeout):
+    """A supervisor lives but turned the connection away: every control slot waits for an answer."""
+
+
 class InternalError(Exception):
     """A bug in agent-supervisor, never the user's input: shown with its traceback, not as a one-line error."""
 

@@ -124,10 +124,19 @@ def _request(run_dir: Path, req: dict[str, Any]) -> dict[str, Any]:
 
 
 def _live(run_dir: Path) -> dict[str, Any] | None:
+    """The live supervisor's status answer; ``None`` if no supervisor runs. A supervisor that holds its lock but
+    did not answer (busy, or stuck) is an error: never taken for "none runs" (``stop`` would report a success)."""
     from ..supervise.control import run_status
 
     st = run_status(run_dir, timeout=2.0)
-    return st.fields if st.live else None
+    if st.live:
+        return st.fields
+    if flock_held(run_dir / SUPERVISOR_LOCK):
+        raise SupervisorError(
+            f"a supervisor holds {run_dir / SUPERVISOR_LOCK} but did not answer on its control socket within 2 s "
+            f"(busy, or stuck); try again, or see 'agent-supervisor status {run_dir}'"
+        )
+    return None
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -282,7 +291,11 @@ def _follow(run_dir: Path, cur: Path, f: IO[bytes] | None) -> Iterator[bytes]:
                 now = time.monotonic()
                 if now - last_check >= _LIVE_CHECK_S:
                     last_check = now
-                    was_live, live = live, _live(run_dir) is not None
+                    try:
+                        now_live = _live(run_dir) is not None
+                    except SupervisorError:
+                        now_live = True  # it lives, busy: keep following
+                    was_live, live = live, now_live
                     if not live and not was_live:
                         return  # a whole check period with no supervisor and nothing new: the run is over
                 time.sleep(_FOLLOW_POLL_S)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from ..core import rundir
-from ..errors import ControlTimeout, ControlUnavailable, SupervisorError
+from ..errors import ControlBusy, ControlTimeout, ControlUnavailable, SupervisorError
 
 if TYPE_CHECKING:
     from ..core.status import RunStatus
@@ -39,9 +39,12 @@ MAX_LINES_PER_TICK = 32
 """Requests of one connection handled per wake-up of the loop; the rest wait for the next turn."""
 ACCEPT_BACKOFF_S = 0.2
 """How long the socket is left alone after ``accept`` failed for want of descriptors or memory."""
+IDLE_TIMEOUT_S = 10.0
+"""A connection that sent no byte for this long and waits for no answer is closed (a slow or idle client
+never holds a slot for good); when all ``MAX_CONNECTIONS`` are open, the longest idle such one makes room."""
 _SUN_PATH_MAX = 100
-_TOO_MANY = (b'{"ok": false, "error": "the supervisor has too many control connections open; '
-             b'close some and try again"}\n')
+_TOO_MANY = (b'{"ok": false, "busy": true, "error": "the supervisor is busy: it has too many control connections '
+             b'waiting for answers; try again"}\n')
 
 
 
@@ -75,8 +78,17 @@ class _Conn:
         self.junk = 0
         """Blank bytes received since the last request: they count toward ``MAX_REQUEST`` too."""
         self.closed = False
+        self.last = time.monotonic()
+        """When a byte last came in (or the connection was accepted)."""
+        self.awaiting = 0
+        """Requests handed to the handler and not answered yet: such a connection is never idle."""
+
+    def idle_since(self) -> float | None:
+        """When the connection went idle, ``None`` while it waits for an answer."""
+        return None if self.awaiting else self.last
 
     def send(self, resp: dict[str, Any]) -> None:
+        self.awaiting = max(0, self.awaiting - 1)
         if self.closed:
             return
         try:
@@ -164,10 +176,12 @@ class ControlServer:
 
     @property
     def wake_at(self) -> float | None:
-        """When ``pump`` has work: now (a backlog), the end of an accept pause, or never."""
+        """When ``pump`` has work: now (a backlog), the end of an accept pause, an idle connection's timeout, or never."""
         if self.backlog:
             return 0.0
-        return self._accept_paused_until
+        idle = [t for c in self._conns.values() if (t := c.idle_since()) is not None]
+        at = [t for t in (self._accept_paused_until, min(idle) + IDLE_TIMEOUT_S if idle else None) if t is not None]
+        return min(at) if at else None
 
     def _accept(self) -> None:
         try:
@@ -186,6 +200,8 @@ class ControlServer:
                 return  # the client gave up before we accepted
             raise
         if len(self._conns) >= MAX_CONNECTIONS:
+            self._make_room()
+        if len(self._conns) >= MAX_CONNECTIONS:  # every one waits for an answer: busy, said as such
             self.refused += 1
             with contextlib.suppress(OSError):
                 conn.setblocking(False)
@@ -197,7 +213,14 @@ class ControlServer:
         self._conns[conn.fileno()] = c
         self._sel.register(conn, selectors.EVENT_READ, lambda: self._read(c))
 
+    def _make_room(self) -> None:
+        """Close the connection idle the longest (none waiting for an answer: those are never closed)."""
+        idle = [(t, c) for c in self._conns.values() if (t := c.idle_since()) is not None]
+        if idle:
+            self._drop(min(idle, key=lambda tc: tc[0])[1])
+
     def _read(self, c: _Conn) -> None:
+        c.last = time.monotonic()
         try:
             data = c.sock.recv(65536)
         except BlockingIOError:
@@ -230,9 +253,13 @@ class ControlServer:
             self.backlog.add(c)
 
     def pump(self) -> None:
-        """Called on every turn of the loop: the requests left over from a busy connection, the end of an accept pause."""
+        """Called on every turn of the loop: the requests left over from a busy connection, the end of an accept
+        pause, the idle connections' timeouts."""
         for c in list(self.backlog):
             self._handle(c)
+        now = time.monotonic()
+        for c in [c for c in self._conns.values() if (t := c.idle_since()) is not None and now - t >= IDLE_TIMEOUT_S]:
+            self._drop(c)
         if self._accept_paused_until is not None and time.monotonic() >= self._accept_paused_until:
             self._accept_paused_until = None
             with contextlib.suppress(KeyError, ValueError):
@@ -247,6 +274,7 @@ class ControlServer:
         if not isinstance(req, dict) or not isinstance(req.get("cmd"), str):
             c.send({"ok": False, "error": 'request must be a JSON object with a "cmd" string, e.g. {"cmd": "status"}'})
             return
+        c.awaiting += 1
         self._handler(req, c.send)
 
     def _drop(self, c: _Conn) -> None:
@@ -315,6 +343,8 @@ class ControlClient:
         resp = orjson.loads(buf.split(b"\n", 1)[0])
         if not isinstance(resp, dict):
             raise SupervisorError(f"the supervisor of {self.run_dir} sent a bad response: {resp!r}")
+        if resp.get("busy") is True:  # it lives: never taken for "no supervisor"
+            raise ControlBusy(f"the supervisor of {self.run_dir} is busy ({resp.get('error')})")
         return resp
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import selectors
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -41,6 +43,7 @@ from supervisor.supervise.states import (
     StopRequest,
 )
 
+from ..conftest import wait_for
 from ..integration.supervisor_util import alive, kill_pids
 
 S = ProcessState
@@ -376,3 +379,90 @@ def test_steps_in_flight_are_paired_by_position() -> None:
     assert a.in_flight == "search:b"
     a.flying.clear()
     assert a.in_flight is None
+
+
+def _serve(run_dir: Path, handler: Any) -> Any:
+    """A ControlServer driven by a thread's selector loop (with ``pump``, as the supervisor's loop calls it)."""
+    sel = selectors.DefaultSelector()
+    server = ControlServer(run_dir, sel, handler)
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.is_set():
+            for key, _ in sel.select(0.02):
+                key.data()
+            server.pump()
+
+    t = threading.Thread(target=loop)
+    t.start()
+
+    def close() -> None:
+        stop.set()
+        t.join()
+        server.close()
+        sel.close()
+
+    return close
+
+
+def _connect(run_dir: Path) -> socket.socket:
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(10)
+    s.connect(str(run_dir / "control.sock"))
+    return s
+
+
+@pytest.mark.timeout(30)
+def test_an_idle_control_connection_times_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that sends nothing (or half a line) is closed after the idle timeout; one waiting for its answer
+    is not (issue 28, item 7)."""
+    from supervisor.supervise import control
+
+    monkeypatch.setattr(control, "IDLE_TIMEOUT_S", 0.3)
+    held: list[Any] = []
+    close = _serve(tmp_path, lambda req, reply: held.append(reply))  # never answers by itself
+    idle, partial, waiting = _connect(tmp_path), _connect(tmp_path), _connect(tmp_path)
+    try:
+        partial.sendall(b'{"cmd": ')
+        waiting.sendall(b'{"cmd": "stop"}\n')
+        wait_for(lambda: len(held) == 1, timeout=10, what="the request handed over")
+        assert idle.recv(10) == b"" and partial.recv(10) == b""  # closed by the supervisor side
+        waiting.settimeout(1.0)
+        with pytest.raises(TimeoutError):
+            waiting.recv(10)  # still open, well past the idle timeout: it waits for its answer
+        held[0]({"ok": True})
+        waiting.settimeout(10)
+        assert orjson.loads(waiting.recv(100)) == {"ok": True}
+    finally:
+        for s in (idle, partial, waiting):
+            s.close()
+        close()
+
+
+@pytest.mark.timeout(30)
+def test_a_full_control_socket_is_busy_never_absent(tmp_path: Path) -> None:
+    """Every slot holds a request waiting for its answer: a new client hears "busy" (ControlBusy, a kind of
+    ControlTimeout), never "no supervisor"; with idle slots, the longest idle one makes room instead."""
+    from supervisor.errors import ControlBusy
+    from supervisor.supervise.control import MAX_CONNECTIONS
+
+    held: list[Any] = []
+    close = _serve(tmp_path, lambda req, reply: held.append(reply) if req["cmd"] == "hold" else reply({"ok": True}))
+    socks = [_connect(tmp_path) for _ in range(MAX_CONNECTIONS)]
+    try:
+        assert ControlClient(tmp_path).request({"cmd": "status"}) == {"ok": True}  # 64 idle: one made room
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.sendall(b'{"cmd": "hold"}\n')
+        wait_for(lambda: len(held) >= MAX_CONNECTIONS - 1, timeout=10, what="the held requests")
+        extra = [_connect(tmp_path) for _ in range(MAX_CONNECTIONS - len(held))]
+        for s in extra:
+            s.sendall(b'{"cmd": "hold"}\n')
+        wait_for(lambda: len(held) == MAX_CONNECTIONS, timeout=10, what="every slot waiting")
+        with pytest.raises(ControlBusy, match="busy"):
+            ControlClient(tmp_path).request({"cmd": "status"})
+        socks += extra
+    finally:
+        for s in socks:
+            s.close()
+        close()
