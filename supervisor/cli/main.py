@@ -43,6 +43,11 @@ def _tui_args(argv: Sequence[str]) -> Any:
 
 def main(argv: Sequence[str] | None = None) -> int:
     line = sys.argv[1:] if argv is None else argv
+    if list(line) == ["--version"]:  # as the parser's version action prints it, without importing every area
+        from .. import __version__
+
+        print(f"agent-supervisor {__version__}")
+        return 0
     args = _tui_args(line)
     if args is None:
         from .parser import build_parser, command_of  # not for ``tui RUN``: argparse is imported by the parser
