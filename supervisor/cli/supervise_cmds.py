@@ -365,10 +365,11 @@ def usage_fields(run_dir: Path) -> dict[str, Any]:
     journal and the model calls its proxy recorded (``llm.jsonl``: each served call counts as saved)."""
     from ..core.journal_reader import JournalReader
     from ..core.llm_calls import read_calls
+    from ..core.segments import FOLD_CHUNK
     from ..core.usage import run_usage
     from ..export.pricing import step_cost
 
-    u = run_usage(JournalReader(run_dir).load(lazy=True), price=step_cost, calls=read_calls(run_dir))
+    u = run_usage(JournalReader(run_dir, chunk=FOLD_CHUNK).iter_entries(lazy=True), price=step_cost, calls=read_calls(run_dir))
 
     def tok(t: Any) -> dict[str, int]:
         return {"input": t.input, "output": t.output, "cached": t.cached, "total": t.total}

@@ -223,6 +223,7 @@ class JournalReader:
             else:
                 self._parse_lines(c, out)
             yield from out
+            c.release()
         self._cursor = cursor
 
     def _lazy_entries(self, c: Chunk, out: list[Entry], lines: list[bytes]) -> None:

@@ -32,6 +32,9 @@ from . import rundir
 _SEGMENT_RE = re.compile(r"^journal\.(\d{6,})\.jsonl$")
 CHUNK = 8 * 1024 * 1024
 """Bytes read at a time by default: large enough for C-speed splitting, small enough for flat memory."""
+FOLD_CHUNK = 2 * 1024 * 1024
+"""Bytes read at a time by a pass that only counts (``status``): a chunk's lines and records are its peak
+memory (39 MB at 2 MiB against 48 MB at 4 and 60 at 8, for the same time, on 1,000,000 records)."""
 
 
 # --------------------------------------------------------------------------- segments
@@ -145,6 +148,15 @@ class Chunk:
         if self.n_lines < 0:
             self.n_lines = self.data.count(b"\n")
         return self.n_lines
+
+    def release(self) -> None:
+        """Give back the map's pages of this region (mapped mode). A caller that read its lazy records' bytes
+        while walking (the usage fold) would otherwise keep the whole file resident: ``status`` of a 242 MB
+        journal peaked at 289 MB. The records stay valid: a later read maps the pages again from the cache."""
+        m, r = self.map, self.region
+        if m is not None and r.end > r.start:
+            lo = r.start - r.start % mmap.PAGESIZE
+            m.madvise(mmap.MADV_DONTNEED, lo, r.end - lo)
 
 
 class JournalFile:

@@ -44,7 +44,7 @@ from .events import read_events
 from .journal_reader import JournalReader
 from .journal_writer import journal_locked
 from .records import Kind
-from .segments import JournalFile, count_lines
+from .segments import FOLD_CHUNK, JournalFile, count_lines
 
 CRASHED = "crashed"
 ROLLED_BACK = "rolled back"
@@ -265,6 +265,6 @@ def offline_status(run_dir: Path, *, details: bool = False) -> RunStatus:
         events = read_events(run_dir) if run_dir.is_dir() else []
         fields["attempt"] = fields["attempt"] or 0
         fields["restarts"] = sum(1 for e in events if e.get("event") == "restart")
-        fields["records"] = count_lines(run_dir)
+        fields["records"] = count_lines(run_dir, chunk=FOLD_CHUNK)
         fields["last_exit"] = next((e for e in reversed(events) if e.get("event") == "exit"), None)
     return RunStatus(state, False, fields)
