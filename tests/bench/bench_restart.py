@@ -63,6 +63,13 @@ def supervised(run_dir: Path, n: int) -> list[float]:
     return _latencies(run_dir)
 
 
+def _cmdline(p: psutil.Process) -> list[str]:
+    try:
+        return p.cmdline()
+    except psutil.Error:
+        return []
+
+
 def cost(run_dir: Path, seconds: float) -> dict[str, float]:
     steps = int(seconds * 100)
     env = _env(run_dir)
@@ -75,7 +82,8 @@ def cost(run_dir: Path, seconds: float) -> dict[str, float]:
     deadline = time.monotonic() + 30
     agent = None
     while agent is None and time.monotonic() < deadline:
-        kids = sp.children()
+        # the agent by its command line: the supervisor's first child may be its guardian (idle: "-0.0 %")
+        kids = [k for k in sp.children(recursive=True) if str(AGENT) in " ".join(_cmdline(k))]
         agent = kids[0] if kids else None
         time.sleep(0.01)
     assert agent is not None
