@@ -120,6 +120,12 @@ class NotJSONValueError(ValueError):
         super().__init__(message)
 
 
+class WorkspaceError(SupervisorError):
+    """The run's workspace cannot be snapshotted or restored: a file over a size cap, a file that cannot be read,
+    a path that would lead out of the workspace, a restore refused (a non-empty target directory). The message
+    names the file and says how to go on (raise the cap, ignore the file, make it readable)."""
+
+
 class ForkError(SupervisorError):
     """The fork cannot be made where or from where it was asked."""
 

@@ -31,6 +31,8 @@ CALLS = "llm.jsonl"
 """The model-call proxy's records (:mod:`.llm_calls`), beside the journal."""
 CHECKPOINTS = "checkpoints"
 SUPERVISOR_EVENTS = "supervisor.jsonl"
+WORKSPACE = "workspace"
+"""``RUN/workspace/``: the workspace's snapshots (objects, manifests, the index; :mod:`.workspace`)."""
 AGENT_LOG = "agent.log"
 SUPERVISOR_LOCK = "supervisor.lock"
 CONTROL_SOCK = "control.sock"
@@ -38,6 +40,8 @@ CONTROL_SOCK = "control.sock"
 # The environment contract between the supervisor and the agent it starts.
 ENV_RUN_DIR = "AGENT_SUPERVISOR_RUN_DIR"
 ENV_RUN_ID = "AGENT_SUPERVISOR_RUN_ID"
+ENV_WORKSPACE = "AGENT_SUPERVISOR_WORKSPACE"
+"""The run's workspace directory (absolute), set by the supervisor; the SDK takes it over its own argument."""
 ENV_ATTEMPT = "AGENT_SUPERVISOR_ATTEMPT"
 ENV_RESUME = "AGENT_SUPERVISOR_RESUME"
 ENV_SUPERVISED = "AGENT_SUPERVISOR_PID"
@@ -324,6 +328,7 @@ _RUN_JSON_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "attempts": (lambda v: v is None or (type(v) is int and v >= 0), "a whole number of attempts, 0 or more"),
     "supervisor_pid": (lambda v: v is None or (type(v) is int and v > 0), "a process id (a positive whole number) or null"),
     "llm_proxy": (lambda v: v is None or isinstance(v, dict), 'an object such as {"match": "identity"} or null'),
+    "workspace": (lambda v: v is None or isinstance(v, dict), 'an object such as {"root": "/abs/path"} or null'),
 }
 """Every field of ``run.json`` the code reads, with what it must hold (``null`` stands for an absent field)."""
 
