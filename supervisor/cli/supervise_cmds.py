@@ -3,23 +3,27 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from ..core import rundir
 from ..core.command import portable_program, recorded_cwd
 from ..core.status import RunStatus
-from ..errors import RunDirError, SupervisorError
+from ..errors import RunDirError, SupervisorError, WorkspaceError
 from ..supervise.control import run_status
 from ..supervise.metrics import format_size, parse_size
 from ..supervise.persister import is_resource_error
 from ..supervise.rollback import rollback
 from ..supervise.supervisor import EXIT_RESOURCES, Options, Supervisor
+
+if TYPE_CHECKING:
+    from ..core.workspace import Settings
 
 
 def _positive(kind: type) -> Any:
@@ -58,8 +62,9 @@ _EPILOG = """examples:
   agent-supervisor supervise --run-dir runs/demo          (resume, reusing the recorded command)
 
 the agent's environment: AGENT_SUPERVISOR_RUN_DIR, AGENT_SUPERVISOR_RUN_ID, AGENT_SUPERVISOR_ATTEMPT (1-based),
-AGENT_SUPERVISOR_RESUME (0/1), AGENT_SUPERVISOR_PID.
-exit codes: 0 succeeded or stopped by 'stop' request; 1 failed (gave up, or the agent exited 78);
+AGENT_SUPERVISOR_RESUME (0/1), AGENT_SUPERVISOR_PID, and with --workspace AGENT_SUPERVISOR_WORKSPACE.
+exit codes: 0 succeeded or stopped by 'stop' request; 1 failed (gave up, or the agent exited 78), or the
+workspace could not be snapshotted or restored before a start (the run stays resumable);
 2 bad input; 75 resources ran out (disk full, no file descriptors) at the start or recording the end;
 128+N stopped by signal N (the run stays resumable).
 """
@@ -111,6 +116,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help="export the run's spans live over OTLP/HTTP to URL, e.g. http://localhost:4318 (headers from "
                         "OTEL_EXPORTER_OTLP_HEADERS; needs the [otlp] extra)")
     add_llm_proxy_options(p, flag=True)
+    add_workspace_options(p)
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]", help="the agent's command, after --")
     p.set_defaults(func=cmd_supervise)
 
@@ -122,7 +128,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
 
     p = sub.add_parser("rollback", help="roll a run back to a checkpoint", description=(
         "Append a rollback record to CHECKPOINT (a name, a file or a seq; 'start' for the start of the run). "
-        "With a live supervisor, the agent is stopped and restarted with the resume flag."))
+        "With a live supervisor, the agent is stopped and restarted with the resume flag. With a workspace, its "
+        "files are put back as the checkpoint's snapshot holds them, before the agent starts again; what they "
+        "held is kept as a snapshot of the abandoned branch ('agent-supervisor files RUN')."))
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     p.add_argument("--to", required=True, metavar="CHECKPOINT", help="checkpoint name, file or seq")
     p.add_argument("--reason", default="manual rollback", help="why (the agent can read it)")
@@ -189,6 +197,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     _check_command(cmd)
     _require_extras(args)
     opts = _options(args)
+    ws = workspace_settings(args, run_dir, exists)
     if not exists:
         rundir.ensure_dir(run_dir)
     sup = Supervisor(run_dir, cmd, opts, cwd=str(cwd) if cwd is not None else None)
@@ -201,12 +210,64 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     if failed is not None:
         return failed
     sup.say(f"run directory {run_dir}")
+    if ws is not None:
+        _attach_workspace(sup, ws)
     if args.otlp_endpoint:
         from ..supervise.otlp_live import OtlpLive
 
         sup.otlp = OtlpLive(sup.run_dir, sup.run_id, args.otlp_endpoint, known_records=sup.journal.records).start()
     _announce_llm_proxy(sup)
     return sup.run()
+
+
+def workspace_settings(args: argparse.Namespace, run_dir: Path, exists: bool) -> Settings | None:
+    """The run's workspace: ``--workspace`` (replacing the one ``run.json`` declares, the flags' rules and caps
+    with it), else the declared one with the flags given applied; ``None``: none. Checked before anything starts."""
+    tweaks: dict[str, Any] = {}
+    if args.workspace_ignore is not None:
+        tweaks["ignore"] = tuple(args.workspace_ignore)
+    if args.workspace_max_file is not None:
+        tweaks["max_file"] = args.workspace_max_file
+    if args.workspace_max_bytes is not None:
+        tweaks["max_bytes"] = args.workspace_max_bytes
+    recorded = exists and "workspace" in rundir.read_run_json(run_dir)
+    if args.workspace is None and not recorded:
+        if tweaks:
+            raise WorkspaceError(
+                "--workspace-ignore, --workspace-max-file and --workspace-max-bytes need --workspace PATH "
+                f"({run_dir} declares no workspace)")
+        return None
+    from ..core import workspace  # only for a run with a workspace
+
+    declared = workspace.settings_of(run_dir) if recorded else None
+    if args.workspace is not None or declared is None:
+        root = check_workspace(args.workspace, "--workspace")
+        return workspace.Settings(root=root, **tweaks)
+    root = check_workspace(declared.root, f"the workspace {rundir.RUN_JSON} declares")
+    return dataclasses.replace(declared, root=root, **tweaks)
+
+
+def check_workspace(path: Path, what: str) -> Path:
+    """A workspace directory that exists, absolute and resolved; a clear error otherwise."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise WorkspaceError(f"{what} {path} does not exist; create the directory first, or give another one")
+    if not p.is_dir():
+        raise WorkspaceError(f"{what} {path} is not a directory; give the directory the agent works in")
+    if not os.access(p, os.R_OK | os.X_OK):
+        raise WorkspaceError(f"{what} {path} cannot be read; run as its owner or give another directory")
+    return p.resolve()
+
+
+def _attach_workspace(sup: Supervisor, ws: Settings) -> None:
+    """Declare the workspace in ``run.json`` (the lock is held) and give the supervisor its hooks."""
+    from ..core import workspace
+    from ..supervise.workspace_hooks import WorkspaceHooks
+
+    if workspace.settings_of(sup.run_dir) != ws:
+        workspace.declare(sup.run_dir, ws)
+    sup.workspace = WorkspaceHooks(sup.run_dir, ws, emit=sup.emit, say=sup.say)
+    sup.say(f"workspace {ws.root}")
 
 
 def _resume_behind_recorded_proxy(args: argparse.Namespace, run_dir: Path) -> None:
@@ -257,6 +318,21 @@ def _announce_llm_proxy(sup: Supervisor) -> None:
     rundir.update_run_json(sup.run_dir, llm_proxy={"match": p.match})
     routes = ", ".join(f"{k} -> {v}" for k, v in p.upstreams.items())
     sup.say(f"model-call proxy on 127.0.0.1:{p.port} (OPENAI_BASE_URL, ANTHROPIC_BASE_URL for the agent; {routes})")
+
+
+def add_workspace_options(p: argparse.ArgumentParser) -> None:
+    """``--workspace`` and its ignore rules and caps (``docs/workspace.md``)."""
+    p.add_argument("--workspace", type=Path, metavar="PATH",
+                   help="the directory the agent works in: snapshotted at each checkpoint, restored by a rollback, "
+                        "its changes recorded per step; given to the agent as AGENT_SUPERVISOR_WORKSPACE "
+                        "(default: the one run.json declares, else none)")
+    p.add_argument("--workspace-ignore", action="append", default=None, metavar="GLOB",
+                   help="leave these paths out of the workspace, gitignore-style (repeatable; besides .git/, "
+                        "node_modules/, virtual environments, the run directory and the .gitignore files)")
+    p.add_argument("--workspace-max-file", type=_size, default=None, metavar="SIZE",
+                   help="largest file a snapshot takes, e.g. 50MB (default 50 MB)")
+    p.add_argument("--workspace-max-bytes", type=_size, default=None, metavar="SIZE",
+                   help="largest snapshot, e.g. 1GB (default 1 GB)")
 
 
 def add_llm_proxy_options(p: argparse.ArgumentParser, *, flag: bool) -> None:
@@ -463,4 +539,6 @@ def cmd_rollback(args: argparse.Namespace) -> int:
         how = "the supervisor restarted the agent with its resume flag" if res.get("live") else (
             "the next start resumes from it")
         print(f"rolled back to {res.get('checkpoint') or 'the start of the run'} (record seq {res.get('seq')}); {how}")
+        if res.get("workspace"):
+            print(res["workspace"])
     return 0

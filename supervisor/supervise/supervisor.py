@@ -60,7 +60,7 @@ from ..core.events import EventLog
 from ..core.llm_calls import CallsReader
 from ..core.records import Kind
 from ..core.redact import Redactor, redact_argv
-from ..errors import SupervisorError
+from ..errors import SupervisorError, WorkspaceError
 from .agentlog import AgentLog
 from .commands import ControlCommands
 from .control import ControlServer, Reply
@@ -86,7 +86,7 @@ from .process import (
     reap_orphans,
 )
 from .reporting import RETRY_WRITE_S, Reporter
-from .rollback import append_rollback
+from .rollback import live_rollback
 from .secrets import SecretsPipe
 from .signals import SignalInbox
 from .states import ProcessState, StateChange, StateMachine, StopRequest
@@ -95,6 +95,7 @@ from .tree import AgentTree, is_ours
 
 if TYPE_CHECKING:
     from .llm_proxy import LlmProxy  # aiohttp: imported only with --llm-proxy
+    from .workspace_hooks import WorkspaceHooks  # watchfiles: imported only with a workspace
 
 __all__ = ["EXIT_GAVE_UP", "Options", "Supervisor"]
 
@@ -152,6 +153,8 @@ class Supervisor:
         self.llm_proxy: LlmProxy | None = None
         self._calls: CallsReader | None = None  # the live exporter's reader of llm.jsonl
         """``supervise --llm-proxy``: the model-call proxy, started before the first attempt, closed after the last."""
+        self.workspace: WorkspaceHooks | None = None
+        """The run's workspace: its snapshots and restores before each spawn, its live watch (``files`` events)."""
 
     @property
     def otlp(self) -> OtlpLive | None:
@@ -354,6 +357,8 @@ class Supervisor:
             self.restarts += 1
         if self.sm.state is not S.STARTING:
             self.sm.change(S.STARTING, reason=reason, resume=resume)
+        if self.workspace is not None and not self._workspace_ready(reason):
+            return
         argv = self._child_argv(resume)
         env = self._child_env(resume)
         self._end_secrets()
@@ -367,6 +372,23 @@ class Supervisor:
             return
         self._started(child, argv, resume)
 
+    def _workspace_ready(self, reason: str) -> bool:
+        """Before a spawn, the workspace's part (``WorkspaceHooks.before_spawn``). An error there stops the run
+        before the agent starts (resumable: nothing is lost); resources running out back off, as for a spawn."""
+        assert self.workspace is not None
+        try:
+            self.workspace.before_spawn(self.journal.records)
+            return True
+        except (WorkspaceError, OSError) as e:
+            if isinstance(e, OSError) and is_resource_error(e):
+                self._spawn_failed(e, reason)  # a backoff, not an attempt
+                return False
+            self.attempt_no -= 1
+            self.say(f"the agent was not started: {e}")
+            self._finish(S.STOPPED, "stopped", reason=f"workspace: {e}")
+            self.exit_code = self.exit_code or EXIT_GAVE_UP
+        return False
+
     def _child_env(self, resume: bool) -> dict[str, str]:
         """The agent's environment: ours, plus the run directory, run id, attempt, resume and supervisor pid."""
         env = dict(os.environ)
@@ -379,6 +401,8 @@ class Supervisor:
                 rundir.ENV_SUPERVISED: str(os.getpid()),
             }
         )
+        env.pop(rundir.ENV_WORKSPACE, None)  # an outer run's is not this one's
+        env.update(self.workspace.env() if self.workspace is not None else {})
         # Python agents buffer a piped stdout: the terminal, agent.log and the hang watchdog would see nothing
         env.setdefault("PYTHONUNBUFFERED", "1")
         if self.llm_proxy is not None:
@@ -456,7 +480,12 @@ class Supervisor:
 
     def poll_journal(self) -> None:
         """Read the journal records committed since the last poll (only if the file changed)."""
+        ws = self.workspace
+        if ws is not None:
+            ws.drain()  # the workspace's changes seen so far: the records read next place them
         new = self.journal.poll(self.cur, self.attempt_no)
+        if ws is not None:
+            ws.journal(new, running=self.cur is not None and self.cur.status is None)
         if self.otlp is None:
             return
         if new:
@@ -653,26 +682,8 @@ class Supervisor:
         self._high_water = high_water
 
     def do_rollback(self, checkpoint: str, reason: str, by: str, reply: Reply | None = None) -> None:
-        try:
-            self.journal.forget_stat()
-            self.poll_journal()  # the fold is up to date (the agent is gone: nothing more comes)
-            rec = append_rollback(self.run_dir, checkpoint, reason, by=by, fold=self.journal.fold)
-        except SupervisorError as e:
-            if reply is None:
-                raise
-            reply({"ok": False, "error": str(e)})
-            return
-        except OSError as e:
-            if reply is None or not is_resource_error(e):
-                raise
-            self.resource_error("appending the rollback", e)
-            reply({"ok": False, "error": f"could not append the rollback record: {e.strerror}; free space and retry"})
-            return
-        name = rec.get("checkpoint")
-        self.emit("rollback", checkpoint=name, seq=rec["seq"], reason=reason, by=by)
-        self.say(f"rolled back to {name or 'the start of the run'} ({reason})")
-        if reply is not None:
-            reply({"ok": True, "checkpoint": name, "seq": rec["seq"], "live": True})
+        """Roll back now (the agent is gone): ``rollback.live_rollback``; the restore comes before the next spawn."""
+        live_rollback(self, checkpoint, reason, by, reply)
 
     def _give_up(self) -> None:
         recent = self.attempts[-self.opts.give_up_after :]
@@ -761,6 +772,8 @@ class Supervisor:
         reap_orphans(self.tree.not_orphans(self.child))
 
     def _close_files(self) -> None:
+        if self.workspace is not None:  # its last changes recorded while the event file is open
+            self.workspace.close()  # idempotent
         if self.llm_proxy is not None:  # after the last attempt: its calls in flight recorded (then exported)
             self.llm_proxy.close()
             self.llm_proxy = None
