@@ -60,12 +60,19 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
             "Make a new run directory whose journal is the effective history of RUN_DIR up to SEQ "
             "(re-numbered from 0; each record keeps origin_seq/origin_id), with the state as of SEQ "
             "as a checkpoint named 'fork' and a fork record naming its origin. RUN_DIR is not changed. "
+            "When RUN_DIR has a workspace, the fork gets its own: the files as of SEQ in a new directory "
+            "(the original's workspace is never written). "
             "Run or supervise the agent on the new directory to continue live from there."
         ),
     )
     p.add_argument("run_dir", type=Path, metavar="RUN_DIR")
     p.add_argument("--at", required=True, metavar="SEQ", help="a record's seq, a checkpoint name, or 'end'")
     p.add_argument("--to", type=Path, metavar="NEW_DIR", help="where to create the fork (default: RUN_DIR-fork-SEQ beside it)")
+    p.add_argument(
+        "--workspace", type=Path, metavar="PATH",
+        help="where the fork's files go, a new or empty directory (default: NEW_DIR.workspace beside the fork; "
+        "see docs/workspace.md)",
+    )
     p.add_argument("--json", action="store_true", help="print the fork's path and origin as one JSON object")
     p.set_defaults(func=cmd_fork)
 
@@ -165,10 +172,31 @@ def cmd_fork(args: argparse.Namespace) -> int:
     seq = resolve_point(h, args.at)
     if seq < 0:
         raise SupervisorError(f"{args.run_dir} has no records to fork")
-    new = fork(args.run_dir, seq, args.to, history=h)
+    new = fork(args.run_dir, seq, args.to, history=h, workspace=args.workspace)
+    files = _fork_files(new)
     if args.json:
-        print(orjson.dumps({"fork": str(new), "origin": str(args.run_dir), "seq": seq}).decode())
+        out = {"fork": str(new), "origin": str(args.run_dir), "seq": seq}
+        if files is not None:
+            out["workspace"], out["files"] = str(files[0]), files[1]
+        print(orjson.dumps(out).decode())
         return 0
     print(f"forked {args.run_dir} at seq {seq} into {new}")
+    if files is not None:
+        root, n = files
+        held = f"the original's files as of seq {seq}: {n} file{'s' if n != 1 else ''}" if n is not None else (
+            "no files: the original has no snapshot as of that seq"
+        )
+        print(f"its workspace: {root} ({held}; the original's workspace is not touched)")
     print(f"continue it live with: agent-supervisor supervise --run-dir {new} [-- CMD]   (without CMD: the recorded command)")
     return 0
+
+
+def _fork_files(new: Path) -> tuple[Path, int | None] | None:
+    """The fork's workspace and how many files it was given (``None``: none, no snapshot); ``None``: no workspace."""
+    from ..core import workspace  # only a fork reads it: the other commands start without it
+
+    settings = workspace.settings_of(new)
+    if settings is None:
+        return None
+    made = [r for r in workspace.Store(new).index() if r.for_ == "fork"]
+    return settings.root, (made[-1].files if made else None)

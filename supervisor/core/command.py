@@ -4,7 +4,8 @@
 taken from the run directory (the shipped sample runs record ``../..``, so they
 work from any copy of ``sample_runs/``). ``replay`` runs the command against a
 scratch copy and ``fork`` records it for the fork: both point the arguments
-that name the original run directory at the new one, here.
+that name the original run directory at the new one, here (and a fork's, those
+that name the original's workspace at the fork's, and its working directory too).
 """
 
 from __future__ import annotations
@@ -55,8 +56,28 @@ def retarget_command(command: list[str], run_dir: Path, scratch: Path, cwd: Path
     agent runs in its run directory.
     Returns the new command and one note per rewritten argument.
     """
+    out, changed = moved_command(command, [(run_dir, scratch)], cwd)
+    notes = [
+        f"the command names the run directory in {arg!r}: the agent gets the scratch copy {new}" for arg, new in changed
+    ]
+    return out, notes
+
+
+def moved_command(
+    command: list[str], moves: list[tuple[Path, Path]], cwd: Path, new_cwd: Path | None = None
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """``command`` for a copy of some of the directories it names: ``moves`` is ``(source, destination)``
+    pairs (sources resolved); an argument naming a source or a path in it names the same place in its
+    destination (the first source that holds it: list a directory before one it lies in).
+
+    ``new_cwd``: the command will run there, not in ``cwd`` (a fork runs in its own workspace). A relative
+    argument that lands where it should from there is left as it is (``src/app.py`` in a workspace that moved
+    with the working directory: a task text such as ``"fix src/app.py"`` is never rewritten); one that names
+    an existing path outside every source is written absolute, so it still names what it named. Returns the
+    new command and the ``(old, new)`` arguments rewritten.
+    """
     out: list[str] = []
-    notes: list[str] = []
+    changed: list[tuple[str, str]] = []
     for i, arg in enumerate(command):
         if i == 0 or not arg:
             out.append(arg)
@@ -65,25 +86,46 @@ def retarget_command(command: list[str], run_dir: Path, scratch: Path, cwd: Path
         if arg.startswith("-") and "=" in arg:
             prefix, _, value = arg.partition("=")
             prefix += "="
-        new = _in_scratch(value, run_dir, scratch, cwd)
+        new = _moved(value, moves, cwd, new_cwd if new_cwd != cwd else None)
         if new is None:
             out.append(arg)
         else:
             out.append(prefix + str(new))
-            notes.append(f"the command names the run directory in {arg!r}: the agent gets the scratch copy {prefix}{new}")
-    return out, notes
+            changed.append((arg, prefix + str(new)))
+    return out, changed
 
 
-def _in_scratch(value: str, run_dir: Path, scratch: Path, cwd: Path) -> Path | None:
-    if value.startswith("-"):
+def _moved(value: str, moves: list[tuple[Path, Path]], cwd: Path, new_cwd: Path | None) -> Path | None:
+    """Where the argument ``value`` must point now, if it must be rewritten; ``None`` to leave it."""
+    if not value or value.startswith("-"):
         return None
     try:
-        p = Path(os.path.normpath(cwd / os.path.expanduser(value)))
+        expanded = os.path.expanduser(value)
+        p = Path(os.path.normpath(cwd / expanded))
         resolved = p.resolve()
     except (OSError, RuntimeError, ValueError):
         return None
-    if resolved == run_dir:
-        return scratch
-    if resolved.is_relative_to(run_dir) and ("/" in value or os.path.lexists(p)):
-        return scratch / resolved.relative_to(run_dir)
+    relative = not os.path.isabs(expanded)
+    for src, dst in moves:
+        if resolved != src and not resolved.is_relative_to(src):
+            continue
+        if resolved != src and "/" not in value and not os.path.lexists(p):
+            return None  # a word such as 'summarize', not a path
+        new = dst / resolved.relative_to(src)
+        if relative and new_cwd is not None and Path(os.path.normpath(new_cwd / value)) == new:
+            return None  # it follows the working directory there
+        return new
+    if relative and new_cwd is not None and os.path.lexists(p):
+        return p
+    return None
+
+
+def moved_cwd(cwd: Path, source: Path, destination: Path) -> Path | None:
+    """``cwd`` in ``destination`` if it is ``source`` or lies in it (``source`` resolved), else ``None``."""
+    try:
+        resolved = cwd.resolve()
+    except (OSError, RuntimeError):
+        return None
+    if resolved == source or resolved.is_relative_to(source):
+        return destination / resolved.relative_to(source)
     return None

@@ -21,7 +21,10 @@ branch), then:
   serves those calls;
 * ``run.json`` is new: a fresh id, ``status: "forked"``, ``forked_from``, and the
   origin's ``cwd`` and ``command`` (with an argument naming the origin's run
-  directory pointed at the fork), so ``supervise --run-dir FORK`` can start the same agent on it.
+  directory pointed at the fork), so ``supervise --run-dir FORK`` can start the same agent on it;
+* when the origin declares a workspace, the fork gets its own (:mod:`.fork_workspace`): the files in effect
+  at ``at_seq`` materialised in a new directory, declared in ``run.json``, and the recorded ``cwd`` and the
+  arguments that named the original's workspace pointed at it.
 
 The original is only read. The fork is assembled in a hidden temporary
 directory beside the target and renamed into place, so a crash leaves either no
@@ -40,10 +43,11 @@ import orjson
 from ..errors import ForkError, RunDirError, SupervisorError
 from . import checkpoints, llm_calls, rundir
 from . import history as history_mod
-from .command import recorded_cwd, retarget_command
+from .command import moved_command, moved_cwd, recorded_cwd
+from .fork_workspace import ForkWorkspace, default_workspace, plan
 from .records import Kind, Record
 
-__all__ = ["FORK_CHECKPOINT", "ForkError", "default_target", "fork"]
+__all__ = ["FORK_CHECKPOINT", "ForkError", "default_target", "default_workspace", "fork"]
 
 FORK_CHECKPOINT = "fork"
 _DUMPS = orjson.OPT_NON_STR_KEYS
@@ -70,15 +74,21 @@ def _check_target(origin: Path, to: Path) -> None:
             raise ForkError(f"{to} exists and is not empty; choose a new directory for the fork (nothing was overwritten)")
 
 
-def fork(run_dir: Path, at_seq: int, to: Path | None = None, *, history: history_mod.History | None = None) -> Path:
+def fork(
+    run_dir: Path, at_seq: int, to: Path | None = None, *, history: history_mod.History | None = None,
+    workspace: Path | None = None,
+) -> Path:
     """Create the fork of ``run_dir`` at record ``at_seq``; return its directory.
 
-    ``history`` may be passed if the caller already loaded ``run_dir``'s journal.
+    ``history`` may be passed if the caller already loaded ``run_dir``'s journal. ``workspace``: where the
+    fork's files go when the origin has a workspace (default: :func:`default_workspace`); the fork's
+    ``run.json`` names it (``supervisor.core.workspace.settings_of``).
     """
     h = history if history is not None else history_mod.load(run_dir)
     at_rec = _record_at(run_dir, h, at_seq)
     target = to if to is not None else default_target(run_dir, at_seq)
     _check_target(run_dir, target)
+    ws = plan(run_dir, at_seq, target, workspace)
     prefix = [e for e in h.entries if (e["seq"] if isinstance(e, dict) else e.seq) <= at_seq]
     path = history_mod.fold(prefix).effective
     state = history_mod.state_at(run_dir, h, at_seq)
@@ -93,15 +103,25 @@ def fork(run_dir: Path, at_seq: int, to: Path | None = None, *, history: history
     except OSError as e:
         raise RunDirError(f"cannot create the fork in {parent}: {e.strerror}; choose another --to") from None
     try:
-        _build(tmp, target, run_dir, path, state, origin_id, at_seq, at_rec, origin_meta, len(h.problems))
+        _build(tmp, target, run_dir, path, state, origin_id, at_seq, at_rec, origin_meta, len(h.problems), ws)
+        if ws is not None:
+            # the files first: a crash between the renames leaves a workspace without a fork, never the reverse
+            ws.materialise(run_dir)
+            ws.move_into_place()
         _move_into_place(tmp, target)
     except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _discard(tmp, ws)
         raise RunDirError(f"cannot create the fork at {target}: {e.strerror or e}; nothing was written there") from None
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _discard(tmp, ws)
         raise
     return target
+
+
+def _discard(tmp: Path, ws: ForkWorkspace | None) -> None:
+    shutil.rmtree(tmp, ignore_errors=True)
+    if ws is not None:
+        ws.discard()
 
 
 def _record_at(run_dir: Path, h: history_mod.History, at_seq: int) -> Record:
@@ -125,6 +145,7 @@ def _build(
     at_rec: Record,
     origin_meta: dict[str, Any],
     bad_lines: int,
+    ws: ForkWorkspace | None,
 ) -> None:
     id_prefix = "f" + os.urandom(4).hex()
     lines = _renumbered(path, id_prefix, origin, tmp)
@@ -158,7 +179,10 @@ def _build(
         "forked_from": fork_rec["origin"],
         "format": rundir.FORMAT,
     }
-    _with_origin_command(meta, origin, target, origin_meta)
+    _with_origin_command(meta, origin, target, origin_meta, ws)
+    if ws is not None:
+        meta["workspace"] = ws.run_json()
+        ws.fill_store(origin, tmp, path, n + 1, FORK_CHECKPOINT)
     rundir.write_run_json(tmp, meta)
 
 
@@ -256,14 +280,26 @@ def _compact_body(rec: dict[str, Any], compactor: llm_calls.Compactor) -> None:
         compactor.written(rec["seq"], heads, blobs)
 
 
-def _with_origin_command(meta: dict[str, Any], origin: Path, target: Path, origin_meta: dict[str, Any]) -> None:
-    """The origin's working directory (resolved) and command (retargeted at the fork) in the fork's ``run.json``."""
+def _with_origin_command(
+    meta: dict[str, Any], origin: Path, target: Path, origin_meta: dict[str, Any], ws: ForkWorkspace | None
+) -> None:
+    """The origin's working directory (resolved) and command (retargeted at the fork) in the fork's ``run.json``.
+
+    With a workspace, a working directory in the original's is the same place in the fork's, and the
+    arguments that name the original's workspace name the fork's (those that name the run directory first:
+    it may lie in the workspace).
+    """
     cwd = recorded_cwd(origin, origin_meta)
-    if "cwd" in origin_meta:
-        meta["cwd"] = str(cwd)  # a relative cwd is relative to the origin, not to the fork: written resolved
+    moves = [(origin.resolve(), target.resolve())]
+    new_cwd = None
+    if ws is not None:
+        moves.append((ws.origin.root, ws.root))
+        new_cwd = moved_cwd(cwd, ws.origin.root, ws.root)
+    if "cwd" in origin_meta or new_cwd is not None:
+        meta["cwd"] = str(new_cwd or cwd)  # a relative cwd is relative to the origin, not to the fork: written resolved
     cmd = origin_meta.get("command")
     if isinstance(cmd, list) and all(isinstance(c, str) for c in cmd):
-        meta["command"], _ = retarget_command(cmd, origin.resolve(), target.resolve(), cwd)
+        meta["command"], _ = moved_command(cmd, moves, cwd, new_cwd)
 
 
 def _copy_checkpoint(origin: Path, tmp: Path, fname: str, seq: int) -> bool:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from itertools import compress, repeat
 from pathlib import Path
 from types import TracebackType
-from typing import Any, NoReturn, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, ParamSpec, TypeVar
 
 import orjson
 
@@ -42,6 +42,9 @@ from .recorder import Recorder
 from .serve import Phase, Server
 from .shadow import Shadow
 from .steps import Steps
+
+if TYPE_CHECKING:
+    from ..core.workspace import Settings
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -70,6 +73,7 @@ class Run:
         secrets: tuple[str, ...] | list[str] = (),
         rotate_bytes: int | None = None,
         on_changed_inputs: str = "warn",
+        workspace: str | os.PathLike[str] | None = None,
     ) -> None:
         if on_changed_inputs not in _ON_CHANGED:
             raise ValueError(f"on_changed_inputs={on_changed_inputs!r}: use 'warn', 'error' or 'rerun'")
@@ -79,9 +83,11 @@ class Run:
         self.supervised = bool(os.environ.get(rundir.ENV_SUPERVISED))
         self.redactor = Redactor(secrets)
         send_secrets(self.redactor.values)  # the supervisor redacts agent.log and its events with them too
-        self.run_id: str = str(self._run_json().get("id") or self.run_dir.name)
+        meta = self._run_json()
+        self.run_id: str = str(meta.get("id") or self.run_dir.name)
         self.on_changed_inputs = on_changed_inputs
         writer, view = self._open_journal(rotate_bytes)
+        self._workspace = self._open_workspace(meta, workspace, writer, new_run=not view.entries)
         # The resume view (every recorded step, the effective records) serves positions not yet reached; the
         # first live step lets go of it, and live records are only counted: memory stays flat however long the run.
         fold = self._fold = Fold()
@@ -102,6 +108,8 @@ class Run:
             self._lock, self._server, self._recorder, self._shadow, RetryPolicy(retries, transient, backoff, backoff_max),
             max_failures, max_rollbacks, resumed.consecutive_failures(), f"{self.run_id}:", _weak_close(self),
         )
+        if self._workspace is not None and writer is not None:
+            self._steps.before_rollback = functools.partial(_abandoned, self.run_dir)
         self._call = self._steps.call  # run.step's one frame less (a million served steps go through it)
         self._recorder.append(self._start_record(len(resumed.steps)))
 
@@ -129,6 +137,24 @@ class Run:
         checkpoints.clean_stale_tmp(self.run_dir)  # a killed checkpoint write's temporary file (we hold the lock)
         return writer, view
 
+    def _open_workspace(
+        self, meta: dict[str, Any], argument: str | os.PathLike[str] | None, writer: JournalWriter | None,
+        *, new_run: bool,
+    ) -> Settings | None:
+        """The run's workspace (:mod:`.workspace`); with the journal locked and before any agent code, a killed
+        rollback's restore finished and a new run's ``start`` snapshot taken. A failure lets go of the lock."""
+        from . import workspace as ws
+
+        try:
+            settings = ws.resolve(self.run_dir, meta, argument, write=writer is not None)
+            if settings is not None and writer is not None:
+                ws.at_start(self.run_dir, settings, new_run=new_run)
+        except BaseException:
+            if writer is not None:
+                writer.close()
+            raise
+        return settings
+
     def _start_record(self, replayable: int) -> Record:
         sup = os.environ.get(rundir.ENV_SUPERVISED, "")
         return {
@@ -152,7 +178,9 @@ class Run:
         The environment wins over the default but not over an explicit argument.
         Options: ``max_failures``, ``max_rollbacks``, ``retries``, ``transient``,
         ``backoff``, ``backoff_max``, ``secrets``, ``rotate_bytes``, ``on_changed_inputs``
-        (``"warn"``, ``"error"`` or ``"rerun"``: what a served step whose inputs changed does).
+        (``"warn"``, ``"error"`` or ``"rerun"``: what a served step whose inputs changed does),
+        ``workspace`` (the directory the agent works in, kept with the run: see docs/workspace.md;
+        the supervisor's ``AGENT_SUPERVISOR_WORKSPACE`` and the one ``run.json`` declares win over it).
 
         A run directory that cannot be opened (another agent writes it, a bad
         ``run.json``, a read-only file system, a directory where a run file belongs)
@@ -304,8 +332,14 @@ class Run:
         self._shadow.with_patch(rec)
         ts = rundir.utc_now()
         snapshot = orjson.loads(self.redactor(orjson.dumps(self._shadow.doc, option=_DUMPS_OPTS)))
+        files = None
         try:
-            rec["file"] = checkpoints.write_checkpoint(self.run_dir, name, seq=w.next_seq, pos=pos, ts=ts, state=snapshot)
+            seq = w.next_seq
+            if self._workspace is not None:  # the files first: their index line is committed by the record below
+                from . import workspace as ws
+
+                files = ws.checkpoint(self.run_dir, self._workspace, seq, name)
+            rec["file"] = checkpoints.write_checkpoint(self.run_dir, name, seq=seq, pos=pos, ts=ts, state=snapshot)
         except (OSError, SupervisorError) as e:
             self._shadow.reload()  # no record: the shadow must not keep the patch (the next one is made against it)
             if isinstance(e, SupervisorError):
@@ -314,6 +348,10 @@ class Run:
         rec["ts"] = ts
         self._recorder.append(rec)
         self._recorder.took(rec)
+        if files is not None:
+            from . import workspace as ws
+
+            ws.recommit(self.run_dir, files, rec.get("seq"))
         return str(rec["file"])
 
     def note(self, message: str, **fields: Any) -> None:
@@ -325,6 +363,14 @@ class Run:
     def state(self) -> dict[str, Any]:
         """The agent's state: a JSON-compatible dict saved with every step (as a patch)."""
         return self._shadow.state
+
+    @property
+    def workspace(self) -> Path | None:
+        """The directory the agent works in, kept with the run (resolved); ``None``: the run has none.
+
+        A fork's run gets its own: write the agent's files here, not to a path of your own.
+        """
+        return None if self._workspace is None else self._workspace.root
 
     @property
     def position(self) -> int:
@@ -471,6 +517,13 @@ def _stop_at_damaged(recorder: Recorder, server: Server, msg: str, damaged: Reco
     if recorder.writer is not None:
         recorder.writer.close()
     raise SystemExit(rundir.EXIT_FAILED)
+
+
+def _abandoned(run_dir: Path, seq: int) -> Callable[[Record], None]:
+    """The SDK's rollback about to be written at ``seq``: the workspace it abandons, saved first (:mod:`.workspace`)."""
+    from . import workspace as ws
+
+    return ws.abandoned(run_dir, seq)
 
 
 def _weak_close(run: Run) -> Callable[[str], None]:

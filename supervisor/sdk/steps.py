@@ -15,7 +15,7 @@ from typing import Any, NoReturn, ParamSpec, TypeVar
 from ..core import rundir
 from ..core.history import Fold, rollback_record
 from ..core.records import Record
-from ..errors import JournalError
+from ..errors import JournalError, SupervisorError
 from .exits import exit_agent
 from .names import StepNames
 from .options import CURRENT, Call, RetryPolicy, _is_async_fn, _Opts, asyncio_mod, call_async, call_sync
@@ -60,6 +60,10 @@ class Steps:
         self.inflight = 0
         self.owner = get_ident()  # calls from another thread are concurrent (see Server.serve)
         self.executed = StepNames()
+        self.before_rollback: Callable[[int], Callable[[Record], None]] | None = None
+        """With a workspace: saves what the rollback record about to get the seq given abandons (before the
+        record: a killed process leaves a snapshot whose record never came, never used); returns what to call
+        with the record once written."""
 
     # ------------------------------------------------------------------ the drivers
     def call(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts) -> Any:
@@ -307,6 +311,8 @@ class Steps:
         cps = [c for c in self.fold.checkpoints if c.get("pos", 0) <= self.pos]
         target = cps[-1] if cps else None
         rec = rollback_record(target, reason, by="sdk", failed_step=name)
+        where = f"checkpoint {target.get('name')!r}" if target else "the start of the run"
+        written = self._save_abandoned(where)
         # The last record: a step another thread commits after it would count on the rolled-back branch,
         # and so would the state at exit (made against the state before the rollback): neither is written.
         self.server.to_closed()
@@ -314,10 +320,27 @@ class Steps:
         if w is not None:
             try:
                 w.append_last(rec)
+                written(rec)
             finally:
                 w.close()
-        where = f"checkpoint {target.get('name')!r}" if target else "the start of the run"
         exit_agent(f"agent-supervisor: rolled back to {where}: {reason}", rundir.EXIT_ROLLBACK)
+
+    def _save_abandoned(self, where: str) -> Callable[[Record], None]:
+        """Save the workspace the rollback abandons; if it cannot be saved, stop (exit 78) rather than roll back:
+        the restore at the next start would overwrite files nothing kept. Returns what to call with the record."""
+        w = self.recorder.writer
+        if self.before_rollback is None or w is None:
+            return _nothing
+        try:
+            return self.before_rollback(w.next_seq)
+        except (SupervisorError, OSError) as e:
+            why = f"cannot roll back to {where}: the workspace could not be saved first ({e})"
+            self.recorder.note("gave up", status="failed", reason=why)
+            self.close("failed")
+            exit_agent(
+                f"agent-supervisor: {why}; nothing was restored or lost. Fix that and run the agent again",
+                rundir.EXIT_FAILED,
+            )
 
     # ------------------------------------------------------------------ bookkeeping (under the lock)
     def _give_back(self, pos: int, name: str) -> None:
@@ -343,3 +366,7 @@ class Steps:
         self.failures = 0
         self.inflight -= 1
         self.executed.append(c.name)
+
+
+def _nothing(rec: Record) -> None:
+    """No workspace: nothing to do once the rollback record is written."""
