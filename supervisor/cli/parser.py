@@ -24,6 +24,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "inspect_cmds": ("log", "state", "diff"),
     "replay_cmds": ("replay", "fork"),
     "export_cmds": ("export",),
+    "files_cmds": ("files",),
     "proxy_cmds": ("llm-proxy",),
 }
 

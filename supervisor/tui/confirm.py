@@ -47,7 +47,16 @@ class ConfirmScreen(ModalScreen[bool]):
                 yield Button("Cancel (n)", id="cancel")
                 yield Button(f"{self._confirm_label} (y)", variant="warning", id="confirm")
 
+    def update_body(self, body: str | Text) -> None:
+        """Show another body (a worker found what the action will do after the dialog opened)."""
+        self._body = body
+        self.body_text = body.plain if isinstance(body, Text) else body
+        for static in self.query("#confirm-body").results(Static):  # none yet: compose or on_mount shows it
+            static.update(body)
+
     def on_mount(self) -> None:
+        # a body given between compose and mount (a worker's, through call_from_thread) is not lost
+        self.query_one("#confirm-body", Static).update(self._body)
         self.query_one("#cancel", Button).focus()  # the safe choice has the focus, as in k9s
 
     def on_button_pressed(self, event: Button.Pressed) -> None:

@@ -1,4 +1,4 @@
-"""The run dashboard: status bar, timeline, record/state/agent-log panes; live or replay.
+"""The run dashboard: status bar, timeline, record/state/agent-log/files panes; live or replay.
 
 No file is read on the UI thread after the first screen (the tail, before the
 first frame): a reading worker takes what the files gained whenever the watcher
@@ -42,6 +42,7 @@ from .control import RunStatus, run_status
 from .dashboard_control import RunControl
 from .dashboard_detail import DetailPanes
 from .dashboard_export import ExportKeys
+from .dashboard_files import FilesDetail
 from .dashboard_filter import FilterKeys
 from .dashboard_navigation import Navigation
 from .dashboard_rows import RowKeys
@@ -78,7 +79,7 @@ def _why(key: str, message: str) -> Binding:
     return Binding(key, f"app.notify({message!r}, '', 'warning')", show=False)
 
 
-class DashboardScreen(Navigation, DetailPanes, FilterKeys, RowKeys, ExportKeys, RunControl, FrameGatedScreen):
+class DashboardScreen(Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys, ExportKeys, RunControl, FrameGatedScreen):
     """One run, live or replayed: the screen, its layout, its first frame and its reading workers (each group of
     keys is a mixin of its own module, ``dashboard_state`` says which)."""
 
@@ -126,6 +127,8 @@ class DashboardScreen(Navigation, DetailPanes, FilterKeys, RowKeys, ExportKeys, 
         Binding("i", "tab('record')", "Record", show=False, tooltip="The Record tab: the selected row as JSON"),
         Binding("s", "tab('state')", "State", show=False, tooltip="The State tab: the agent's state at the selected row"),
         Binding("l", "tab('agentlog')", "Agent log", show=False, tooltip="The Agent log tab: what the agent printed"),
+        Binding("c", "tab('files')", "Files", show=False,
+                tooltip="The Files tab: the workspace's files the selected step changed, with their diffs"),
         Binding("t", "app.toggle_time", "Time", show=False, tooltip="Absolute or relative times (since the run's first record)"),
         Binding("T", "app.toggle_theme", "Theme", show=False, tooltip="Dark or light theme (kept in settings.json)"),
         Binding("L", "app.cycle_layout", "Layout", show=False, tooltip="Panes side by side, stacked, or by width (kept in settings.json)"),
@@ -195,7 +198,7 @@ class DashboardScreen(Navigation, DetailPanes, FilterKeys, RowKeys, ExportKeys, 
         yield StatusBar(self.path, id="status")  # its worker sums the run's tokens and cost
         with Container(id="body"):  # side by side on wide terminals (app.tcss)
             yield BookmarkedTimeline(self.model, self.bookmarks, replay=self.replay, id="timeline")
-            tabs = [("record", "Record"), ("state", "State"), ("agentlog", "Agent log")]
+            tabs = [("record", "Record"), ("state", "State"), ("agentlog", "Agent log"), ("files", "Files")]
             with Panes(tabs, initial="state" if self.replay else "record", id="panes") as panes:
                 yield panes.pane("record", JsonPane(id="record-pane"))  # hidden in replay mode, but always there
                 if self.replay:  # the tab shown first in replay mode
@@ -271,6 +274,7 @@ class DashboardScreen(Navigation, DetailPanes, FilterKeys, RowKeys, ExportKeys, 
         if not self.replay:
             panes.mount(panes.pane("state", JsonPane(id="state-pane")))
         panes.mount(panes.pane("agentlog", AgentLogPane(id="agent-log")))
+        panes.mount(panes.pane("files", JsonPane(id="files-pane")))
 
     @property
     def prompt(self) -> Prompt:
@@ -382,6 +386,8 @@ class DashboardScreen(Navigation, DetailPanes, FilterKeys, RowKeys, ExportKeys, 
             self.timeline.tell_read_error()
             if new and self.filter_pass is not None:
                 self._filter_more()  # the filter reads what came (its rows follow in a moment)
+            if ev_changed:
+                self.schedule_files()  # a ``files`` event may belong to the selected row
             if new or ev_changed:
                 self.timeline.rows_changed()
                 if self.timeline.follow:

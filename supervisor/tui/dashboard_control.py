@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from rich.text import Text
 from textual import work
@@ -13,6 +14,7 @@ from ..core.records import Kind
 from ..errors import SupervisorError
 from .control import control_request
 from .dashboard_state import DashboardState
+from .files_text import LIMIT_TEXT, no_workspace_rollback_text
 
 
 class RunControl(DashboardState):
@@ -40,12 +42,11 @@ class RunControl(DashboardState):
                 body.append(f"  #{s} {e.get('kind')} {e.get('step') or e.get('name') or ''}\n", style="dim")
         if n > len(first):
             body.append(f"  … and {n - len(first)} more\n", style="dim")
-        live = self.status.live
-        body.append("\nA rollback record is appended; nothing is rewritten. ")
-        if live:
-            body.append("The supervisor restarts the agent, which replays up to the checkpoint.")
+        tail = Text("\nA rollback record is appended; nothing is rewritten. ")
+        if self.status.live:
+            tail.append("The supervisor restarts the agent, which replays up to the checkpoint.")
         else:
-            body.append("No supervisor is running: the record is written to the files (offline); "
+            tail.append("No supervisor is running: the record is written to the files (offline); "
                         "the next start resumes from the checkpoint.")
 
         def done(ok: bool | None) -> None:
@@ -54,7 +55,26 @@ class RunControl(DashboardState):
 
         from .confirm import ConfirmScreen
 
-        self.app.push_screen(ConfirmScreen(f"Roll back to {name}?", body, "Roll back"), done)
+        # a stat, not a read: a run without a workspace is told at once; with one, a worker compares its files
+        workspace = "workspace" in self.meta or (self.run_dir / rundir.WORKSPACE).is_dir()
+        files = Text("\nFiles: checking what the rollback restores in the workspace…\n", style="dim")
+        screen = ConfirmScreen(f"Roll back to {name}?", Text.assemble(body, files if workspace else
+                                                                      no_workspace_rollback_text(), tail), "Roll back")
+        self.app.push_screen(screen, done)
+        if workspace:
+            self.rollback_files(int(seq), screen, body, tail)
+
+    @work(thread=True, exclusive=True, group="rollback-files", exit_on_error=False)
+    def rollback_files(self, seq: int, screen: Any, head: Text, tail: Text) -> None:
+        """What the rollback does to the workspace's files, said in the open dialog (a thread: it reads the
+        workspace to compare it with the checkpoint's snapshot)."""
+        from .files_text import rollback_files_text
+
+        try:
+            files = rollback_files_text(self.run_dir, seq)
+        except (SupervisorError, OSError, ValueError) as e:
+            files = Text(f"\nFiles: cannot tell what the rollback restores: {e}\n", style="yellow")
+        self.app.call_from_thread(screen.update_body, Text.assemble(head, files, tail))
 
     @work(thread=True, exclusive=True, group="control", exit_on_error=False)
     def do_rollback(self, ref: str, name: str) -> None:
@@ -79,10 +99,11 @@ class RunControl(DashboardState):
             return
         from ..core.fork import default_target
 
+        target = default_target(self.run_dir, seq)
         body = Text()
-        body.append(f"A new run directory, {default_target(self.run_dir, seq).name}, is made beside this one, "
-                    f"holding this run's journal up to #{seq} ")
+        body.append(f"A new run directory, {target.name}, is made beside this one, holding this run's journal up to #{seq} ")
         body.append("(the effective history there) and its checkpoints; this run is not changed.\n\n")
+        body.append_text(self._fork_files(target, seq))
         body.append("Start the fork with 'agent-supervisor supervise --run-dir NEW' (or open it here and press S).")
 
         def done(ok: bool | None) -> None:
@@ -92,6 +113,24 @@ class RunControl(DashboardState):
         from .confirm import ConfirmScreen
 
         self.app.push_screen(ConfirmScreen(f"Fork the run at #{seq}?", body, "Fork"), done)
+
+    def _fork_files(self, target: Path, seq: int) -> Text:
+        """The fork dialog's paragraph on files: where the fork's workspace will be, or that there is none."""
+        from ..core import workspace
+        from ..core.fork_workspace import default_workspace
+
+        t = Text()
+        try:
+            settings = workspace.settings_of(self.run_dir) if self.run_dir.is_dir() else None
+        except SupervisorError as e:
+            return t.append(f"Files: this run's workspace cannot be read: {e}\n\n", style="yellow")
+        if settings is None:
+            return t.append("Files: this run has no workspace; the fork's agent works in the same directories as this "
+                            "run's (no file is copied).\n\n", style="bold")
+        t.append(f"Files: the fork gets a workspace of its own, {default_workspace(target, settings.root)}, holding "
+                 f"this run's files as they were at #{seq}; the fork's agent works there, never in {settings.root}.\n",
+                 style="bold")
+        return t.append(LIMIT_TEXT + "\n\n", style="dim")
 
     @work(thread=True, exclusive=True, group="control", exit_on_error=False)
     def do_fork(self, seq: int) -> None:

@@ -50,6 +50,7 @@ class DetailPanes(DashboardState):
         else:
             pane.show_text("empty run: no records yet", "dim")
         self.schedule_state()
+        self.schedule_files()
 
     def schedule_state(self) -> None:
         """Compute the state pane's value once the cursor rests a moment: holding j, or a burst in

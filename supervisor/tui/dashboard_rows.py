@@ -5,6 +5,7 @@ from __future__ import annotations
 import bisect
 from typing import Any
 
+from ..core import rundir
 from ..views.fmt import dumps_pretty
 from .bookmarks import row_key
 from .dashboard_state import DashboardState
@@ -119,7 +120,9 @@ class RowKeys(DashboardState):
             a = self.model.previous_checkpoint(b)
             a = -1 if a is None else a
         lo, hi = min(a, b), max(a, b)
-        self.app.push_screen(DiffScreen(self.model, lo, hi))
+        # a stat, not a read: whether the run keeps a workspace (run.json said so at the start, or snapshots exist)
+        workspace = "workspace" in self.meta or (self.run_dir / rundir.WORKSPACE).is_dir()
+        self.app.push_screen(DiffScreen(self.model, lo, hi, workspace=workspace))
 
 
 def orjson_line(value: Any) -> str:

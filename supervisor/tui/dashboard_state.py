@@ -1,6 +1,7 @@
 """What the dashboard's key groups (mixins of ``DashboardScreen``, a module each) take from the screen.
 
 The groups: ``dashboard_navigation`` (jumps, search, go to), ``dashboard_detail`` (the record and state panes),
+``dashboard_files`` (the Files tab),
 ``dashboard_filter`` (``&``, Esc), ``dashboard_rows`` (bookmarks, copy, mark and diff), ``dashboard_export``
 (``w``) and ``dashboard_control`` (rollback, fork, restart, stop, start again). The bindings stay in
 ``DashboardScreen.BINDINGS`` (the palette lists that list); the state is made in its ``__init__``.
@@ -36,6 +37,7 @@ class DashboardState(_Base):
     path: Path
     run_dir: Path
     run_id: str
+    meta: dict[str, Any]
     replay: bool
     status: RunStatus
     bookmarks: Bookmarks
@@ -58,6 +60,7 @@ class DashboardState(_Base):
         def refresh_status(self) -> None: ...
         def _keys_changed(self) -> None: ...
         def update_detail(self) -> None: ...
+        def schedule_files(self) -> None: ...
         def apply_filter(self, text: str) -> None: ...
         def action_clear_filter(self) -> None: ...
         def export_to(self, text: str) -> None: ...

@@ -158,6 +158,11 @@ class JsonPane(VerticalScroll):
         self.text = t.plain + (rend.plain if isinstance(rend, Text) else rend.text.plain)
         self.body.update(Group(t, rend))
 
+    def show_rich(self, text: Text) -> None:
+        """Show a text made elsewhere (a worker's: the Files tab's changes and diffs)."""
+        self.text = text.plain
+        self.body.update(text)
+
     def show_text(self, text: str, style: str = "") -> None:
         self.text = text
         self.body.update(Text(text, style=style))

@@ -1,4 +1,5 @@
-"""The diff screen: the state at two points, path by path (coloured) and as a unified diff.
+"""The diff screen: the state at two points, path by path (coloured) and as a unified diff; for a run with a
+workspace, its files at the two points too (a Files tab: the summary, then each file's unified diff).
 
 Default points: the selected record against the previous effective checkpoint
 (``d``); mark another record with ``m`` to diff against it instead.
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -78,6 +80,7 @@ class DiffScreen(Screen[None]):
         Binding("q,escape", "app.pop_screen", "Back"),
         Binding("c", "tab('changes')", "Changes"),
         Binding("u", "tab('unified')", "Unified"),
+        Binding("f", "tab('files')", "Files", tooltip="The workspace's files at the two points (a run with a workspace)"),
         Binding("question_mark", "help", "Help", key_display="?"),
     ]
 
@@ -94,15 +97,26 @@ class DiffScreen(Screen[None]):
         changes: Text
         unified: Text
 
-    def __init__(self, model: TimelineModel, a: int, b: int) -> None:
+    class FilesComputed(Message):
+        """The workspace's diff between the two points, computed in a worker after the state's."""
+
+        def __init__(self, text: Text) -> None:
+            self.text = text
+            super().__init__()
+
+    def __init__(self, model: TimelineModel, a: int, b: int, *, workspace: bool = False) -> None:
         super().__init__()
         self.model = model
         self.a = a
         self.b = b
+        self.workspace = workspace
+        """The run has a workspace: a Files tab diffs its files at the two points."""
         self.label_a = self.label_b = ""
         self.changes_plain = ""
         self.unified_plain = ""
         """The plain text of both views once computed (for tests and copy)."""
+        self.files_plain = ""
+        """The Files tab's plain text once computed (``""``: not yet, or no workspace)."""
 
     def _label(self, seq: int) -> str:
         if seq < 0:
@@ -123,6 +137,9 @@ class DiffScreen(Screen[None]):
                 yield Static("computing…", id="changes-body")
             with TabPane("Unified", id="unified"), VerticalScroll():
                 yield Static("computing…", id="unified-body")
+            if self.workspace:
+                with TabPane("Files", id="files"), VerticalScroll():
+                    yield Static("computing…", id="files-body")
         yield KeyFooter()  # the dashboard's footer: one widget, the same look
 
     def on_mount(self) -> None:
@@ -141,14 +158,24 @@ class DiffScreen(Screen[None]):
             return
         changes = changes_text(state_mod.diff(sa, sb))
         unified = unified_text(sa, sb, label_a, label_b)
-        if not worker.is_cancelled:
-            self.post_message(self.Computed(changes, unified))
+        if worker.is_cancelled:
+            return
+        self.post_message(self.Computed(changes, unified))
+        if self.workspace:
+            files = _files_diff(self.model.run_dir, a, b, label_a, label_b)
+            if not worker.is_cancelled:
+                self.post_message(self.FilesComputed(files))
 
     @on(Computed)
     def _show(self, message: Computed) -> None:
         self.changes_plain, self.unified_plain = message.changes.plain, message.unified.plain
         self.query_one("#changes-body", Static).update(message.changes)
         self.query_one("#unified-body", Static).update(message.unified)
+
+    @on(FilesComputed)
+    def _show_files(self, message: FilesComputed) -> None:
+        self.files_plain = message.text.plain
+        self.query_one("#files-body", Static).update(message.text)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A diff worker that died says so, as a notification and in both views."""
@@ -159,6 +186,12 @@ class DiffScreen(Screen[None]):
             self.query_one("#changes-body", Static).update(Text(text, style="red"))
             self.query_one("#unified-body", Static).update(Text(text, style="red"))
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """No Files key (in the footer either) for a run without a workspace."""
+        if action == "tab" and parameters == ("files",):
+            return self.workspace
+        return True
+
     def action_tab(self, tab: str) -> None:
         self.query_one(TabbedContent).active = tab
 
@@ -166,3 +199,14 @@ class DiffScreen(Screen[None]):
         from .help_screen import HelpScreen
 
         self.app.push_screen(HelpScreen(False))
+
+
+def _files_diff(run_dir: Path, a: int, b: int, label_a: str, label_b: str) -> Text:
+    """The workspace at ``a`` against ``b`` (``views.files.workspace_diff``), or why it cannot be shown."""
+    from ..views.files import workspace_diff
+    from .files_text import workspace_diff_text
+
+    try:
+        return workspace_diff_text(workspace_diff(run_dir, a, b), label_a, label_b)
+    except (SupervisorError, OSError, ValueError) as e:
+        return Text(f"cannot diff the workspace: {e}", style="yellow")

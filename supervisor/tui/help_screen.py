@@ -52,8 +52,10 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
     (
         "Inspect",
         [
-            ("i / s / l", "record detail / state at the row / agent output"),
-            ("d", "diff the state: selected row against the marked row, else the previous checkpoint"),
+            ("i / s / l / c", "record detail / state at the row / agent output / the workspace's files the row's step "
+                              "changed, with diffs (✎N on a row: N files)"),
+            ("d", "diff the state (and the workspace's files, when the run has a workspace): selected row against "
+                  "the marked row, else the previous checkpoint"),
             ("m", "mark the row as the other side of a diff (again: unmark)"),
         ],
     ),

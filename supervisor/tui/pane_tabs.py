@@ -5,7 +5,7 @@ containers, a content switcher, a pane per tab), each styled and laid out before
 hundred lines of CSS to parse (measured: 15-30 ms of the dashboard's start). ``Panes`` draws the same picture —
 the labels, the active one in the theme's text colour and the others muted, the underline bar with the active
 tab's part highlighted (the same ``Bar`` and colours as Textual's ``Underline``) — with one widget for the bar and
-a plain container per pane. A click on a label shows its pane; keys do too (the dashboard's ``i`` ``s`` ``l``).
+a plain container per pane. A click on a label shows its pane; keys do too (the dashboard's ``i`` ``s`` ``l`` ``c``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.containers import Container
+from textual.message import Message
 from textual.reactive import reactive
 from textual.renderables.bar import Bar
 from textual.widget import Widget
@@ -92,6 +93,13 @@ class Panes(Container):
     Panes > .pane { height: 1fr; }
     """
 
+    class Switched(Message):
+        """Another tab's pane is shown (a pane whose content is computed on demand starts on it)."""
+
+        def __init__(self, tab_id: str) -> None:
+            self.tab_id = tab_id
+            super().__init__()
+
     def __init__(self, tabs: list[tuple[str, str]], *, initial: str, id: str | None = None) -> None:
         super().__init__(id=id)
         self.bar = TabBar(tabs, initial)
@@ -120,3 +128,4 @@ class Panes(Container):
             pane.display = pane_id == tab_id
         self._active = tab_id
         self.bar.active = tab_id
+        self.post_message(self.Switched(tab_id))

@@ -626,6 +626,9 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         usage = self._usage_cells(rec) if kind in (Kind.STEP, Kind.BEGIN) else ""
         if self.usage_seen and self._usage_column:
             segs.append(Segment(usage or " " * 23))
+        files = self.model.files_count(int(rec.get("seq", -1)), rec)
+        if files:  # the workspace's files its step changed (the Files tab lists them)
+            segs.append(Segment(f"✎{files} ", self._fg("timeline--mark")))
         if kind == Kind.STEP:
             segs += self._step_tail(rec, name)
         elif kind == Kind.BEGIN:

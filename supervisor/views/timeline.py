@@ -52,6 +52,7 @@ from ..core.journal_reader import Entry, JournalReader
 from ..core.pairing import Pairing
 from ..core.records import DAMAGED, BadLine, Kind
 from ..errors import JournalError
+from .files import FilesIndex
 from .scan import (
     CHANGED_INPUTS,
     Marker,
@@ -149,6 +150,8 @@ class TimelineModel:
         """A call's seq in ``llm.jsonl`` -> the attempts the proxy answered from its record (its served notes)."""
         self._between = BetweenRows()
         """The rows of the events and calls among the records' rows."""
+        self.files = FilesIndex()
+        """The workspace's changes (``files`` events of ``supervisor.jsonl``), by the records they belong to."""
 
     # ------------------------------------------------------------------ loading
     def open(self) -> None:
@@ -441,6 +444,7 @@ class TimelineModel:
         """Put each event before the journal's start record of the attempt it leads to (``timeline_events.place``)."""
         self.events = place(self._events_raw, self.start_seqs, self.count, self.scanned, self._refine_by_time)
         self.exited_attempts = {a for ev in self._events_raw if ev.get("event") == "exit" and type(a := ev.get("attempt")) is int}
+        self.files = FilesIndex(self._events_raw)
         self._between.dirty = True
         self._place_event_rows()
 
@@ -726,6 +730,10 @@ class TimelineModel:
             if s < seq and not self.is_abandoned(s):
                 return s
         return None
+
+    def files_count(self, seq: int, rec: Any) -> int:
+        """How many files the record's step changed (with what changed after it between steps): its row's mark."""
+        return self.files.count(seq, rec, self.rollback_seqs) if self.files else 0
 
     def abandoned_by_rollback_to(self, cp_seq: int, sample: int = 8) -> tuple[int, list[int]]:
         """How many records a rollback to the checkpoint at ``cp_seq`` would abandon, and the first few."""

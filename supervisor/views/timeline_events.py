@@ -34,8 +34,8 @@ def place(
     placed: list[Event] = []
     for i, ev in enumerate(raw):
         name = ev.get("event")
-        if name == "supervisor-start":
-            continue
+        if name == "supervisor-start" or name == "files":
+            continue  # ``files`` events are no rows: they mark their steps' rows (``views.files``)
         att = ev.get("attempt")
         if not isinstance(att, int):
             before = count
