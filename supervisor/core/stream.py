@@ -354,6 +354,9 @@ class Walk:
         self.top = -1
         self._cp_top: dict[int, int] = {}
         self._at = (0, 0)  # the last line parsed in the chunk being walked: its index and byte offset
+        self._ab: tuple[int, bool, int] = (0, False, _NEVER)
+        """Where :meth:`batches` is: the first abandoned range not wholly before it, whether it is in one, the
+        next seq where that changes."""
 
     # the fold's per-record rules for a parsed entry
     def _entry(self, ent: Record | BadLine, abandoned: bool, warn: Any) -> Item | None:
@@ -420,72 +423,80 @@ class Walk:
         line of :data:`wire.PLAIN_BEGIN` comes with ``pos`` ``None`` and its ``ts`` cut at 23 (a third of the
         :data:`wire.CANON` match's cost; 8% of the text ``log``)."""
         ranges = self.plan.abandoned
-        ri = 0  # the first range not wholly before the current seq
-        nxt = ranges[0][0] if ranges else _NEVER  # the next seq where "abandoned" changes
-        ab = False
+        self._ab = (0, False, ranges[0][0] if ranges else _NEVER)
+        for c in read_stream(self.source, chunk=self.chunk):
+            lines, fast = self._lines(c)
+            if lines is None:
+                break
+            self._at = (0, c.region.start)
+            for lo in range(0, len(lines), BATCH):  # a chunk's rows in parts: their parsed records do not pile up
+                yield self._rows(c, lines, lo, fast, warn, parse_steps, plain_begins)
+
+    def _rows(
+        self, c: Chunk, lines: list[bytes], lo: int, fast: bool, warn: Any, parse_steps: bool, plain_begins: bool
+    ) -> list[Row]:
+        """The rows of ``lines[lo : lo + BATCH]`` (chunk ``c``; ``fast``: all in the writer's form): the loop of
+        :meth:`batches`. Where the walk is between two lines (the abandoned range it is in, ``top``) is kept on
+        the walk (``_ab``, ``top``) from one batch to the next."""
+        ranges = self.plan.abandoned
+        ri, ab, nxt = self._ab  # the first range not wholly before the seq; abandoned; the next seq where that changes
         show_step, show_begin = self._shows(ab)
         canon, plain = wire.CANON.fullmatch, wire.PLAIN_BEGIN.fullmatch
         loads, bad_json = orjson.loads, orjson.JSONDecodeError
         fields = operator.itemgetter("seq", "pos", "step", "ts", "kind")  # one call for the five; KeyError: parsed
         s_byte, k_off, error = wire.S_BYTE, wire.KIND_AT, wire.ERROR_KEY
         step_b, step_s, begin_s = b"step", wire.STEP, wire.BEGIN
-        for c in read_stream(self.source, chunk=self.chunk):
-            lines, fast = self._lines(c)
-            if lines is None:
-                break
-            first = c.region.first_seq
-            self._at = (0, c.region.start)
+        first = c.region.first_seq
+        top = self.top
+        out: list[Row] = []
+        add = out.append
+        for seq, raw in enumerate(lines[lo : lo + BATCH], first + lo):
+            if seq >= nxt:  # abandoned: inside one of the merged ranges (seqs only grow)
+                ri, ab, nxt = _abandoned_at(ranges, ri, seq)
+                show_step, show_begin = self._shows(ab)
+            if fast:
+                if parse_steps and raw[k_off] == s_byte:  # {"kind":"s…: a step (or a start: parsed below)
+                    try:
+                        rec = loads(raw)
+                        s, p, name, ts, kind = fields(rec)
+                    except (bad_json, KeyError):
+                        s = p = name = ts = kind = None
+                    if (
+                        (s, kind) == (seq, step_s)
+                        and type(s) is int is type(p)
+                        and type(name) is str is type(ts)
+                        and rec.get("error") is None
+                    ):
+                        if p >= top:
+                            top = p
+                        if show_step:
+                            add((seq, step_s, p, raw, rec, ab, name, ts))
+                        continue
+                elif plain_begins and (m := plain(raw)) is not None and int(m[2]) == seq:
+                    if show_begin:
+                        add((seq, begin_s, None, raw, None, ab, m[1], m[3]))
+                    continue
+                elif (m := canon(raw)) is not None and int(m[4]) == seq:
+                    kind, name, p, s, ts = m.groups()
+                    pos = int(p)
+                    if kind != step_b:  # a begin: its pos sets nothing
+                        if show_begin:
+                            add((seq, begin_s, pos, raw, None, ab, name, ts))
+                        continue
+                    if error not in raw:
+                        if pos >= top:
+                            top = pos
+                        if show_step:
+                            add((seq, step_s, pos, raw, None, ab, name, ts))
+                        continue
+            self.top = top
+            item = self._parsed(c, lines, seq - first, ab, warn)
             top = self.top
-            for lo in range(0, len(lines), BATCH):  # a chunk's rows in parts: their parsed records do not pile up
-                out: list[Row] = []
-                add = out.append
-                for seq, raw in enumerate(lines[lo : lo + BATCH], first + lo):
-                    if seq >= nxt:  # abandoned: inside one of the merged ranges (seqs only grow)
-                        ri, ab, nxt = _abandoned_at(ranges, ri, seq)
-                        show_step, show_begin = self._shows(ab)
-                    if fast:
-                        if parse_steps and raw[k_off] == s_byte:  # {"kind":"s…: a step (or a start: parsed below)
-                            try:
-                                rec = loads(raw)
-                                s, p, name, ts, kind = fields(rec)
-                            except (bad_json, KeyError):
-                                s = p = name = ts = kind = None
-                            if (
-                                s == seq
-                                and type(s) is int is type(p)
-                                and kind == step_s
-                                and type(name) is str is type(ts)
-                                and rec.get("error") is None
-                            ):
-                                if p >= top:
-                                    top = p
-                                if show_step:
-                                    add((seq, step_s, p, raw, rec, ab, name, ts))
-                                continue
-                        elif plain_begins and (m := plain(raw)) is not None and int(m[2]) == seq:
-                            if show_begin:
-                                add((seq, begin_s, None, raw, None, ab, m[1], m[3]))
-                            continue
-                        elif (m := canon(raw)) is not None and int(m[4]) == seq:
-                            kind, name, p, s, ts = m.groups()
-                            pos = int(p)
-                            if kind != step_b:  # a begin: its pos sets nothing
-                                if show_begin:
-                                    add((seq, begin_s, pos, raw, None, ab, name, ts))
-                                continue
-                            if error not in raw:
-                                if pos >= top:
-                                    top = pos
-                                if show_step:
-                                    add((seq, step_s, pos, raw, None, ab, name, ts))
-                                continue
-                    self.top = top
-                    item = self._parsed(c, lines, seq - first, ab, warn)
-                    top = self.top
-                    if item is not None and (self.all or not ab):
-                        add(item)
-                self.top = top
-                yield out
+            if item is not None and (self.all or not ab):
+                add(item)
+        self.top = top
+        self._ab = (ri, ab, nxt)
+        return out
 
     def _shows(self, ab: bool) -> tuple[bool, bool]:
         """Whether a canonical step and a canonical begin make a row (abandoned: ``ab``)."""
