@@ -139,12 +139,30 @@ def _help(sub: str) -> str:
 
 @pytest.mark.parametrize(("block", "argv"), COMMANDS, ids=[f"line{b.line}-{' '.join(a)[:40]}" for b, a in COMMANDS])
 def test_command_line_parses(block: Block, argv: list[str]) -> None:
-    assert argv and not argv[0].startswith("-"), f"README.md line {block.line}: no subcommand in {argv}"
+    _check_command("README.md", block, argv)
+
+
+DOCS = sorted((ROOT / "docs").glob("*.md"))
+DOC_COMMANDS = [(d.name, b, argv) for d in DOCS for b in blocks(d.read_text()) for argv in commands(b)]
+
+
+def test_the_docs_have_commands_to_test() -> None:
+    assert DOCS and DOC_COMMANDS, "docs/ has no page with an agent-supervisor command line"
+
+
+@pytest.mark.parametrize(("doc", "block", "argv"), DOC_COMMANDS, ids=[f"{d}-line{b.line}-{' '.join(a)[:40]}" for d, b, a in DOC_COMMANDS])
+def test_doc_command_line_parses(doc: str, block: Block, argv: list[str]) -> None:
+    """The pages of docs/ are held to the README's rule: every command line names a command and its options."""
+    _check_command(f"docs/{doc}", block, argv)
+
+
+def _check_command(where: str, block: Block, argv: list[str]) -> None:
+    assert argv and not argv[0].startswith("-"), f"{where} line {block.line}: no subcommand in {argv}"
     text = _help(argv[0])
     args = argv[1 : argv.index("--")] if "--" in argv else argv[1:]
     for a in args:
         for opt in re.findall(r"(?<![\w-])--[a-z][\w-]*", a):
-            assert opt in text, f"README.md line {block.line}: agent-supervisor {argv[0]} has no option {opt}"
+            assert opt in text, f"{where} line {block.line}: agent-supervisor {argv[0]} has no option {opt}"
 
 
 RUNNABLE = [
