@@ -50,7 +50,7 @@ def cmd_files(args: argparse.Namespace) -> int:
     run_dir: Path = args.run_dir
     if (args.to is not None or args.force) and args.restore is None:
         raise SupervisorError("--to and --force go with --restore SEQ: e.g. "
-                              f"'agent-supervisor files {run_dir} --restore 12 --to /tmp/at-12'")
+                              f"'agent-supervisor files {run_dir} --restore 12 --to at-12'")
     if args.restore is not None and args.to is None:
         raise SupervisorError(f"--restore {args.restore} needs --to DIR: a new or empty directory to write the files into")
     check_readable_run_dir(run_dir)

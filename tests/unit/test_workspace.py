@@ -243,7 +243,7 @@ def test_caps_and_unreadable_files_fail_without_an_index_line(setup: tuple[Path,
     root, run_dir, settings = setup
     write(root, "small.txt", "x" * 10)
     write(root, "big.bin", b"\0" * 3000)
-    with pytest.raises(WorkspaceError, match=r"big\.bin is 0\.0 MB, over the workspace's per-file cap .*"
+    with pytest.raises(WorkspaceError, match=r"big\.bin is 2\.9 KB, over the workspace's per-file cap .*"
                                              r"--workspace-max-file .*--workspace-ignore 'big\.bin'"):
         ws.take(run_dir, ws.Settings(root, max_file=2000), for_="start", seq=None, by="sdk")
     with pytest.raises(WorkspaceError, match=r"over the snapshot cap .*--workspace-max-bytes"):
