@@ -286,3 +286,36 @@ def test_a_restore_a_killed_supervisor_left_is_finished_before_the_agent_runs(tm
     assert seen["files"].get("a.txt") == "alpha\n" and "b.txt" not in seen["files"], seen
     assert "restored the workspace" in again.stderr()
     assert orjson.loads((run_dir / "workspace" / "restored.json").read_bytes())["seq"] == rec["seq"]
+
+
+@pytest.mark.timeout(90)
+def test_kill_9_of_the_supervisor_in_its_start_snapshot_commits_nothing_and_the_next_one_takes_it(tmp_path: Path) -> None:
+    """The supervisor killed with -9 while it stores the start snapshot (objects written, no index line yet):
+    nothing is committed, no agent ran, and ``supervise`` again takes the snapshot whole and runs the agent."""
+    import os
+    import signal
+
+    ws, run_dir = tmp_path / "ws", tmp_path / "run"
+    for d in range(40):
+        (ws / f"d{d}").mkdir(parents=True)
+        for f in range(100):
+            (ws / f"d{d}" / f"f{f}.bin").write_bytes(os.urandom(16 * 1024))  # 4,000 files, 64 MB
+    objects = run_dir / "workspace" / "objects"
+    sup = Supervised(run_dir, agent("steps"), "--workspace", str(ws), out_dir=tmp_path)
+    try:
+        wait_for(lambda: objects.is_dir() and any(objects.iterdir()), timeout=30, what="the snapshot under way")
+        os.kill(sup.pid, signal.SIGKILL)
+        sup.wait(10)
+    finally:
+        if sup.proc.poll() is None:
+            sup.proc.kill()
+    index = run_dir / "workspace" / "snapshots.jsonl"
+    assert not index.exists() or b'"start"' not in index.read_bytes(), "a snapshot was committed by a killed take"
+    assert not (run_dir / "seen-1.json").exists(), "the agent ran before the start snapshot"
+    with Supervised(run_dir, agent("steps"), "--workspace", str(ws), out_dir=tmp_path) as again:
+        assert again.wait(60) == 0, again.stderr()
+    refs = workspace.Store(run_dir).index()
+    start = [r for r in refs if r.for_ == "start"]
+    assert len(start) == 1 and start[0].files == 4000
+    man = workspace.Store(run_dir).manifest(start[0].snapshot)
+    assert all(workspace.Store(run_dir).has(e.sha256) for e in man.files.values() if e.sha256)
