@@ -25,7 +25,7 @@ T = TypeVar("T")
 class _Opts:
     """Per-call options (``None``: the run's default)."""
 
-    __slots__ = ("backoff", "call", "retries", "retry_on", "returns", "timeout")
+    __slots__ = ("backoff", "call", "overlap_retry", "retries", "retry_on", "returns", "timeout")
 
     def __init__(
         self,
@@ -35,6 +35,7 @@ class _Opts:
         backoff: float | None = None,
         returns: Any = None,
         call: dict[str, Any] | None = None,
+        overlap_retry: bool | None = None,
     ) -> None:
         if timeout is not None and not timeout > 0:
             raise ValueError(f"timeout={timeout!r}: give a number of seconds above 0")
@@ -53,6 +54,8 @@ class _Opts:
             except TypeError as e:
                 raise ValueError(f"call={call!r}: not JSON ({e})") from None
         self.call = call
+        self.overlap_retry = overlap_retry
+        """A plain function's retry may start while its timed-out call still runs (:func:`call_sync`)."""
 
     def merged(self, **more: Any) -> _Opts:
         """These options with the ones given (not ``None``) in their place."""
@@ -78,6 +81,10 @@ class RetryPolicy:
         self.transient = transient
         self.backoff = backoff
         self.backoff_max = backoff_max
+
+    def tries(self, opts: _Opts) -> int:
+        """The most tries a step has: its first and its retries."""
+        return (self.retries if opts.retries is None else opts.retries) + 1
 
     def delay(self, e: Exception, tries: int, opts: _Opts) -> float | None:
         """The seconds to wait before try ``tries + 1`` after try ``tries`` raised ``e``; ``None``: no more tries."""
@@ -142,10 +149,12 @@ class StepOptions:
         backoff: float | None = None,
         returns: Any = None,
         call: dict[str, Any] | None = None,
+        overlap_retry: bool | None = None,
     ) -> Callable[[Callable[P, T]], Callable[P, T]]:
         """``run.task`` with these options (the ones given here win)."""
         opts = self._opts.merged(
-            timeout=timeout, retries=retries, retry_on=retry_on, backoff=backoff, returns=returns, call=call
+            timeout=timeout, retries=retries, retry_on=retry_on, backoff=backoff, returns=returns, call=call,
+            overlap_retry=overlap_retry,
         )
         return self._steps.task(name, opts)
 
@@ -196,40 +205,100 @@ def _is_async_fn(fn: Any) -> bool:
     return bool(aio.iscoroutinefunction(fn)) if aio is not None else inspect.iscoroutinefunction(fn)
 
 
-def _timed_out(name: str, timeout: float) -> TimeoutError:
-    return TimeoutError(f"step {name!r} did not finish in {timeout} s (its thread runs on: Python cannot stop a thread)")
+class Running:
+    """A plain step function called in a daemon thread of its own (a step with a timeout). Python cannot stop a
+    thread: past the timeout the call runs on, and the step's retry waits on :attr:`done` (see :class:`TimedOut`)."""
+
+    __slots__ = ("done", "err", "fut", "loop", "out")
+
+    def __init__(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                 loop: Any = None) -> None:
+        self.done = threading.Event()
+        self.out: Any = None
+        self.err: BaseException | None = None
+        self.loop = loop
+        self.fut = None if loop is None else loop.create_future()  # ``astep``'s to await, settled from the thread
+        ctx = copy_context()  # run.usage and run.key inside it see this step
+        t = threading.Thread(target=self._run, args=(ctx, fn, args, kwargs), name=f"step {name}", daemon=True)
+        t.start()
+
+    def _run(self, ctx: Any, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        try:
+            self.out = ctx.run(fn, *args, **kwargs)
+        except BaseException as e:  # handed to the caller's thread, raised there
+            self.err = e
+        self.done.set()
+        if self.fut is not None:
+            try:
+                self.loop.call_soon_threadsafe(self._settle)
+            except RuntimeError:  # the loop is closed: no one awaits the call any more
+                pass
+
+    def _settle(self) -> None:
+        fut = self.fut
+        if fut is not None and not fut.done():
+            fut.set_result(None)
+
+    def result(self) -> Any:
+        """The call's output, or its exception raised (once :attr:`done`)."""
+        if self.err is not None:
+            raise self.err
+        return self.out
+
+    async def ended(self, within: float) -> bool:
+        """``astep``'s wait for the call to end, at most ``within`` seconds: whether it ended."""
+        done, _ = await asyncio_mod().wait((self.fut,), timeout=within)
+        return bool(done)
+
+
+class TimedOut:
+    """What the ``TimeoutError`` of a plain function's timeout carries (its ``timed_out`` attribute): the step, its
+    timeout and the call that runs on. The flow words the message with the try."""
+
+    __slots__ = ("name", "running", "timeout")
+
+    def __init__(self, name: str, timeout: float, running: Running) -> None:
+        self.name = name
+        self.timeout = timeout
+        self.running = running
+
+    def say(self, e: BaseException, tries: int, of: int, more: str = "") -> None:
+        """Set ``e``'s message: which try timed out, and that the call may still be running (``more``: what then)."""
+        e.args = (f"step {self.name!r} timed out after {self.timeout} s (try {tries} of {of}); a plain function "
+                  f"cannot be stopped: it may still be running{more}",)
+
+
+def timed_out_of(e: BaseException) -> TimedOut | None:
+    """The :class:`TimedOut` of a step's timeout (a plain ``TimeoutError``: the journal's type stays its name)."""
+    t = e.__dict__.get("timed_out")
+    return t if type(t) is TimedOut else None
+
+
+def _timed_out(name: str, timeout: float, running: Running) -> TimeoutError:
+    e = TimeoutError(f"step {name!r} timed out after {timeout} s")
+    e.__dict__["timed_out"] = TimedOut(name, timeout, running)
+    return e
 
 
 def call_sync(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None) -> Any:
-    """Call a step function for ``step``; with a timeout, in a daemon thread waited for ``timeout`` seconds.
+    """Call a step function for ``step``; with a timeout, in a daemon thread (:class:`Running`) waited for
+    ``timeout`` seconds.
 
-    Python cannot stop a thread: past the timeout the step fails with ``TimeoutError`` and the
-    thread is left to finish on its own (its result is dropped).
+    Python cannot stop a thread: past the timeout the step fails with ``TimeoutError`` and the call runs on
+    (its result dropped); the step's retry waits for it to end unless the step says ``overlap_retry=True``.
     """
     if timeout is None:
         return fn(*args, **kwargs)
-    box: dict[str, Any] = {}
-    ctx = copy_context()  # run.usage and run.key inside it see this step
-
-    def target() -> None:
-        try:
-            box["out"] = ctx.run(fn, *args, **kwargs)
-        except BaseException as e:  # handed to the caller's thread, raised there
-            box["err"] = e
-
-    t = threading.Thread(target=target, name=f"step {name}", daemon=True)
-    t.start()
-    t.join(timeout)
-    if t.is_alive():
-        raise _timed_out(name, timeout)
-    if "err" in box:
-        raise box["err"]
-    return box["out"]
+    running = Running(name, fn, args, kwargs)
+    if not running.done.wait(timeout):
+        raise _timed_out(name, timeout, running)
+    return running.result()
 
 
 async def call_async(name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout: float | None) -> Any:
     """Call a step function for ``astep``: await a coroutine function (cancelled at ``timeout``); a plain one runs
-    in the loop's thread, or with a timeout in the loop's default executor (the thread cannot be stopped)."""
+    in the loop's thread, or with a timeout in a daemon thread of its own (:class:`Running`: it cannot be stopped,
+    and unlike the loop's executor it does not hold the process at exit)."""
     asyncio = _aio or asyncio_mod()
     if timeout is None:
         out = fn(*args, **kwargs)
@@ -237,11 +306,10 @@ async def call_async(name: str, fn: Callable[..., Any], args: tuple[Any, ...], k
             out = await out
         return out
     if _is_async_fn(fn):
-        return await asyncio.wait_for(fn(*args, **kwargs), timeout)
-    loop = asyncio.get_running_loop()
-    ctx = copy_context()
-    fut = loop.run_in_executor(None, functools.partial(ctx.run, fn, *args, **kwargs))
+        return await asyncio.wait_for(fn(*args, **kwargs), timeout)  # its own TimeoutError too: left as it is
+    running = Running(name, fn, args, kwargs, asyncio.get_running_loop())
     try:
-        return await asyncio.wait_for(fut, timeout)
+        await asyncio.wait_for(asyncio.shield(running.fut), timeout)
     except TimeoutError:
-        raise _timed_out(name, timeout) from None
+        raise _timed_out(name, timeout, running) from None
+    return running.result()

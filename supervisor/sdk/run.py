@@ -276,6 +276,7 @@ class Run:
         backoff: float | None = None,
         returns: Any = None,
         call: dict[str, Any] | None = None,
+        overlap_retry: bool | None = None,
     ) -> StepOptions:
         """Per-call options: ``run.with_options(timeout=30, retries=3).step("search", search, q)``.
 
@@ -283,8 +284,10 @@ class Run:
         keyword arguments never mix with these. Unset options take the run's defaults. ``call`` marks a
         model or tool call for the dashboard and the exporters (the step records' ``call`` field):
         ``{"kind": "model", "model": ..., "provider": ...}`` or ``{"kind": "tool", "tool": ..., "call_id": ...}``.
+        ``overlap_retry=True``: a plain function's retry may start while its timed-out call still runs (Python
+        cannot stop it); by default the retry waits for it to end (see README.md, per-call options).
         """
-        return StepOptions(self._steps, _Opts(timeout, retries, retry_on, backoff, returns, call))
+        return StepOptions(self._steps, _Opts(timeout, retries, retry_on, backoff, returns, call, overlap_retry))
 
     def task(
         self,
@@ -296,10 +299,11 @@ class Run:
         backoff: float | None = None,
         returns: Any = None,
         call: dict[str, Any] | None = None,
+        overlap_retry: bool | None = None,
     ) -> Callable[[Callable[P, T]], Callable[P, T]]:
         """Decorator form of :meth:`step` (of :meth:`astep` on an ``async def``: the wrapper is then a coroutine
         function). ``name`` is a string, or a function of the call's arguments; the options are :meth:`with_options`'."""
-        return self._steps.task(name, _Opts(timeout, retries, retry_on, backoff, returns, call))
+        return self._steps.task(name, _Opts(timeout, retries, retry_on, backoff, returns, call, overlap_retry))
 
     def match_by_name(self) -> None:
         """Match this run's calls to the journal by ``(name, k)`` from now on, as overlapping steps are, never by

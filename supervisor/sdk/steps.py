@@ -18,7 +18,7 @@ from ..core.records import Record
 from ..errors import JournalError, SupervisorError
 from .exits import exit_agent
 from .names import StepNames
-from .options import CURRENT, Call, RetryPolicy, _is_async_fn, _Opts, asyncio_mod, call_async, call_sync
+from .options import CURRENT, Call, RetryPolicy, _is_async_fn, _Opts, asyncio_mod, call_async, call_sync, timed_out_of
 from .recorder import Recorder
 from .serve import LIVE, ReplayLive, Server
 from .shadow import Shadow
@@ -26,10 +26,12 @@ from .shadow import Shadow
 P = ParamSpec("P")
 T = TypeVar("T")
 
-# What the flow asks of its driver: call the step function, sleep before a retry, wait for a line's sync.
+# What the flow asks of its driver: call the step function, sleep before a retry, wait for a line's sync, wait
+# (at most so long) for a timed-out call that runs on to end (the answer: whether it ended).
 _CALL = 0
 _SLEEP = 1
 _SYNC = 2
+_WAIT = 3
 _Op = tuple[int, Any]
 _CALL_OP: _Op = (_CALL, None)
 
@@ -80,10 +82,12 @@ class Steps:
                     got = call_sync(name, fn, args, kwargs, opts.timeout)
                 else:
                     got = None
-                    if op[0] == _SLEEP:
+                    if op[0] == _SYNC:  # first: the one of every step of a threaded agent
+                        self.recorder.wait_synced(op[1])
+                    elif op[0] == _SLEEP:
                         time.sleep(op[1])
                     else:
-                        self.recorder.wait_synced(op[1])
+                        got = op[1][0].done.wait(op[1][1])
             except BaseException as e:
                 try:
                     op = flow.throw(e)
@@ -108,12 +112,14 @@ class Steps:
                 got = None
                 if op is _CALL_OP:
                     got = await call_async(name, fn, args, kwargs, opts.timeout)
-                elif op[0] == _SLEEP:
-                    await asyncio_mod().sleep(op[1])
-                else:
+                elif op[0] == _SYNC:  # first: the one of every step
                     fut = self.recorder.synced_future(op[1])
                     if fut is not None:
                         await fut
+                elif op[0] == _SLEEP:
+                    await asyncio_mod().sleep(op[1])
+                else:
+                    got = await op[1][0].ended(op[1][1])
             except BaseException as e:
                 try:
                     op = flow.throw(e)
@@ -193,7 +199,8 @@ class Steps:
                     out = yield _CALL_OP
                     break
                 except BaseException as e:
-                    yield (_SLEEP, self._tried(c, e, t0, opts, tries))
+                    delay = yield from self._tried(c, e, t0, opts, tries)
+                    yield (_SLEEP, delay)
                     tries += 1
         finally:
             CURRENT.reset(token)
@@ -258,13 +265,32 @@ class Steps:
         return out
 
     # ------------------------------------------------------------------ failures
-    def _tried(self, c: Call, e: BaseException, t0: float, opts: _Opts, tries: int) -> float:
-        """Try ``tries`` raised ``e``: record it; the delay before the next try, or raise ``e`` (the last try)."""
+    def _tried(self, c: Call, e: BaseException, t0: float, opts: _Opts, tries: int) -> Generator[_Op, Any, float]:
+        """Try ``tries`` raised ``e``: record it; the delay before the next try, or raise ``e`` (the last try).
+
+        A plain function past its timeout runs on: Python cannot stop a thread. Unless the step says
+        ``overlap_retry=True``, its retry waits for the call to end, at most one more ``timeout``; a call still
+        running then is not retried in this process: the step fails (not transient), counted once toward
+        ``max_failures`` like any failed step, and the call ends with the process. So a step that hangs in every
+        attempt costs one call an attempt, and the run gives up after ``max_failures`` x (``max_rollbacks`` + 1)
+        attempts (12 with the defaults), not after every retry of every attempt.
+        """
         if not isinstance(e, Exception):  # KeyboardInterrupt, SystemExit, cancelled: not a failure of the step
             with self.lock:
                 self._leave(c, give_back=False)
             raise e
         delay = self.policy.delay(e, tries, opts)
+        t = timed_out_of(e)
+        if t is not None:
+            more = ""
+            if delay is not None and not opts.overlap_retry and not t.running.done.is_set():
+                waited = perf_counter()
+                if not (yield (_WAIT, (t.running, t.timeout))):
+                    delay = None
+                    more = (f"; still running {t.timeout} s later, so not retried while it runs (it ends with the "
+                            "process, and the step runs again on resume; overlap_retry=True retries beside it)")
+                t0 += perf_counter() - waited  # the try's record keeps its own time, not the wait
+            t.say(e, tries, self.policy.tries(opts), more)
         self._failed(c, e, t0, transient=delay is not None)
         if delay is None:
             raise e

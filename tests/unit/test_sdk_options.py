@@ -61,7 +61,7 @@ def test_sync_timeout_in_a_thread_fails_the_step(tmp_path: Path) -> None:
         return "late"
 
     with Run.open(tmp_path) as run:
-        with pytest.raises(TimeoutError, match=re.escape("did not finish in 0.05 s")):
+        with pytest.raises(TimeoutError, match=re.escape("timed out after 0.05 s (try 1 of 1); a plain function cannot be stopped")):
             run.with_options(timeout=0.05, retries=0).step("stuck", stuck)
         release.set()
         assert run.position == 0  # the failed call gave its position back
