@@ -525,6 +525,19 @@ class JournalReader:
             self._parse_lines(c, out)
         return out
 
+    def follow(self) -> Iterator[Chunk]:
+        """The regions committed since the last read, unparsed (``read_new`` parses every line of them), for a
+        follower that takes the writer's lines by their bytes and parses the others (:meth:`parse_at`)."""
+        return read_stream(self.source, self._cursor, chunk=self.chunk)
+
+    def parse_at(self, c: Chunk, lines: list[bytes], k: int) -> Entry | None:
+        """Line ``k`` of ``c`` (``lines``: its lines) parsed as ``read_new`` would (a bad line also goes to
+        ``problems``); ``None`` for a blank line."""
+        r = c.region
+        out: list[Entry] = []
+        self._parse_some(lines, k, k + 1, (r.first_seq, r.first_line, r.start, r.path), out)
+        return out[0] if out else None
+
     def twin(self) -> JournalReader:
         """A reader for another thread that shares this one's line index and nothing else.
 

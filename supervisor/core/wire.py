@@ -20,8 +20,10 @@ general path (``orjson.loads`` and ``records.normalize``) and must give the same
 
 from __future__ import annotations
 
+import operator
 import re
-from typing import Any, TypedDict
+from itertools import repeat
+from typing import Any, NamedTuple, TypedDict
 
 # --- the record kinds as plain strings --------------------------------------------------------
 # Plain-string twins of records.Kind for the per-line paths: looking up an enum member costs
@@ -126,6 +128,11 @@ UNCLOSED = re.compile(rb"\n" + re.escape(BEGIN_HEAD) + rb'(?!"step":(' + _NAME +
 """A writer begin line not followed by its own step line (the backreference: the same name and pos; a begin
 not in the head's form counts). Led by a newline, not ``^``: a literal prefix lets the engine search for it at
 C speed (``^`` tries every byte); a possessive ``[^\\n]*+`` (nothing to give back before the newline)."""
+SEQUENTIAL = re.compile(
+    rb"(?:" + re.escape(BEGIN_HEAD) + rb'"step":(' + _NAME + rb',"pos":\d+,)[^\n]*+\n' + re.escape(STEP_HEAD) + rb'"step":\1[^\n]*+\n)*+'
+)
+"""Writer begin lines each followed by its own step line (the same name and pos, the backreference), as many
+as come: how the SDK writes sequential steps. Possessive throughout: one pass over the bytes, nothing given back."""
 BEGIN_NAME_POS = re.compile(re.escape(BEGIN_HEAD) + rb'"step":(' + _NAME + rb'),"pos":(\d+),')
 """A writer begin line's head; groups: the step name (a JSON string, quotes kept), ``pos``."""
 KIND_FIELD = re.compile(r'\s*\{\s*"kind"\s*:\s*"([a-z]+)"')
@@ -163,6 +170,56 @@ def is_writer_chunk(data: bytes, n: int) -> bool:
 def is_lazy_step(raw: bytes) -> bool:
     """A successful writer step line: the resume view keeps it unparsed."""
     return raw.startswith(STEP_HEAD) and ERROR_WORD not in raw
+
+
+def plain_lines(data: bytes, lines: list[bytes]) -> tuple[list[bool], list[bool]]:
+    """Which of a region's ``lines`` (``data`` split at its newlines) are writer ``step`` lines of a success (no
+    ``error``, not a retried try), and which are writer ``begin`` lines: what a follower that credits progress
+    takes by their bytes, unparsed. C-speed passes over the lines, none a line in Python."""
+    steps = list(map(bytes.startswith, lines, repeat(STEP_HEAD)))
+    if ERROR_WORD in data:  # rare: only then a look at each line (a retried try is a failed one: it holds one)
+        steps = list(map(operator.gt, steps, map(bytes.__contains__, lines, repeat(ERROR_WORD))))
+    return steps, list(map(bytes.startswith, lines, repeat(BEGIN_HEAD)))
+
+
+def unclosed_begins(data: bytes) -> list[int]:
+    """Where the writer ``begin`` lines of ``data`` (whole lines) start that the next line does not close with
+    their own step (:data:`UNCLOSED`): in flight at the end of ``data``, or overlapping other steps."""
+    return [m.start() for m in UNCLOSED.finditer(b"\n" + data)]  # the match's newline is the added one or the line's before
+
+
+class SequentialRun(NamedTuple):
+    """Whole lines as the SDK writes sequential steps (:func:`sequential_run`)."""
+
+    steps: int
+    """Successful step lines."""
+    first_pos: int
+    """The ``pos`` of the first line if it is a step, whose begin was in an earlier read (-1: it is not)."""
+    last_begin: int
+    """Where the last line starts if it is a begin, whose step is not written yet (-1: it is not)."""
+
+
+def sequential_run(data: bytes, n: int) -> SequentialRun | None:
+    """``data`` (``n`` whole lines) if it holds only writer begin lines and step lines of a success, each begin
+    followed by its own step (:data:`SEQUENTIAL`), but for a step first and a begin last; ``None`` if it holds
+    anything else. Two substring searches and one regex match: no Python step a line."""
+    if ERROR_WORD in data or is_suspect(data):  # a retried try is a failed one: it holds an error too
+        return None
+    start, first_pos = 0, -1
+    if data.startswith(STEP_HEAD):
+        m = STEP_POS.match(data)
+        if m is None:
+            return None
+        start, first_pos = data.find(b"\n") + 1, int(m[1])
+    pairs_m = SEQUENTIAL.match(data, start)  # zero pairs match too
+    end = pairs_m.end() if pairs_m is not None else start
+    last = -1
+    if end < len(data):
+        if not data.startswith(BEGIN_HEAD, end) or data.find(b"\n", end) != len(data) - 1:
+            return None
+        last = end
+    pairs = (n - (first_pos >= 0) - (last >= 0)) // 2
+    return SequentialRun(pairs + (first_pos >= 0), first_pos, last)
 
 
 def is_marker_line(raw: bytes) -> bool:

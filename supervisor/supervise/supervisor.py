@@ -483,7 +483,8 @@ class Supervisor:
         ws = self.workspace
         if ws is not None:
             ws.drain()  # the workspace's changes seen so far: the records read next place them
-        new = self.journal.poll(self.cur, self.attempt_no)
+        # the records themselves only when someone reads them (the workspace's step clock, the live exporter)
+        new = self.journal.poll(self.cur, self.attempt_no, records=ws is not None or self.otlp is not None)
         if ws is not None:
             ws.journal(new, running=self.cur is not None and self.cur.status is None)
         if self.otlp is None:
