@@ -306,10 +306,12 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         if h <= 0:
             return
         top = int(self.scroll_y)
+        # force: the rows that first overflow the view come before the layout shows the scrollbar, and without it
+        # Textual drops the scroll (the new row stayed under the bottom edge until the next record)
         if self.cursor < top:
-            self.scroll_to(y=self.cursor, animate=False, immediate=True)
+            self.scroll_to(y=self.cursor, animate=False, immediate=True, force=True)
         elif self.cursor >= top + h:
-            self.scroll_to(y=self.cursor - h + 1, animate=False, immediate=True)
+            self.scroll_to(y=self.cursor - h + 1, animate=False, immediate=True, force=True)
 
     def move_to(self, row: int, *, keep_follow: bool = False) -> None:
         """Select ``row``; leaving the last row turns follow off (as scrolling up in lnav)."""
