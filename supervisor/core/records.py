@@ -192,6 +192,10 @@ class LazyRecord:
         rec["pos"] = self.pos
         return rec  # type: ignore[no-any-return]
 
+    def nested(self) -> bool:
+        """Whether it is a nested step's line (it names a ``parent``), told by its bytes."""
+        return self.src.find(wire.PARENT_WORD, self.start, self.end) >= 0
+
     def damaged(self) -> BadLine:
         """This line, which does not parse, as a :class:`BadLine` (its line number is counted in the
         file, once, when it is found damaged)."""

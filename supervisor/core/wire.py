@@ -58,6 +58,8 @@ ERROR_KEY = b'"error":'
 """In a writer line (no spaces), what a record with an ``error`` holds."""
 ERROR_WORD = b'"error"'
 """What every failed record's line holds in any spacing (a hint: the record says whether it failed)."""
+PARENT_WORD = b'"parent":'
+"""In a writer line, what the record of a nested step holds (the ``id`` of its parent's ``begin``)."""
 ERROR_RE = re.compile(rb'"error"\s*:')
 """``error`` as a key, in any spacing."""
 KIND_RE = re.compile(rb'\s*\{\s*"kind"\s*:\s*"([a-z]+)"\s*[,}]')

@@ -538,7 +538,9 @@ def summary_line(res: ReplayResult) -> str:
         if res.report is None:
             how = f"exited with code {res.returncode}" if res.returncode else "exited 0"
             return f"{verdict}: the agent {how} in {secs}; {calls}"
-        return (f"{verdict}: {r.get('replayed', 0)} of {r.get('journal_steps', '?')} steps replayed "
+        nested = r.get("nested_steps") or 0
+        inside = f", {nested} of them inside others (a served step's are not visited)" if nested else ""
+        return (f"{verdict}: {r.get('replayed', 0)} of {r.get('journal_steps', '?')} steps replayed{inside} "
                 f"in {secs} ({checked}); no step function ran" + (f"; {calls}" if calls else ""))
     live = r.get("live", [])
     n_changed = sum(1 for s in live if s.get("changed"))

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from ..core import rundir
-from ..core.records import Record, step_name
+from ..core.records import LazyRecord, Record, step_name
 from ..core.redact import Redactor
 from ..errors import DivergenceError, ReplayError
 
@@ -149,6 +149,11 @@ class ReplaySession:
     def journal_steps(self) -> int:
         return len(self.steps)
 
+    @property
+    def nested_steps(self) -> int:
+        """The journal's finished steps inside other steps: a served parent's children are never visited."""
+        return sum(1 for r in self.steps if (r.nested() if isinstance(r, LazyRecord) else "parent" in r))
+
     # -- checks made by Run.step
     def check_inputs(self, pos: int, rec: Record, inputs: dict[str, Any]) -> None:
         """Compare a served step's inputs with the recorded ones by hash.
@@ -251,6 +256,7 @@ class ReplaySession:
             "run_id": self.run_id,
             "pid": os.getpid(),
             "journal_steps": self.journal_steps,
+            "nested_steps": self.nested_steps,
             "replayed": self.replayed,
             "inputs_checked": self.inputs_checked,
             "inputs_unchecked": self.inputs_unchecked,
@@ -309,7 +315,7 @@ def _report_problem(doc: Any) -> str | None:
             return f'"{key}" must be a list of objects'
     if not isinstance(doc.get("error"), (str, type(None))):
         return '"error" must be a string or null'
-    for key in ("replayed", "journal_steps", "inputs_checked", "inputs_unchecked"):
+    for key in ("replayed", "journal_steps", "nested_steps", "inputs_checked", "inputs_unchecked"):
         if not isinstance(doc.get(key, 0), int):
             return f'"{key}" must be an integer'
     return None

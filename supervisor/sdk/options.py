@@ -104,11 +104,11 @@ class Call:
     While it runs it is the current step of its thread or task (:data:`CURRENT`): ``run.key`` and ``run.usage`` find it.
     """
 
-    __slots__ = ("call", "inputs", "k", "key", "name", "pos", "replay", "usage")
+    __slots__ = ("bid", "call", "depth", "ident", "inputs", "k", "key", "kids", "name", "parent", "pos", "replay", "usage")
 
     def __init__(
         self, pos: int, name: str, inputs: dict[str, Any], key: str, replay: dict[str, Any] | None = None, k: int = 0,
-        call: dict[str, Any] | None = None,
+        call: dict[str, Any] | None = None, parent: Call | None = None,
     ) -> None:
         self.pos = pos
         self.k = k
@@ -118,6 +118,15 @@ class Call:
         self.replay = replay
         self.usage: list[dict[str, Any]] | None = None
         self.call = call
+        self.parent = parent
+        """The enclosing step (its function called this one in the same thread or task), or ``None``."""
+        self.depth: int = 0 if parent is None else parent.depth + 1
+        self.ident: tuple[Any, ...] = (name, k) if parent is None else (name, k, parent.ident)
+        """The step's identity: its name and occurrence, then its parent's identity (nested steps)."""
+        self.bid: str | None = None
+        """The ``id`` of its ``begin`` record (its children's records name it as their ``parent``)."""
+        self.kids: dict[str, int] | None = None
+        """Calls so far per name of its children, in the current try: their occurrence ``k``."""
 
 
 CURRENT: ContextVar[Call | None] = ContextVar("agent_supervisor_step", default=None)

@@ -50,18 +50,23 @@ class Recorder:
         """The ``begin`` record of a live call (its key order is the wire's: kind, step, pos, attempt, ...)."""
         rec: Record = {"kind": wire.BEGIN, "step": c.name, "pos": c.pos, "attempt": self.attempt}
         if c.k:
-            rec["k"] = c.k  # the call's number among this name's calls: its identity is (step, k)
+            rec["k"] = c.k  # the call's number among this name's calls (in its parent): its identity is (step, k)
+        if c.parent is not None and c.parent.bid is not None:
+            rec["parent"] = c.parent.bid
         if inputs:
             rec["inputs"] = inputs
         if c.call is not None:
             rec["call"] = c.call
         self.append(rec, sync=False)
+        c.bid = rec.get("id")
 
     def finished(self, c: Call, out: Any, t0: float) -> Record:
         """The ``step`` record of a call that returned ``out`` (raises if ``out`` cannot be encoded)."""
         rec: Record = {"kind": wire.STEP, "step": c.name, "pos": c.pos, "attempt": self.attempt}
         if c.k:
             rec["k"] = c.k
+        if c.parent is not None and c.parent.bid is not None:
+            rec["parent"] = c.parent.bid
         inputs = c.inputs
         if inputs:
             rec["inputs"] = inputs
@@ -98,6 +103,8 @@ class Recorder:
         rec: Record = {"kind": wire.STEP, "step": c.name, "pos": c.pos, "attempt": self.attempt}
         if c.k:
             rec["k"] = c.k
+        if c.parent is not None and c.parent.bid is not None:
+            rec["parent"] = c.parent.bid
         if c.inputs:
             rec["inputs"] = c.inputs
         rec["error"] = {

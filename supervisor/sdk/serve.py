@@ -62,6 +62,11 @@ LIVE: Any = object()
 """What :meth:`Server.serve` returns for a call that runs live (and is recorded)."""
 
 
+AGAIN: Any = object()
+"""What :meth:`Server.serve` returns when the call is to be numbered again, at :attr:`Server.skip_to` (the children
+of the parent served before it were not visited)."""
+
+
 class ReplayLive:
     """What :meth:`Server.serve` returns in a replay for a step that runs live: its recorded step (``{}``: none)."""
 
@@ -95,9 +100,13 @@ class Server:
         self.steps: list[Any] = fold.history.steps  # Record or LazyRecord: lazy ones are parsed when served
         self.next = 0  # the next recorded step to serve in order
         self.overlap = False  # two steps of this process have overlapped (or a thread called one): see _in_order
-        self.table: dict[tuple[str, int], tuple[int, Record]] | None = None
+        self.table: dict[tuple[Any, ...], tuple[int, Record]] | None = None
+        """Steps by identity: ``(name, k)``, then the parent's identity for a nested step."""
         self._table_at: dict[int, Record] = {}
-        self._table_calls: set[tuple[str, int]] = set()
+        self._table_calls: set[tuple[Any, ...]] = set()
+        self._kids: dict[tuple[Any, ...], tuple[int, list[tuple[Any, ...]]]] = {}
+        self.skip_to = 0
+        """After a served parent: the position after its last child's (the next call's, as when it ran)."""
         self._hints: dict[Any, Any] = {}
         self._released: tuple[mmap.mmap | None, int] = (None, 0)  # the map and bytes of it given back
         self.replayed = StepNames()
@@ -123,16 +132,20 @@ class Server:
         return bool(t) if t is not None else self.next < len(self.steps)
 
     # ------------------------------------------------------------------ the one serve path
-    def serve(self, pos: int, k: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts) -> Any:
-        """The recorded output that answers the call ``(name, k)`` at ``pos``; :data:`LIVE` if it runs, or a
-        :class:`ReplayLive` in a replay's live step. Called with the run's lock held.
+    def serve(
+        self, pos: int, k: int, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+        opts: _Opts, parent: tuple[Any, ...] | None = None,
+    ) -> Any:
+        """The recorded output that answers the call ``(name, k)`` at ``pos`` (in the step of identity ``parent``:
+        a nested step); :data:`LIVE` if it runs, or a :class:`ReplayLive` in a replay's live step. Called with the
+        run's lock held.
 
         Serving in order: while the journal and the calls agree position by position (a sequential agent), the
         next recorded step (in commit order) answers the call. Recorded at another position, or under another
         name while steps overlap (a live step in flight, or a call from another thread than the one that opened
         the run), the table of steps by identity decides; another name at a recorded position is otherwise a
-        divergence. A million served steps go through here: the in-order lookup is inline (a frame
-        less a step).
+        divergence. Nested steps are served by identity (children commit before their parent: not in call
+        order). A million served steps go through here: the in-order lookup is inline (a frame less a step).
         """
         phase = self.phase
         if phase is _LIVE or phase is _CLOSED:
@@ -141,7 +154,7 @@ class Server:
         rec: Record | None = None
         taken: Any = None  # the entry served in order: only the state cursor may move past it
         i = self.next
-        if self.table is None and i < len(self.steps):
+        if self.table is None and i < len(self.steps) and parent is None:
             e = self.steps[i]
             if type(e) is LazyRecord:
                 try:
@@ -160,7 +173,11 @@ class Server:
                 if damaged and rec["seq"] >= damaged[0]["seq"]:
                     self.shadow.replay_to(rec["seq"])  # stops at a damaged line, before any step after it is served
                 rpos = int(rec.get("pos", i))  # a parsed line: the fold's position
-            if rpos != pos:
+            if "parent" in rec:
+                if rpos == pos:  # the children of the step served before (positions in call order): skipped
+                    return self._skip_children(i)
+                rec = None
+            elif rpos != pos:
                 rec = None
             elif rec.get("step") != name and step_name(rec) != name:
                 if not self.overlap:
@@ -173,9 +190,12 @@ class Server:
                     self._release_served(i)
             if rec is None:  # not the call of the next recorded step: the table decides
                 self._build_table()
-                rec = self._by_identity(pos, k, name, s)
+                rec = self._by_identity(pos, k, name, s, parent)
+        elif self.table is None and i < len(self.steps):  # a nested call
+            self._build_table()
+            rec = self._by_identity(pos, k, name, s, parent)
         elif self.table:
-            rec = self._by_identity(pos, k, name, s)
+            rec = self._by_identity(pos, k, name, s, parent)
         if s is not None:
             return self._replay(s, pos, name, rec, fn, args, kwargs, opts, taken)
         if rec is not None and (
@@ -189,6 +209,25 @@ class Server:
             self.to(Phase.LIVE)  # the next calls skip the lookups
         return LIVE
 
+    def _skip_children(self, i: int) -> Any:
+        """The recorded steps from ``i`` on are the children of the step served in order before (never visited):
+        serving in order goes on after them; :data:`AGAIN`: the call takes the position after theirs."""
+        steps, last = self.steps, -1
+        while i < len(steps):
+            e = steps[i]
+            if type(e) is LazyRecord:
+                if not e.nested():
+                    break
+                last = max(last, e.pos)
+            elif "parent" in e:
+                last = max(last, int(e.get("pos", last)))
+            else:
+                break
+            i += 1
+        self.next = i
+        self.skip_to = max(self.skip_to, last + 1)
+        return AGAIN
+
     def _stop_at(self, e: LazyRecord) -> NoReturn:
         """The lazily loaded step line ``e`` does not parse: the first damaged line (the lines before it were
         served); the state stops there, before any step after it is served."""
@@ -198,20 +237,29 @@ class Server:
         self.shadow.replay_to(bad["seq"])
         raise AssertionError("unreachable: replay_to stops at a damaged line")
 
-    def _by_identity(self, pos: int, k: int, name: str, s: ReplaySession | None) -> Record | None:
-        """The committed step of the call ``(name, k)`` from the table, taken; ``None``: it runs.
+    def _by_identity(self, pos: int, k: int, name: str, s: ReplaySession | None, parent: tuple[Any, ...] | None) -> Record | None:
+        """The committed step of the call ``(name, k)`` (in ``parent``) from the table, taken; ``None``: it runs.
+        A served parent's children are dropped (never visited), the next position after its last child's.
 
-        Not committed, it is a divergence when the sequential rule applies: one thread, nothing in flight, the
-        journal has another step committed at this position and never saw this call at all.
+        Not committed, it is a divergence when the sequential rule applies: one thread, nothing in flight but
+        its parents, the journal has another step committed at this position and never saw this call at all.
         """
         assert self.table is not None
-        hit = self.table.pop((name, k), None)
+        ident = (name, k) if parent is None else (name, k, parent)
+        hit = self.table.pop(ident, None)
         if hit is not None:
             self._table_at.pop(hit[0], None)
+            kids = self._kids.pop(ident, None)
+            if kids is not None:
+                self.skip_to = max(self.skip_to, kids[0] + 1)
+                for kid in kids[1]:
+                    gone = self.table.pop(kid, None)
+                    if gone is not None and self._table_at.get(gone[0]) is gone[1]:
+                        del self._table_at[gone[0]]
             return hit[1]
         other = self._table_at.get(pos)
-        if other is not None and not self.overlap and (name, k) not in self._table_calls:
-            raise self._divergence(s, pos, other, name)
+        if other is not None and not self.overlap and ident not in self._table_calls:
+            raise self._divergence(s, pos, other, name if parent is None else _path(ident))
         return None
 
     def _divergence(self, s: ReplaySession | None, pos: int, rec: Record, name: str) -> DivergenceError:
@@ -382,9 +430,9 @@ class Server:
         f.extend(entries)
         final, committed, by_id = _calls(f, *_positions(entries))
         counts: dict[str, int] = {}
-        table: dict[tuple[str, int], tuple[int, Record]] = {}
+        table: dict[tuple[Any, ...], tuple[int, Record]] = {}
         at: dict[int, Record] = {}
-        calls: set[tuple[str, int]] = set()
+        calls: set[tuple[Any, ...]] = set()
         for p in sorted(final):  # journals of older SDKs: k from the positions
             n = final[p]
             k = counts.get(n, 0)
@@ -394,14 +442,30 @@ class Server:
             if c is not None and step_name(c) == n and c["seq"] not in served:
                 table[(n, k)] = (p, c)
                 at[p] = c
+        kids: dict[tuple[Any, ...], tuple[int, list[tuple[Any, ...]]]] = {}
         for ident, (p, r) in by_id.items():
             calls.add(ident)
             if r is not None and r["seq"] not in served:
                 table[ident] = (p, r)
                 at[p] = r
-        self.table, self._table_at, self._table_calls = table, at, calls
+            up = ident
+            while len(up) == 3:  # a nested call: its position and identity under each of its ancestors
+                up = up[2]
+                last, under = kids.get(up, (-1, []))
+                under.append(ident)
+                kids[up] = (max(last, p), under)
+        self.table, self._table_at, self._table_calls, self._kids = table, at, calls, kids
         if self.phase is Phase.IN_ORDER:
             self.to(Phase.BY_IDENTITY)
+
+
+def _path(ident: tuple[Any, ...]) -> str:
+    """A nested call's path for a message: the names of its enclosing steps, then its own (``outer > inner``)."""
+    names = [ident[0]]
+    while len(ident) == 3:
+        ident = ident[2]
+        names.append(ident[0])
+    return " > ".join(reversed(names))
 
 
 def _json_type(v: Any) -> str:
@@ -430,12 +494,15 @@ def _positions(entries: list[Any]) -> tuple[dict[int, Any], set[Any]]:
 
 def _calls(
     f: Fold, rpos: dict[int, Any], numbered: set[Any]
-) -> tuple[dict[int, str], dict[int, Record], dict[tuple[str, int], tuple[int, Record | None]]]:
+) -> tuple[dict[int, str], dict[int, Record], dict[tuple[Any, ...], tuple[int, Record | None]]]:
     """Along the effective history: the last call's name at each position and its committed step (attempts
-    without ``k``), and each numbered call's committed step by ``(step, k)`` (``None``: not committed)."""
+    without ``k``), and each numbered call's committed step by ``(step, k)``, then its parent's identity for
+    a nested call (``None``: not committed). A nested call whose parent's ``begin`` is not on the effective
+    history (abandoned by a rollback, or another attempt's) is no call of it."""
     final: dict[int, str] = {}
     committed: dict[int, Record] = {}
-    by_id: dict[tuple[str, int], tuple[int, Record | None]] = {}
+    by_id: dict[tuple[Any, ...], tuple[int, Record | None]] = {}
+    begins: dict[Any, tuple[Any, ...]] = {}  # a numbered begin's id -> its call's identity
     for r in f.history.effective:
         kind = r.get("kind", wire.STEP)
         if (kind != wire.BEGIN and kind != wire.STEP) or r.get("was"):
@@ -445,7 +512,14 @@ def _calls(
         if r.get("attempt") in numbered:
             # the call's identity is in the record: positions of another attempt (threads number their
             # calls in another order each time) never shadow it
-            ident = (step_name(r), int(r.get("k") or 0))
+            ident: tuple[Any, ...] = (step_name(r), int(r.get("k") or 0))
+            if "parent" in r:
+                up = begins.get(r["parent"])
+                if up is None:
+                    continue
+                ident = (*ident, up)
+            if kind == wire.BEGIN and "id" in r:
+                begins[r["id"]] = ident
             old = by_id.get(ident)
             ok = kind == wire.STEP and r.get("error") is None
             by_id[ident] = (p, r if ok else (old[1] if old and kind == wire.BEGIN else None))

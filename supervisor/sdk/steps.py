@@ -20,7 +20,7 @@ from .exits import exit_agent
 from .names import StepNames
 from .options import CURRENT, Call, RetryPolicy, _is_async_fn, _Opts, asyncio_mod, call_async, call_sync, timed_out_of
 from .recorder import Recorder
-from .serve import LIVE, ReplayLive, Server
+from .serve import AGAIN, LIVE, ReplayLive, Server
 from .shadow import Shadow
 
 P = ParamSpec("P")
@@ -159,30 +159,43 @@ class Steps:
     def _enter(self, name: str, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], opts: _Opts) -> Any:
         """Number the call, then serve it or begin it live: the served output, or the :class:`Call` to run.
         Called with the lock held."""
+        server = self.server
         pos = self.pos
+        if pos < server.skip_to:  # a served parent: its children's positions are not visited
+            pos = server.skip_to
         self.pos = pos + 1
-        counts = self.counts
+        parent = CURRENT.get()  # the step whose function calls this one: a nested step is its child
+        if parent is None:
+            counts, depth = self.counts, 0
+        else:
+            if parent.kids is None:
+                parent.kids = {}
+            counts, depth = parent.kids, parent.depth + 1
         k = counts.get(name, 0)
         counts[name] = k + 1
-        server = self.server
-        if not server.overlap and (self.inflight or get_ident() != self.owner):
+        if not server.overlap and (self.inflight > depth or get_ident() != self.owner):  # its ancestors are no overlap
             server.overlap = True
         try:
-            out = server.serve(pos, k, name, fn, args, kwargs, opts)
+            pid = None if parent is None else parent.ident
+            out = server.serve(pos, k, name, fn, args, kwargs, opts, pid)
+            if out is AGAIN:  # the parent served before had children: this call comes after them
+                pos = server.skip_to
+                self.pos = pos + 1
+                out = server.serve(pos, k, name, fn, args, kwargs, opts, pid)
             if out is not LIVE:
                 if type(out) is not ReplayLive:
                     return out
-                c = Call(pos, name, {}, f"{self.key_prefix}{pos}", out.rec)
+                c = Call(pos, name, {}, f"{self.key_prefix}{pos}", out.rec, k, None, parent)
             else:
                 inputs: dict[str, Any] = {}
                 if args:
                     inputs["args"] = list(args)
                 if kwargs:
                     inputs["kwargs"] = kwargs
-                c = Call(pos, name, inputs, f"{self.key_prefix}{pos}", None, k, opts.call)
+                c = Call(pos, name, inputs, f"{self.key_prefix}{pos}", None, k, opts.call, parent)
                 self.recorder.begin(c, inputs)
         except BaseException:
-            self._give_back(pos, name)
+            self._give_back(pos, name, counts)
             raise
         self.inflight += 1
         return c
@@ -195,6 +208,7 @@ class Steps:
             tries = 1
             while True:
                 t0 = perf_counter()
+                c.kids = None  # each try numbers its children anew: a resume serves the last try's
                 try:
                     out = yield _CALL_OP
                     break
@@ -369,12 +383,14 @@ class Steps:
             )
 
     # ------------------------------------------------------------------ bookkeeping (under the lock)
-    def _give_back(self, pos: int, name: str) -> None:
-        """A call that failed and is the latest gives its position and its count back: a sequential agent's
-        failed step takes no position (as before steps could overlap), and the next call is numbered as it."""
+    def _give_back(self, pos: int, name: str, counts: dict[str, int] | None) -> None:
+        """A call that failed and is the latest gives its position and its count (in ``counts``, its parent's
+        or the run's) back: a sequential agent's failed step takes no position (as before steps could overlap),
+        and the next call is numbered as it."""
         if self.pos == pos + 1:
             self.pos = pos
-            self.counts[name] -= 1
+            if counts is not None and counts.get(name):
+                counts[name] -= 1
 
     def _leave(self, c: Call, *, give_back: bool = True) -> None:
         """A call that ends without a record (its record not written, or cancelled).
@@ -384,7 +400,7 @@ class Steps:
         """
         self.inflight -= 1
         if give_back:
-            self._give_back(c.pos, c.name)
+            self._give_back(c.pos, c.name, self.counts if c.parent is None else c.parent.kids)
 
     def _done(self, c: Call, rec: Record) -> None:
         """A step's record is committed."""
