@@ -25,6 +25,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "replay_cmds": ("replay", "fork"),
     "export_cmds": ("export",),
     "files_cmds": ("files",),
+    "compare_cmds": ("compare",),
     "proxy_cmds": ("llm-proxy",),
 }
 

@@ -415,8 +415,9 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
 
 
-def format_value_diff(old: Any, new: Any, indent: str = "    ") -> list[str]:
-    """Lines showing how ``old`` became ``new``: path-level changes, long texts as a unified diff."""
+def format_value_diff(old: Any, new: Any, indent: str = "    ", labels: tuple[str, str] = ("recorded", "new")) -> list[str]:
+    """Lines showing how ``old`` became ``new``: path-level changes, long texts as a unified diff (its two
+    sides named ``labels``)."""
     lines: list[str] = []
     for c in state_mod.diff(old, new):
         where = c.pointer or "/"
@@ -426,7 +427,7 @@ def format_value_diff(old: Any, new: Any, indent: str = "    ") -> list[str]:
             lines.append(f"{indent}- {where}: {_show(c.old, 100)}")
         elif isinstance(c.old, str) and isinstance(c.new, str) and ("\n" in c.old + c.new or len(c.old) + len(c.new) > 100):
             lines.append(f"{indent}~ {where}:")
-            udiff = difflib.unified_diff(c.old.splitlines(), c.new.splitlines(), "recorded", "new", lineterm="", n=2)
+            udiff = difflib.unified_diff(c.old.splitlines(), c.new.splitlines(), *labels, lineterm="", n=2)
             lines.extend(f"{indent}  {line}" for line in udiff)
         else:
             lines.append(f"{indent}~ {where}: {_show(c.old, 48)} -> {_show(c.new, 48)}")
