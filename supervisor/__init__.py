@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .core.rundir import EXIT_FAILED, EXIT_ROLLBACK
 from .errors import (
+    AskTimeout,
     CheckpointError,
     DivergenceError,
     FormatError,
@@ -38,6 +39,7 @@ __agent_supervisor__ = True
 __all__ = [
     "EXIT_FAILED",
     "EXIT_ROLLBACK",
+    "AskTimeout",
     "CheckpointError",
     "DivergenceError",
     "FormatError",

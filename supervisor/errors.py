@@ -150,6 +150,10 @@ class ControlBusy(ControlTimeout):
     """A supervisor lives but turned the connection away: every control slot waits for an answer."""
 
 
+class AskTimeout(SupervisorError, TimeoutError):
+    """``run.ask`` got no answer within its ``timeout`` and has no ``default``."""
+
+
 class InternalError(Exception):
     """A bug in agent-supervisor, never the user's input: shown with its traceback, not as a one-line error."""
 

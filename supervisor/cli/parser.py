@@ -26,6 +26,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "export_cmds": ("export",),
     "files_cmds": ("files",),
     "compare_cmds": ("compare",),
+    "pause_cmds": ("break", "continue", "answer"),
     "proxy_cmds": ("llm-proxy",),
 }
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ..core import rundir
+from ..core import pauses, rundir
 from ..core.command import portable_program, recorded_cwd
 from ..core.status import RunStatus
 from ..errors import RunDirError, SupervisorError, WorkspaceError
@@ -103,6 +103,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
                    help="attempts without progress before giving up (status failed)")
     p.add_argument("--hang-timeout", type=_positive(float), default=None, metavar="S",
                    help="restart when no journal record and no output came for S seconds (default: off)")
+    p.add_argument("--break", dest="breaks", action="append", default=[], metavar="PATTERN",
+                   help="pause before a live step whose name matches (fnmatch; 'interrupted': a step a crash cut off); "
+                   "repeatable, kept in the run directory (agent-supervisor break)")
     p.add_argument("--max-rss", type=_size, default=None, metavar="SIZE",
                    help="restart when the agent's process tree uses more memory, e.g. 2G (default: off)")
     p.add_argument("--stop-grace", type=_positive(float), default=d.stop_grace, metavar="S",
@@ -210,6 +213,9 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     if failed is not None:
         return failed
     sup.say(f"run directory {run_dir}")
+    if args.breaks:
+        doc = pauses.change_breakpoints(run_dir, add=args.breaks)
+        sup.say(f"breakpoints: {', '.join(doc['patterns'])} (agent-supervisor continue {run_dir} answers a pause)")
     if ws is not None:
         _attach_workspace(sup, ws)
     if args.otlp_endpoint:
@@ -445,13 +451,22 @@ def usage_fields(run_dir: Path) -> dict[str, Any]:
     from ..core.usage import run_usage
     from ..export.pricing import step_cost
 
-    u = run_usage(JournalReader(run_dir, chunk=FOLD_CHUNK).iter_entries(lazy=True), price=step_cost, calls=read_calls(run_dir))
+    marks: list[Any] = []  # the pause and choice records, seen in the same pass
+
+    def entries() -> Any:
+        for e in JournalReader(run_dir, chunk=FOLD_CHUNK).iter_entries(lazy=True):
+            if type(e) is dict and pauses.is_pause_kind(e.get("kind")):
+                marks.append(e)
+            yield e
+
+    u = run_usage(entries(), price=step_cost, calls=read_calls(run_dir))
 
     def tok(t: Any) -> dict[str, int]:
         return {"input": t.input, "output": t.output, "cached": t.cached, "total": t.total}
 
     return {"tokens": tok(u.tokens), "cost_usd": u.cost_usd, "unpriced_steps": u.unpriced,
-            "saved_tokens": tok(u.saved_tokens), "saved_cost_usd": u.saved_cost_usd}
+            "saved_tokens": tok(u.saved_tokens), "saved_cost_usd": u.saved_cost_usd,
+            "paused": pauses.paused_field({p.get("seq"): p for p in pauses.open_pauses(marks)})}
 
 
 def _usage_line(st: dict[str, Any]) -> str | None:
@@ -472,13 +487,21 @@ def _usage_line(st: dict[str, Any]) -> str | None:
 
 def cmd_status(args: argparse.Namespace) -> int:
     st = get_status(args.run_dir).fields
+    live_paused = st.get("paused")
     st.update(usage_fields(args.run_dir))
+    if st.get("live"):
+        st["paused"] = live_paused  # the supervisor's own reading (the same files)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(st, option=orjson.OPT_NON_STR_KEYS) + b"\n")
         sys.stdout.flush()
         return 0
     out = [f"run dir    {st['run_dir']}"]
     out.extend(_live_lines(st) if st.get("live") else _offline_lines(st))
+    if st.get("paused"):
+        p = st["paused"]
+        how = "answer RUN VALUE" if p.get("reason") == "ask" else "continue RUN [--step|--all|--inputs|--output|--abort]"
+        out.insert(2, f"paused     {pauses.pause_text(p)}" + (f" (+{p['others']} more)" if p.get("others") else "")
+                   + f"; agent-supervisor {how}")
     usage = _usage_line(st)
     if usage:
         out.insert(len(out) - 1 if st.get("live") else len(out), usage)
@@ -495,7 +518,7 @@ def _live_lines(st: dict[str, Any]) -> list[str]:
         line += f" (attempt {st['attempt']})"
     if st.get("backoff_s") is not None:
         line += f", restarting in {st.get('backoff_left_s', st['backoff_s']):.1f} s"
-    if st.get("paused"):
+    if st.get("restarts_paused"):
         line += ", restarts paused"
     out = [line, f"restarts   {st['restarts']}"]
     if st.get("pid"):

@@ -37,6 +37,8 @@ EVENTS = frozenset(
         "resource-error",
         "export-error",
         "files",
+        "paused",
+        "asked",
     }
 )
 

@@ -67,6 +67,7 @@ MISSING_TARGET = "rollback names a checkpoint not in the effective history"
 
 # The fold runs once per record of a million-record resume: plain-string kinds (:mod:`.wire`), no enum lookups.
 _STEP, _CHECKPOINT, _ROLLBACK, _BEGIN, _START = wire.STEP, wire.CHECKPOINT, wire.ROLLBACK, wire.BEGIN, wire.START
+_PAUSE, _CHOICE = wire.PAUSE, wire.CHOICE
 
 # The resume view (``JournalReader.resume_view``) hands out successful step lines unparsed and leaves
 # the begin lines out. A lazy step's ``pos`` is taken as the one after the highest so far (the count of
@@ -133,6 +134,8 @@ class History:
     """Checkpoint records of the effective history, in order."""
     rollbacks: list[Record] = field(default_factory=list)
     """Rollback records of the effective history, in order (one naming no checkpoint included)."""
+    pauses: list[Record] = field(default_factory=list)
+    """``pause`` and ``choice`` records, in order (a fold that keeps its history): ``core.pauses``."""
     damaged: list[Record] = field(default_factory=list)
     """The :data:`DAMAGED` records of the effective history that a resume cannot pass (all but damaged
     ``begin`` and ``start`` lines), in order: the SDK stops at the first."""
@@ -379,6 +382,8 @@ class Fold:
                     eff.append(e)
                     continue
                 if kind != _ROLLBACK and kind != _CHECKPOINT:  # begin, start, note, fork, a failed step
+                    if kind in (_PAUSE, _CHOICE):
+                        h.pauses.append(e)
                     if type(e.get("pos")) is not int:
                         e["pos"] = top + 1
                     eff.append(e)

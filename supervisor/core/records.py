@@ -36,6 +36,10 @@ class Kind(StrEnum):
     """This run was forked from another at a point."""
     NOTE = "note"
     """A free-form message."""
+    PAUSE = "pause"
+    """A live step waits for a person before its function runs (a breakpoint, ``run.ask``): ``core.pauses``."""
+    CHOICE = "choice"
+    """A person's answer to a ``pause`` (its ``seq`` in ``pause``)."""
 
 
 KINDS = frozenset(Kind)

@@ -56,6 +56,8 @@ EXIT_ROLLBACK = 75
 """The SDK appended a rollback record; restart me with the resume flag (EX_TEMPFAIL)."""
 EXIT_FAILED = 78
 """Permanent failure: do not restart me; the run directory keeps everything."""
+EXIT_ABORTED = 79
+"""A person aborted the run at a pause: do not restart me; nothing is lost, the run resumes when started again."""
 
 
 def new_run_id() -> str:

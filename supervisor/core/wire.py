@@ -35,6 +35,8 @@ CHECKPOINT = "checkpoint"
 ROLLBACK = "rollback"
 FORK = "fork"
 NOTE = "note"
+PAUSE = "pause"
+CHOICE = "choice"
 
 # --- line heads ---------------------------------------------------------------------------------
 WRITER = b'{"kind":"'

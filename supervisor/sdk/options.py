@@ -104,7 +104,9 @@ class Call:
     While it runs it is the current step of its thread or task (:data:`CURRENT`): ``run.key`` and ``run.usage`` find it.
     """
 
-    __slots__ = ("bid", "call", "depth", "ident", "inputs", "k", "key", "kids", "name", "parent", "pos", "replay", "usage")
+    __slots__ = (
+        "bid", "call", "depth", "extra", "ident", "inputs", "k", "key", "kids", "name", "parent", "pos", "replay", "usage",
+    )
 
     def __init__(
         self, pos: int, name: str, inputs: dict[str, Any], key: str, replay: dict[str, Any] | None = None, k: int = 0,
@@ -127,6 +129,8 @@ class Call:
         """The ``id`` of its ``begin`` record (its children's records name it as their ``parent``)."""
         self.kids: dict[str, int] | None = None
         """Calls so far per name of its children, in the current try: their occurrence ``k``."""
+        self.extra: dict[str, Any] | None = None
+        """Fields its step record gets from a person's answer at a pause (``given``, ``given_inputs``)."""
 
 
 CURRENT: ContextVar[Call | None] = ContextVar("agent_supervisor_step", default=None)

@@ -96,6 +96,8 @@ class Recorder:
             rec["call"] = c.call
         if c.usage:
             rec["usage"] = c.usage
+        if c.extra:
+            rec.update(c.extra)  # a person's answer at a pause: the output was given, or the inputs it ran with
         return rec
 
     def failed(self, c: Call, e: BaseException, t0: float, transient: bool) -> Record:

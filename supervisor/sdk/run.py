@@ -35,6 +35,7 @@ from ..core.records import Kind, Record
 from ..core.redact import Redactor, redact_argv, send_secrets
 from ..errors import DivergenceError, JournalLockedError, ReplayError, SupervisorError
 from ..replay.session import ReplaySession, open_replay_dir
+from .breaks import Gate, ask_pause, ask_result
 from .exits import EXIT_ERROR, check_run_files, check_writable, default_run_dir, exiting, locked_message, os_error
 from .names import StepNames
 from .options import CURRENT, NO_OPTS, RetryPolicy, StepOptions, _Opts
@@ -110,6 +111,8 @@ class Run:
         )
         if self._workspace is not None and writer is not None:
             self._steps.before_rollback = functools.partial(_abandoned, self.run_dir)
+        if writer is not None:  # a replay pauses nowhere
+            self._steps.gate = Gate(self.run_dir, self._recorder, self._lock, resumed.pauses)
         self._call = self._steps.call  # run.step's one frame less (a million served steps go through it)
         self._recorder.append(self._start_record(len(resumed.steps)))
 
@@ -250,6 +253,8 @@ class Run:
             rundir.update_run_json(self.run_dir, status=status, ended=rundir.utc_now())
         if server.session is not None:
             server.session.finish(self._steps.pos, None, server.unserved())
+        if self._steps.gate is not None:
+            self._steps.gate.close()
         if self._recorder.writer is not None:
             self._recorder.writer.close()
 
@@ -266,6 +271,42 @@ class Run:
         """``await run.astep(name, fn, *args)``: :meth:`step` for asyncio. ``fn`` is a coroutine function or a
         plain one (a plain one runs in the event loop's thread, or in a worker thread when it has a timeout)."""
         return await self._steps.acall(name, fn, args, kwargs, NO_OPTS)
+
+    def ask(self, prompt: str, *, choices: list[Any] | None = None, default: Any = None,
+            timeout: float | None = None) -> Any:
+        """A durable step whose output a person gives: the run pauses on the question until
+        ``agent-supervisor answer RUN VALUE`` (or the dashboard) answers it; on resume the answer is served.
+
+        ``choices``: the answers allowed. ``timeout`` seconds without an answer: ``default``, or
+        :class:`AskTimeout` without one. Its step is named ``ask``.
+        """
+        kw = _ask_kwargs(choices, default, timeout)
+        return self._call("ask", self._ask, (prompt,), kw, _ASK_OPTS)
+
+    async def aask(self, prompt: str, *, choices: list[Any] | None = None, default: Any = None,
+                   timeout: float | None = None) -> Any:
+        """:meth:`ask` for asyncio: the task waits for the answer, the others go on."""
+        kw = _ask_kwargs(choices, default, timeout)
+        return await self._steps.acall("ask", self._aask, (prompt,), kw, _ASK_OPTS)
+
+    def _ask(self, prompt: str, choices: list[Any] | None = None, default: Any = None,
+             timeout: float | None = None) -> Any:
+        gate = self._asking()
+        pause = ask_pause(gate, prompt, choices, default)
+        return ask_result(gate, pause, gate.wait(pause, timeout), choices, default, timeout)
+
+    async def _aask(self, prompt: str, choices: list[Any] | None = None, default: Any = None,
+                    timeout: float | None = None) -> Any:
+        gate = self._asking()
+        pause = ask_pause(gate, prompt, choices, default)
+        return ask_result(gate, pause, await gate.await_(pause, timeout), choices, default, timeout)
+
+    def _asking(self) -> Gate:
+        gate = self._steps.gate
+        if gate is None:
+            raise SupervisorError("run.ask: a replay has no person to ask, and this question was not answered in "
+                                  "the recorded run")
+        return gate
 
     def with_options(
         self,
@@ -540,3 +581,19 @@ def _weak_close(run: Run) -> Callable[[str], None]:
             r.close(status=status)
 
     return close
+
+
+_ASK_OPTS = NO_OPTS.merged(retries=0)
+"""A question is asked once: no answer in time is its answer (the default, or the error)."""
+
+
+def _ask_kwargs(choices: list[Any] | None, default: Any, timeout: float | None) -> dict[str, Any]:
+    """The question's options as its step's inputs (the ones given)."""
+    kw: dict[str, Any] = {}
+    if choices is not None:
+        kw["choices"] = list(choices)
+    if default is not None:
+        kw["default"] = default
+    if timeout is not None:
+        kw["timeout"] = timeout
+    return kw

@@ -16,6 +16,7 @@ from ..core import rundir
 from ..core.history import Fold, rollback_record
 from ..core.records import Record
 from ..errors import JournalError, SupervisorError
+from .breaks import Gate
 from .exits import exit_agent
 from .names import StepNames
 from .options import CURRENT, Call, RetryPolicy, _is_async_fn, _Opts, asyncio_mod, call_async, call_sync, timed_out_of
@@ -62,6 +63,8 @@ class Steps:
         self.inflight = 0
         self.owner = get_ident()  # calls from another thread are concurrent (see Server.serve)
         self.executed = StepNames()
+        self.gate: Gate | None = None
+        """Breakpoints and pauses (``None`` in a replay: nothing pauses)."""
         self.before_rollback: Callable[[int], Callable[[Record], None]] | None = None
         """With a workspace: saves what the rollback record about to get the seq given abandons (before the
         record: a killed process leaves a snapshot whose record never came, never used); returns what to call
@@ -74,6 +77,18 @@ class Steps:
             c = self._enter(name, fn, args, kwargs, opts)
         if type(c) is not Call:
             return c  # served from the journal
+        gate = self.gate
+        if gate is not None and c.replay is None:
+            pause = gate.pause_of(c)
+            if pause is not None:  # a breakpoint: wait for a person's answer, outside the lock
+                try:
+                    answer = gate.wait(pause)
+                    assert answer is not None  # no timeout: it waits for one
+                    fn, args, kwargs = gate.take(c, pause, answer, fn, args, kwargs)
+                except BaseException:
+                    with self.lock:
+                        self._leave(c, give_back=False)
+                    raise
         flow = self._flow(c, opts, threads=True)
         op = next(flow)
         while True:
@@ -105,6 +120,18 @@ class Steps:
             c = self._enter(name, fn, args, kwargs, opts)
         if type(c) is not Call:
             return c  # served from the journal
+        gate = self.gate
+        if gate is not None and c.replay is None:
+            pause = gate.pause_of(c)
+            if pause is not None:  # a breakpoint: the task waits for a person's answer, the others go on
+                try:
+                    answer = await gate.await_(pause)
+                    assert answer is not None
+                    fn, args, kwargs = gate.take(c, pause, answer, fn, args, kwargs)
+                except BaseException:
+                    with self.lock:
+                        self._leave(c, give_back=False)
+                    raise
         flow = self._flow(c, opts, threads=False)
         op = next(flow)
         while True:

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ..core import pauses
 from ..errors import SupervisorError
 from .control import Reply
 from .policy import Pending
@@ -77,7 +78,8 @@ class ControlCommands:
             "processes": sup.tree.sample.processes if child else 0,
             "records": sup.journal.records,
             "step": sup.cur.in_flight if sup.cur and child else None,
-            "paused": sm.paused,
+            "paused": pauses.paused_field(sup.journal.pauses),
+            "restarts_paused": sm.paused,
             "attempts_without_progress": sup.no_progress,
             "run_dir": str(sup.run_dir),
             "supervisor_pid": os.getpid(),
@@ -150,3 +152,4 @@ class ControlCommands:
         sup.do_rollback(**info)
         if backoff:
             sup.spawn(reason="rollback")
+

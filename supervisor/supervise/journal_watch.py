@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 import psutil
 
-from ..core import rundir, wire
+from ..core import pauses, rundir, wire
 from ..core.history import STEPS, Fold, Marker
 from ..core.journal_reader import Entry, JournalReader
 from ..core.records import Kind, Record, step_name
@@ -58,11 +58,16 @@ class JournalWatch:
         # that writes the journal without the SDK has no start record)
         self._writer_ours: bool | None = None
         self._writer_pid: int | None = None
+        self.pauses: dict[Any, Record] = {}
+        """The open pauses (``core.pauses``) by seq: a paused step is no hang."""
+        self.paused_new: list[Record] = []
+        """Pauses read since the supervisor last took them (for its ``paused`` and ``asked`` events)."""
 
     def load(self) -> list[Entry]:
         """One read of the whole journal at the start (the resume view: steps stay unparsed); then :meth:`poll`."""
         view = self.reader.resume_view()  # with its overlap verdicts: the fold need not search the file again
         self.fold.extend(view.entries, view.overlaps)
+        self.pauses = {p.get("seq"): p for p in pauses.open_pauses(view.entries)}
         self.records = self.reader.end_seq
         return view.entries
 
@@ -113,6 +118,12 @@ class JournalWatch:
         kind = ent.get("kind", Kind.STEP)
         if kind == Kind.START:
             self._started(ent, attempt_no)
+        elif kind == Kind.PAUSE:
+            if ent.get("seq") not in self.pauses:
+                self.paused_new.append(ent)
+            self.pauses[ent.get("seq")] = ent
+        elif kind == Kind.CHOICE:
+            self.pauses.pop(ent.get("pause"), None)
         if cur is None or self._writer_ours is False:
             return False
         _credit(cur, ent, kind)

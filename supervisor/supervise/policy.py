@@ -221,6 +221,8 @@ def _by_request(f: Facts, same: Decision) -> Decision | None:
         return replace(same, action=Action.PAUSE if f.paused else Action.RESTART, reason="request")
     if f.pending is None and f.code == 0 and not f.in_flight:
         return replace(same, action=Action.SUCCEED, reason="succeeded")
+    if f.pending is None and f.code == rundir.EXIT_ABORTED:
+        return replace(same, reason="aborted by a person at a pause")
     if f.pending is None and f.code == rundir.EXIT_FAILED:
         return replace(same, action=Action.FAIL, reason=f"the agent exited {rundir.EXIT_FAILED} (permanent failure)")
     return None

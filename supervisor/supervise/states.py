@@ -44,7 +44,8 @@ class ProcessState(str, enum.Enum):
 S = ProcessState
 TRANSITIONS: dict[ProcessState, frozenset[ProcessState]] = {
     S.STARTING: frozenset({S.RUNNING, S.FAILED, S.BACKOFF, S.PAUSED, S.STOPPED}),
-    S.RUNNING: frozenset({S.STOPPING, S.BACKOFF, S.STARTING, S.PAUSED, S.SUCCEEDED, S.FAILED}),
+    # an agent a person aborted at a pause (exit 79) ends the run stopped, with no stop request before
+    S.RUNNING: frozenset({S.STOPPING, S.BACKOFF, S.STARTING, S.PAUSED, S.SUCCEEDED, S.FAILED, S.STOPPED}),
     S.BACKOFF: frozenset({S.STARTING, S.PAUSED, S.STOPPED, S.FAILED}),
     # a stop on the way to a restart (hang, memory limit, rollback, restart request) goes to STARTING
     S.STOPPING: frozenset({S.STARTING, S.BACKOFF, S.PAUSED, S.STOPPED, S.SUCCEEDED, S.FAILED}),

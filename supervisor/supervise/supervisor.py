@@ -55,7 +55,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core import rundir
+from ..core import pauses, rundir
 from ..core.events import EventLog
 from ..core.llm_calls import CallsReader
 from ..core.records import Kind
@@ -485,6 +485,8 @@ class Supervisor:
             ws.drain()  # the workspace's changes seen so far: the records read next place them
         # the records themselves only when someone reads them (the workspace's step clock, the live exporter)
         new = self.journal.poll(self.cur, self.attempt_no, records=ws is not None or self.otlp is not None)
+        if self.journal.paused_new:
+            self._paused()
         if ws is not None:
             ws.journal(new, running=self.cur is not None and self.cur.status is None)
         if self.otlp is None:
@@ -498,10 +500,22 @@ class Supervisor:
         """Whether a ``start`` record was written by the current attempt (``tree.is_ours``)."""
         return is_ours(self.child, self.attempt_no, pid, supervisor, attempt)
 
+    def _paused(self) -> None:
+        """Pauses just read: said, and an event each (``paused``, or ``asked`` for ``run.ask``) for notifications."""
+        for p in self.journal.paused_new:
+            self.say(f"{pauses.pause_text(p)}: answer with 'agent-supervisor "
+                     f"{'answer ' + str(self.run_dir) + ' VALUE' if p.get('reason') == 'ask' else 'continue ' + str(self.run_dir)}'")
+            fields = {k: p.get(k) for k in ("step", "pos", "reason", "pattern", "inputs", "prompt", "choices") if k in p}
+            self.emit("asked" if p.get("reason") == "ask" else "paused", pause_seq=p.get("seq"), **fields)
+        self.journal.paused_new.clear()
+
     def _check_hang(self, now: float) -> None:
         limit = self.opts.hang_timeout
         cur = self.cur
         if not limit or cur is None or self.sm.state is not S.RUNNING:
+            return
+        if self.journal.pauses:  # a step waits for a person: no hang; its idle time counts from the answer
+            cur.last_activity = now
             return
         idle = now - cur.last_activity
         if idle >= limit:
