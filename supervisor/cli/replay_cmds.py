@@ -73,6 +73,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
         help="where the fork's files go, a new or empty directory (default: NEW_DIR.workspace beside the fork; "
         "see docs/workspace.md)",
     )
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
+                   help="re-run from here with a change: the fork's agent gets this environment variable (repeatable); "
+                   "the fork is started under supervise, then the compare command is printed")
+    p.add_argument("--live", action="append", default=[], metavar="GLOB",
+                   help="also run again the copied steps whose names match (fnmatch, repeatable), as replay --live "
+                   "does; starts the fork as --env does")
     p.add_argument("--json", action="store_true", help="print the fork's path and origin as one JSON object")
     p.set_defaults(func=cmd_fork)
 
@@ -168,11 +174,14 @@ def _open_tui(path: Path) -> int:
 
 def cmd_fork(args: argparse.Namespace) -> int:
     check_readable_run_dir(args.run_dir)
+    env = _env_pairs(args.env)
     h = history_mod.load(args.run_dir)
     seq = resolve_point(h, args.at)
     if seq < 0:
         raise SupervisorError(f"{args.run_dir} has no records to fork")
     new = fork(args.run_dir, seq, args.to, history=h, workspace=args.workspace)
+    if env or args.live:
+        return _start_changed(args, new, seq, env)
     files = _fork_files(new)
     if args.json:
         out = {"fork": str(new), "origin": str(args.run_dir), "seq": seq}
@@ -189,6 +198,39 @@ def cmd_fork(args: argparse.Namespace) -> int:
         print(f"its workspace: {root} ({held}; the original's workspace is not touched)")
     print(f"continue it live with: agent-supervisor supervise --run-dir {new} [-- CMD]   (without CMD: the recorded command)")
     return 0
+
+
+def _env_pairs(pairs: list[str]) -> dict[str, str]:
+    """``--env KEY=VALUE`` as a dict, each checked (before anything is written)."""
+    env: dict[str, str] = {}
+    for pair in pairs:
+        key, eq, value = pair.partition("=")
+        if not eq or not key or not key.replace("_", "a").isalnum() or key[0].isdigit():
+            raise SupervisorError(f"--env {pair!r}: give KEY=VALUE with KEY a variable name, e.g. --env MODEL=small")
+        env[key] = value
+    return env
+
+
+def _start_changed(args: argparse.Namespace, new: Path, seq: int, env: dict[str, str]) -> int:
+    """"Re-run from here with a change": the change in the fork's ``run.json`` (so every restart keeps it), the fork
+    run under ``supervise`` to its end here, then the command that compares it with its origin."""
+    import subprocess
+
+    from ..core import rundir
+
+    meta = rundir.read_run_json(new)
+    changes: dict[str, Any] = {}
+    if env:
+        changes["env"] = {**(meta.get("env") or {}), **env}
+    if args.live:
+        changes["rerun"] = list(args.live)
+    rundir.update_run_json(new, **changes)
+    what = ", ".join([*(f"{k}={v}" for k, v in env.items()), *(f"--live {g}" for g in args.live)])
+    print(f"forked {args.run_dir} at seq {seq} into {new} with {what}; running it under supervise", flush=True)
+    rc = subprocess.call([sys.executable, "-m", "supervisor", "supervise", "--run-dir", str(new)])
+    print(f"the fork ended (exit {rc}); compare it with its origin:\n"
+          f"  agent-supervisor compare {args.run_dir} {new}")
+    return rc
 
 
 def _fork_files(new: Path) -> tuple[Path, int | None] | None:

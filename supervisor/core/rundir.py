@@ -331,6 +331,10 @@ _RUN_JSON_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "supervisor_pid": (lambda v: v is None or (type(v) is int and v > 0), "a process id (a positive whole number) or null"),
     "llm_proxy": (lambda v: v is None or isinstance(v, dict), 'an object such as {"match": "identity"} or null'),
     "workspace": (lambda v: v is None or isinstance(v, dict), 'an object such as {"root": "/abs/path"} or null'),
+    "env": (lambda v: v is None or (isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items())),
+            'an object of strings such as {"MODEL": "small"} (what the agent\'s environment gets) or null'),
+    "rerun": (lambda v: v is None or (isinstance(v, list) and all(isinstance(a, str) for a in v)),
+              'a list of step-name globs such as ["llm:*"] or null'),
 }
 """Every field of ``run.json`` the code reads, with what it must hold (``null`` stands for an absent field)."""
 

@@ -104,6 +104,7 @@ class Run:
         self._shadow = Shadow(self.run_dir, fold, bool(self.replay_mode), _stop_unset)
         self._recorder = Recorder(writer, fold, self._shadow, self.attempt)
         self._server = Server(self.run_dir, fold, self._shadow, session, on_changed_inputs, self._recorder.note)
+        self._server.rerun = meta.get("rerun") or None  # a fork made to run some recorded steps again
         self._shadow.stop = functools.partial(_stop_at_damaged, self._recorder, self._server)
         self._steps = Steps(
             self._lock, self._server, self._recorder, self._shadow, RetryPolicy(retries, transient, backoff, backoff_max),

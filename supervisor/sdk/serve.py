@@ -9,6 +9,7 @@ identity (``(name, k)``: steps overlapped, or ``match_by_name``), live (nothing 
 from __future__ import annotations
 
 import enum
+import fnmatch
 import functools
 import mmap
 import sys
@@ -111,6 +112,13 @@ class Server:
         self._released: tuple[mmap.mmap | None, int] = (None, 0)  # the map and bytes of it given back
         self.replayed = StepNames()
         self.phase = Phase.REPLAY if session is not None else Phase.IN_ORDER
+        self.rerun: list[str] | None = None
+        """A fork's ``rerun`` globs (``fork --live``): its steps copied from the origin whose names match run live."""
+
+    def _reruns(self, rec: Record) -> bool:
+        """Whether ``rec`` is a step the fork copied from its origin (``origin_seq``) that ``rerun`` runs again."""
+        return self.rerun is not None and "origin_seq" in rec and any(
+            fnmatch.fnmatchcase(step_name(rec), p) for p in self.rerun)
 
     def to(self, phase: Phase) -> None:
         """Move to ``phase``: only along :data:`_TRANSITIONS` (a wrong move is a bug of the SDK)."""
@@ -183,6 +191,8 @@ class Server:
                 if not self.overlap:
                     raise self._divergence(s, pos, rec, name)  # the sequential rule: another name at a recorded position
                 rec = None
+            elif self.rerun is not None and self._reruns(rec):
+                rec = None  # a fork's step to run again (the table leaves it out)
             else:  # taken
                 taken = e
                 self.next = i + 1
@@ -439,13 +449,13 @@ class Server:
             counts[n] = k + 1
             calls.add((n, k))
             c = committed.get(p)
-            if c is not None and step_name(c) == n and c["seq"] not in served:
+            if c is not None and step_name(c) == n and c["seq"] not in served and not self._reruns(c):
                 table[(n, k)] = (p, c)
                 at[p] = c
         kids: dict[tuple[Any, ...], tuple[int, list[tuple[Any, ...]]]] = {}
         for ident, (p, r) in by_id.items():
             calls.add(ident)
-            if r is not None and r["seq"] not in served:
+            if r is not None and r["seq"] not in served and not self._reruns(r):
                 table[ident] = (p, r)
                 at[p] = r
             up = ident

@@ -147,6 +147,8 @@ class Supervisor:
         self._stop_signal: int | None = None
         self._leftovers: list[int] = []
         self.run_id = run_dir.name
+        self.run_env: dict[str, str] = {}
+        """What ``run.json``'s ``env`` adds to the agent's environment (a fork made with ``fork --env``)."""
         self._high_water: int | None = None  # effective steps before a crash-loop rollback
         self._loop_pause_until = 0.0
         self._otlp: OtlpLive | None = None
@@ -240,6 +242,7 @@ class Supervisor:
             check_journal_free(self.run_dir, self.display_dir)
             self.attempt_no, self.run_id = record_start(self.run_dir, self.display_dir, self.argv, self.redactor,
                                                         self.cwd)
+            self.run_env = dict(rundir.read_run_json(self.run_dir).get("env") or {})  # a fork's change (fork --env)
             self.report.events = EventLog(self.run_dir, max_bytes=self.opts.log_max_bytes, keep=self.opts.log_keep)
             self.log = AgentLog(
                 self.run_dir, redact=self.redactor, max_bytes=self.opts.log_max_bytes, keep=self.opts.log_keep, tee=self.opts.tee
@@ -402,6 +405,7 @@ class Supervisor:
             }
         )
         env.pop(rundir.ENV_WORKSPACE, None)  # an outer run's is not this one's
+        env.update(self.run_env)
         env.update(self.workspace.env() if self.workspace is not None else {})
         # Python agents buffer a piped stdout: the terminal, agent.log and the hang watchdog would see nothing
         env.setdefault("PYTHONUNBUFFERED", "1")

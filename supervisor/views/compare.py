@@ -192,16 +192,16 @@ def calls_of(h: History) -> list[Call]:
 
 
 def _take(calls: dict[Any, Call], key: Any, ident: Ident, pos: int, r: Record, kind: str) -> None:
-    """A call's record, in file order: a committed step stays its answer; a later begin (a re-run after a
-    crash) or failed try replaces an unfinished or failed one."""
+    """A call's record, in file order: a later begin (a re-run after a crash) or failed try replaces an
+    unfinished or failed one; a later commit replaces any (as resume serves the last: ``fork --live``)."""
     old = calls.get(key)
     if old is None:
         calls[key] = Call(ident, pos, r, int(kind == wire.STEP and r.get("error") is not None))
         return
     if kind == wire.STEP and r.get("error") is not None:
         old.failed_tries += 1
-    if old.ok:
-        return  # committed: later records of it (none on the effective history) do not change it
+    if old.ok and not (kind == wire.STEP and r.get("error") is None):
+        return  # committed: only a later commit of the same call (a fork that ran it again) replaces it
     old.rec, old.pos = r, pos
 
 

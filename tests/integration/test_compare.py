@@ -105,3 +105,55 @@ def test_bad_input_exits_2_with_a_message(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     r = _compare(tmp_path / "empty", tmp_path / "a")
     assert r.returncode == 2 and "is not a run directory" in r.stderr and "Traceback" not in r.stderr
+
+
+FORKED_AGENT = '''
+import os, sys
+import orjson
+from supervisor import Run
+run = Run.open()
+ledger = open(sys.argv[1], "ab")
+def effect(name, value):
+    ledger.write(orjson.dumps({"call": name, "run": os.path.basename(str(run.run_dir))}) + b"\\n"); ledger.flush()
+    return value
+model = os.environ.get("MODEL", "big")
+plan = run.step("plan", lambda q: effect("plan", f"plan for {q}"), "q1")
+answer = run.step("llm:answer", lambda p: effect("llm:answer", f"{model} says {p}"), plan)
+run.step("tool:save", lambda a: effect("tool:save", len(a)), answer)
+run.close()
+'''
+
+
+@pytest.mark.timeout(120)
+def test_rerun_from_here_with_a_change_then_compare(tmp_path: Path) -> None:
+    """fork --at SEQ --env starts the fork under supervise with the change; compare names the first divergence."""
+    agent, ledger = tmp_path / "agent.py", tmp_path / "ledger.jsonl"
+    agent.write_text(FORKED_AGENT)
+    run = tmp_path / "run"
+    sup = subprocess.run([PY, "-m", "supervisor", "supervise", "-q", "--run-dir", str(run), "--", PY, str(agent),
+                          str(ledger)], capture_output=True, text=True, timeout=60, env=clean_env(), cwd=tmp_path)
+    assert sup.returncode == 0, sup.stderr
+    plan_seq = next(r["seq"] for r in (orjson.loads(x) for x in (run / "journal.jsonl").read_bytes().splitlines())
+                    if r.get("kind") == "step" and r["step"] == "plan")
+    r = subprocess.run([PY, "-m", "supervisor", "fork", str(run), "--at", str(plan_seq), "--to", str(tmp_path / "small"),
+                        "--env", "MODEL=small"], capture_output=True, text=True, timeout=90, env=clean_env(), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert f"agent-supervisor compare {run} {tmp_path / 'small'}" in r.stdout
+    calls = [orjson.loads(x) for x in ledger.read_bytes().splitlines()]
+    assert [(c["call"], c["run"]) for c in calls] == [("plan", "run"), ("llm:answer", "run"), ("tool:save", "run"),
+                                                     ("llm:answer", "small"), ("tool:save", "small")]  # plan served
+    doc = orjson.loads(_compare(run, tmp_path / "small", "--json").stdout)
+    assert doc["first_divergence"]["step"] == "llm:answer" and doc["first_divergence"]["verdict"] == "output differs"
+    assert [s["verdict"] for s in doc["steps"]] == ["same", "output differs", "inputs differ"]
+    # --live: run the copied model call again (the tool call before the fork point too would be served)
+    r = subprocess.run([PY, "-m", "supervisor", "fork", str(run), "--at", "end", "--to", str(tmp_path / "again"),
+                        "--env", "MODEL=tiny", "--live", "llm:*"], capture_output=True, text=True, timeout=90,
+                       env=clean_env(), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    again = [(c["call"], c["run"]) for c in (orjson.loads(x) for x in ledger.read_bytes().splitlines())][5:]
+    assert again == [("llm:answer", "again")]  # the model call ran again; plan and tool:save were served
+    doc = orjson.loads(_compare(run, tmp_path / "again", "--json").stdout)
+    assert [s["verdict"] for s in doc["steps"]] == ["same", "output differs", "same"]
+    bad = subprocess.run([PY, "-m", "supervisor", "fork", str(run), "--at", "end", "--env", "1X"], capture_output=True,
+                         text=True, timeout=30, env=clean_env(), cwd=tmp_path)
+    assert bad.returncode == 2 and "KEY=VALUE" in bad.stderr and not (tmp_path / "run-fork-end").exists()
