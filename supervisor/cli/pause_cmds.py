@@ -89,8 +89,12 @@ def cmd_break(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------- continue and answer
 def open_pauses(run_dir: Path) -> list[Record]:
     """The run's pauses no choice answered yet (read from its journal)."""
-    return pauses.open_pauses(e for e in JournalReader(run_dir).iter_entries(lazy=True)
-                              if type(e) is dict and pauses.is_pause_kind(e.get("kind")))
+    from ..core.llm_calls import read_calls
+
+    journal = [e for e in JournalReader(run_dir).iter_entries(lazy=True)
+               if type(e) is dict and pauses.is_pause_kind(e.get("kind"))]
+    held = [c for c in read_calls(run_dir) if pauses.is_pause_kind(c.get("kind"))]  # model calls the proxy holds
+    return pauses.open_pauses(journal) + pauses.open_pauses(held)
 
 
 def _pick(run_dir: Path, args: argparse.Namespace, *, ask: bool) -> Record:
@@ -120,10 +124,13 @@ def cmd_continue(args: argparse.Namespace) -> int:
     elif args.abort:
         answer["choice"] = "abort"
     elif args.inputs is not None:
-        answer.update(choice="inputs", inputs=pauses.check_inputs(_json(args.inputs, "--inputs")))
+        answer.update(choice="inputs", inputs=_json(args.inputs, "--inputs"))
     elif args.output is not None:
         answer.update(choice="output", output=_json(args.output, "--output"))
-    return _give(run_dir, _pick(run_dir, args, ask=False), answer, args)
+    pause = _pick(run_dir, args, ask=False)
+    if "inputs" in answer:
+        pauses.check_inputs(answer["inputs"], pause)
+    return _give(run_dir, pause, answer, args)
 
 
 def cmd_answer(args: argparse.Namespace) -> int:
@@ -146,15 +153,15 @@ def _json(text: str, what: str) -> Any:
 
 
 def _give(run_dir: Path, pause: Record, answer: dict[str, Any], args: argparse.Namespace) -> int:
-    seq = int(pause["seq"])
-    pauses.write_answer(run_dir, seq, answer)
+    seq, source = int(pause["seq"]), pause.get("source")
+    pauses.write_answer(run_dir, seq, answer, source)
     what = f"{answer['choice']}" + (f" {orjson.dumps(answer['answer']).decode()}" if "answer" in answer else "")
     if args.no_wait:
         print(f"answered pause seq {seq} (step {pause.get('step')!r}): {what}")
         return 0
     end = time.monotonic() + args.timeout
     while time.monotonic() < end:
-        if not pauses.answer_path(run_dir, seq).exists():  # the agent took it (and journaled the choice)
+        if not pauses.answer_path(run_dir, seq, source).exists():  # the agent took it (and journaled the choice)
             print(f"answered pause seq {seq} (step {pause.get('step')!r}): {what}; the agent took it")
             return 0
         time.sleep(0.05)

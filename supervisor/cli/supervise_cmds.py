@@ -459,14 +459,16 @@ def usage_fields(run_dir: Path) -> dict[str, Any]:
                 marks.append(e)
             yield e
 
-    u = run_usage(entries(), price=step_cost, calls=read_calls(run_dir))
+    calls = read_calls(run_dir)
+    u = run_usage(entries(), price=step_cost, calls=calls)
+    marks.extend(c for c in calls if pauses.is_pause_kind(c.get("kind")))  # model calls the proxy held
 
     def tok(t: Any) -> dict[str, int]:
         return {"input": t.input, "output": t.output, "cached": t.cached, "total": t.total}
 
     return {"tokens": tok(u.tokens), "cost_usd": u.cost_usd, "unpriced_steps": u.unpriced,
             "saved_tokens": tok(u.saved_tokens), "saved_cost_usd": u.saved_cost_usd,
-            "paused": pauses.paused_field({p.get("seq"): p for p in pauses.open_pauses(marks)})}
+            "paused": pauses.paused_field(dict(enumerate(pauses.open_pauses(marks))))}
 
 
 def _usage_line(st: dict[str, Any]) -> str | None:

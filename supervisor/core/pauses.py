@@ -23,6 +23,7 @@ import contextlib
 import fcntl
 import fnmatch
 import os
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -90,6 +91,44 @@ def change_breakpoints(run_dir: Path, *, add: Iterable[str] = (), remove: Iterab
         return doc
 
 
+class Breakpoints:
+    """A process's view of ``breakpoints.json``, read again only when the run directory changed (the file is
+    always replaced whole, by a rename: a new entry in the directory) or half a second passed (a file system
+    whose times are coarse): one ``fstat`` of the directory a look (about 1 us), no exception for a file that is
+    not there. A damaged file keeps the last good breakpoints; :attr:`error` says why (``new_error``: not said yet)."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.doc: dict[str, Any] = {"patterns": [], "next": False}
+        self.error: str | None = None
+        self.new_error = False
+        self._key: Any = None
+        self._fresh_until = 0.0
+        self._fd = -1
+
+    def read(self) -> dict[str, Any]:
+        if self._fd < 0:
+            self._fd = os.open(self.run_dir, os.O_RDONLY | os.O_DIRECTORY)  # fstat: half a path's stat
+        st = os.fstat(self._fd)
+        now = time.monotonic()
+        key = (st.st_ino, st.st_mtime_ns)
+        if key == self._key and now < self._fresh_until:
+            return self.doc
+        self._key, self._fresh_until = key, now + 0.5
+        try:
+            self.doc = read_breakpoints(self.run_dir)
+            self.error = None
+        except SupervisorError as e:
+            self.new_error = str(e) != self.error
+            self.error = str(e)
+        return self.doc
+
+    def close(self) -> None:
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
 def matches(doc: dict[str, Any], name: str) -> str | None:
     """The first pattern of ``doc`` that ``name`` matches (``interrupted`` is no name pattern)."""
     for p in doc["patterns"]:
@@ -100,43 +139,52 @@ def matches(doc: dict[str, Any], name: str) -> str | None:
 
 # ---------------------------------------------------------------------------------- pauses and answers
 def open_pauses(records: Iterable[Any]) -> list[Record]:
-    """The ``pause`` records among ``records`` (a journal's, in order) that no ``choice`` answered yet."""
+    """The ``pause`` records among ``records`` (a journal's, in order; ``llm.jsonl``'s, their ``source`` ``llm``)
+    that no ``choice`` of the same file answered yet."""
     pending: dict[Any, Record] = {}
     for r in records:
         if type(r) is not dict:
             continue
         kind = r.get("kind")
         if kind == PAUSE:
-            pending[r.get("seq")] = r
+            pending[(r.get("source"), r.get("seq"))] = r
         elif kind == CHOICE:
-            pending.pop(r.get("pause"), None)
+            pending.pop((r.get("source"), r.get("pause")), None)
     return list(pending.values())
 
 
-def answer_path(run_dir: Path, seq: int) -> Path:
-    return run_dir / ANSWERS / f"{seq}.json"
+def answer_path(run_dir: Path, seq: int, source: str | None = None) -> Path:
+    """Where the answer to the pause of ``seq`` goes: ``answers/SEQ.json`` for the journal's, ``answers/llm-SEQ.json``
+    for a model call the proxy holds (``source`` ``llm``: the seq is one of ``llm.jsonl``)."""
+    return run_dir / ANSWERS / (f"{source}-{seq}.json" if source else f"{seq}.json")
 
 
-def write_answer(run_dir: Path, seq: int, answer: dict[str, Any]) -> Path:
+def write_answer(run_dir: Path, seq: int, answer: dict[str, Any], source: str | None = None) -> Path:
     """Give the answer to the pause of ``seq`` (a later answer before the agent took it replaces it)."""
     d = run_dir / ANSWERS
     d.mkdir(mode=rundir.DIR_MODE, exist_ok=True)
-    path = answer_path(run_dir, seq)
+    path = answer_path(run_dir, seq, source)
     rundir.atomic_write(path, orjson.dumps({**answer, "answered": rundir.utc_now()}) + b"\n")
     return path
 
 
-def read_answer(run_dir: Path, seq: int) -> dict[str, Any] | None:
+def read_answer(run_dir: Path, seq: int, source: str | None = None) -> dict[str, Any] | None:
     """The answer given to the pause of ``seq``, if any (one that does not parse is none: being written)."""
     try:
-        doc = orjson.loads(answer_path(run_dir, seq).read_bytes())
+        doc = orjson.loads(answer_path(run_dir, seq, source).read_bytes())
     except (FileNotFoundError, orjson.JSONDecodeError):
         return None
     return doc if isinstance(doc, dict) and doc.get("choice") in CHOICES else None
 
 
-def check_inputs(value: Any) -> dict[str, Any]:
-    """Inputs given by hand, as the SDK records them: ``{"args": [...], "kwargs": {...}}`` (either may be absent)."""
+def check_inputs(value: Any, pause: Record | None = None) -> dict[str, Any]:
+    """Inputs given by hand, as the SDK records them: ``{"args": [...], "kwargs": {...}}`` (either may be absent);
+    for a model call the proxy holds (``pause`` from ``llm.jsonl``), the request body: any JSON object."""
+    if pause is not None and pause.get("source") == "llm":
+        if not isinstance(value, dict):
+            raise SupervisorError("a held model call's inputs are its request body: a JSON object such as "
+                                  '{"model": "...", "messages": [...]}')
+        return value
     if not isinstance(value, dict) or not set(value) <= {"args", "kwargs"}:
         raise SupervisorError('inputs are {"args": [...], "kwargs": {...}} as the step recorded them '
                               "(see its pause: agent-supervisor status RUN --json)")

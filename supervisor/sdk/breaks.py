@@ -40,41 +40,22 @@ class Gate:
         self.run_dir = run_dir
         self.recorder = recorder
         self.lock = lock
-        self.path = run_dir / pauses.BREAKPOINTS
-        self._key: Any = None
-        self._fresh_until = 0.0
-        self._dir_fd = -1
-        """The run directory, open for the life of the process (one descriptor)."""
-        self.doc: dict[str, Any] = {"patterns": [], "next": False}
+        self.file = pauses.Breakpoints(run_dir)
         self.sticky: dict[Sticky, Record] = {_sticky_of(p): p for p in pauses.open_pauses(earlier)}
         self._interrupted: set[Sticky] | None = None
 
     # ------------------------------------------------------------------ deciding
     def _breakpoints(self) -> dict[str, Any]:
-        """The file's breakpoints, read again only when the run directory changed (the file is always replaced
-        whole, by a rename: a new entry in the directory) or half a second passed (a file system whose times are
-        coarse): one ``fstat`` of the directory a live step, and no exception raised for a file that is not there."""
-        if self._dir_fd < 0:
-            self._dir_fd = os.open(self.run_dir, os.O_RDONLY | os.O_DIRECTORY)  # fstat: half a path's stat
-        st = os.fstat(self._dir_fd)
-        now = time.monotonic()
-        key = (st.st_ino, st.st_mtime_ns)
-        if key == self._key and now < self._fresh_until:
-            return self.doc
-        self._key, self._fresh_until = key, now + 0.5
-        try:
-            self.doc = pauses.read_breakpoints(self.run_dir)
-        except SupervisorError as e:  # a damaged file: said once, the last good breakpoints kept
-            if self.doc.get("damaged") != str(e):
-                self.recorder.note("breakpoints unreadable", error=str(e))
-                self.doc = {**self.doc, "damaged": str(e)}
-        return self.doc
+        """The breakpoints as the file holds them now (a damaged file: the last good ones, and a note once)."""
+        doc = self.file.read()
+        if self.file.new_error:
+            self.file.new_error = False
+            self.recorder.note("breakpoints unreadable", error=self.file.error)
+        return doc
 
     def close(self) -> None:
         """Let go of the run directory's descriptor (the run is closed: nothing pauses any more)."""
-        fd, self._dir_fd = self._dir_fd, -1
-        if fd >= 0:
-            os.close(fd)
+        self.file.close()
 
     def pause_of(self, c: Call) -> Record | None:
         """The pause a live call waits in (its record written), or ``None``: it runs."""

@@ -78,7 +78,7 @@ class ControlCommands:
             "processes": sup.tree.sample.processes if child else 0,
             "records": sup.journal.records,
             "step": sup.cur.in_flight if sup.cur and child else None,
-            "paused": pauses.paused_field(sup.journal.pauses),
+            "paused": pauses.paused_field(_open_pauses(sup)),
             "restarts_paused": sm.paused,
             "attempts_without_progress": sup.no_progress,
             "run_dir": str(sup.run_dir),
@@ -153,3 +153,10 @@ class ControlCommands:
         if backoff:
             sup.spawn(reason="rollback")
 
+
+def _open_pauses(sup: Supervisor) -> dict[Any, Any]:
+    """The journal's open pauses, then the model calls the proxy holds (their seqs are ``llm.jsonl``'s)."""
+    found: dict[Any, Any] = {("journal", k): p for k, p in sup.journal.pauses.items()}
+    if sup.llm_proxy is not None:
+        found.update({("llm", k): p for k, p in list(sup.llm_proxy.pauses.items())})
+    return found

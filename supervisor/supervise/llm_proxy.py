@@ -24,6 +24,7 @@ The one module that imports aiohttp (the ``llm-proxy`` extra): the supervisor im
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import os
 import secrets
@@ -33,6 +34,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
+
+import orjson
 
 try:
     import aiohttp
@@ -44,7 +47,7 @@ except ImportError as e:  # pragma: no cover - the extra is missing
         "the model-call proxy needs aiohttp: pip install 'agent-supervisor-tui[llm-proxy]'"
     ) from e
 
-from ..core import llm_calls, rundir, wire
+from ..core import llm_calls, pauses, rundir, wire
 from ..core.journal_writer import JournalWriter
 from ..core.llm_calls import CALLS, DIVERGED_NOTE, SERVED_NOTE
 from ..core.records import Record
@@ -152,6 +155,11 @@ class LlmProxy:
         self._error: BaseException | None = None
         self._unrecorded = 0
         """Calls answered that could not be recorded (a full disk): said once on stderr."""
+        self.breakpoints = pauses.Breakpoints(run_dir)
+        self.pauses: dict[Any, Record] = {}
+        """The calls held at a breakpoint now, or held when their attempt ended, by the seq of their ``pause``."""
+        self.paused_new: list[Record] = []
+        """Holds since the supervisor last took them (its ``paused`` events); appended from the proxy's thread."""
 
     # ------------------------------------------------------------------ life
     @property
@@ -169,6 +177,7 @@ class LlmProxy:
         """Open ``llm.jsonl`` (its lock, its torn tail), build the first attempt's table, listen."""
         self._writer = JournalWriter(self.run_dir, file=CALLS, redact=self.redact, count=count_lines)
         self._compactor = llm_calls.Compactor.load(self.run_dir)
+        self.pauses = {p.get("seq"): p for p in pauses.open_pauses(llm_calls.read_calls(self.run_dir))}
         self._attempt = _Attempt(self._attempt_n, self._table())
         self._thread = threading.Thread(target=self._serve_forever, name="llm-proxy", daemon=True)
         self._thread.start()
@@ -208,6 +217,7 @@ class LlmProxy:
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        self.breakpoints.close()
 
     def _serve_forever(self) -> None:
         try:  # uvloop (in the extra) where it installs: about a third less added latency a call
@@ -307,12 +317,85 @@ class LlmProxy:
             return self._refuse(call)
         ok = False
         try:
+            held = await self._hold(call)
+            if held is not None:
+                if held["choice"] == "abort":
+                    return web.json_response({"error": {"type": "agent_supervisor_aborted", "message": (
+                        "a person aborted this model call at a breakpoint; it was not made")}}, status=409)
+                if held["choice"] == "output":
+                    ok = True
+                    return await self._given(call, held.get("output"))
+                if held["choice"] == "inputs":
+                    call["extra"] = {"given_inputs": held.get("inputs")}
+                    raw = orjson.dumps(held.get("inputs"))
             resp, ok = await self._forward(request, call, upstream.rstrip("/") + path, raw)
             return resp
         finally:
             if not ok:
                 att.give_back("key", key)
                 att.give_back("match", match)
+
+    # ------------------------------------------------------------------ breakpoints (core.pauses)
+    async def _hold(self, call: dict[str, Any]) -> dict[str, Any] | None:
+        """A live call whose name matches a breakpoint (or held when its attempt ended) is held before it goes
+        upstream: a ``pause`` record in ``llm.jsonl``, then the answer (``answers/llm-SEQ.json``), journaled as a
+        ``choice``. ``None``: it goes on at once."""
+        name = _call_name(call)
+        held = next((p for p in self.pauses.values() if p.get("key") == call["key"] and p.get("k") == call["k"]), None)
+        if held is None:
+            doc = self.breakpoints.read()
+            if not doc["patterns"] and not doc["next"]:
+                return None
+            pattern = pauses.matches(doc, name)
+            if pattern is None and not doc["next"]:
+                return None
+            if pattern is None:
+                pauses.change_breakpoints(self.run_dir, next_step=False)
+            held = {"kind": pauses.PAUSE, "step": name, "attempt": call["attempt"], "key": call["key"], "k": call["k"],
+                    "inputs": call["body"], "reason": "breakpoint" if pattern else "next", "source": "llm"}
+            if pattern:
+                held["pattern"] = pattern
+            if not await self._write_synced({k: v for k, v in held.items() if k != "source"}, held):
+                return None  # it could not be recorded: a hold nothing shows would hang the agent
+            self.pauses[held["seq"]] = held
+            self.paused_new.append(held)
+        seq = int(held["seq"])
+        while (answer := pauses.read_answer(self.run_dir, seq, "llm")) is None:
+            await asyncio.sleep(0.05)
+        choice: dict[str, Any] = {"kind": pauses.CHOICE, "pause": seq, "step": name, "choice": answer["choice"]}
+        choice.update({f: answer[f] for f in ("inputs", "output", "by", "answered") if f in answer})
+        await self._write_synced(choice, choice)
+        self.pauses.pop(seq, None)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(pauses.answer_path(self.run_dir, seq, "llm"))
+        if answer["choice"] == "all":
+            pauses.change_breakpoints(self.run_dir, remove=None, next_step=False)
+        elif answer["choice"] == "step":
+            pauses.change_breakpoints(self.run_dir, next_step=True)
+        return answer
+
+    async def _write_synced(self, rec: dict[str, Any], into: dict[str, Any]) -> bool:
+        """Write ``rec`` to ``llm.jsonl`` and wait for its sync; its ``seq`` goes to ``into``. ``False``: not written."""
+        w = self._writer
+        assert w is not None
+        try:
+            end = w.write(rec)
+            into["seq"] = rec["seq"]
+            fut = w.synced_future(end)
+            if fut is not None:
+                await fut
+        except JournalError as e:
+            print(f"agent-supervisor: a breakpoint could not be recorded ({e}): the model call goes on", file=self.stderr,
+                  flush=True)
+            return False
+        return True
+
+    async def _given(self, call: dict[str, Any], output: Any) -> web.Response:
+        """Skip: the call is recorded as answered with the output a person gave (``given``), never made upstream."""
+        call["extra"] = {"given": True}
+        answer = {"status": 200, "headers": {"content-type": "application/json"}, "body": output}
+        await self._record(call, {}, rundir.utc_now(), time.perf_counter(), answer, None)
+        return web.json_response(output, status=200)
 
     def _refuse(self, call: dict[str, Any]) -> web.Response:
         """Not live (``replay --verify``): the first call without a record is the mismatch."""
@@ -474,7 +557,7 @@ class LlmProxy:
         route, model = call["route"], call["model"]
         api = llm_calls.api_of(call["path"])
         rec: dict[str, Any] = {
-            "kind": wire.STEP, "step": f"llm:{route}:{model if isinstance(model, str) else api}",
+            "kind": wire.STEP, "step": _call_name(call),
             "attempt": call["attempt"], "started": started,
             "dur_ms": round((time.perf_counter() - t0) * 1000, 3),
             "call": {"kind": "model", "via": "proxy", "provider": route, "model": model, "api": api,
@@ -484,6 +567,8 @@ class LlmProxy:
         }
         if blobs:
             rec["blobs"] = blobs
+        if call.get("extra"):
+            rec.update(call["extra"])  # a person's answer at a breakpoint: other inputs, or the output given
         if answer is not None:
             rec["output"] = answer
             usage = llm_calls.usage_of(route, answer.get("body"), answer.get("events", ()), model)
@@ -502,3 +587,9 @@ class LlmProxy:
                 print(f"agent-supervisor: model calls can no longer be recorded ({e}); they are passed through, "
                       "and a restart pays for them again", file=self.stderr, flush=True)
             self._unrecorded += 1
+
+
+def _call_name(call: dict[str, Any]) -> str:
+    """A proxied call's step name: ``llm:<provider>:<model>`` (the API when the body names no model)."""
+    model = call["model"]
+    return f"llm:{call['route']}:{model if isinstance(model, str) else llm_calls.api_of(call['path'])}"

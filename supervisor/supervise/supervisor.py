@@ -489,7 +489,7 @@ class Supervisor:
             ws.drain()  # the workspace's changes seen so far: the records read next place them
         # the records themselves only when someone reads them (the workspace's step clock, the live exporter)
         new = self.journal.poll(self.cur, self.attempt_no, records=ws is not None or self.otlp is not None)
-        if self.journal.paused_new:
+        if self.journal.paused_new or (self.llm_proxy is not None and self.llm_proxy.paused_new):
             self._paused()
         if ws is not None:
             ws.journal(new, running=self.cur is not None and self.cur.status is None)
@@ -506,6 +506,9 @@ class Supervisor:
 
     def _paused(self) -> None:
         """Pauses just read: said, and an event each (``paused``, or ``asked`` for ``run.ask``) for notifications."""
+        held = self.llm_proxy.paused_new if self.llm_proxy is not None else []
+        while held:  # model calls the proxy holds (appended from its thread: taken one by one)
+            self.journal.paused_new.append(held.pop(0))
         for p in self.journal.paused_new:
             self.say(f"{pauses.pause_text(p)}: answer with 'agent-supervisor "
                      f"{'answer ' + str(self.run_dir) + ' VALUE' if p.get('reason') == 'ask' else 'continue ' + str(self.run_dir)}'")
@@ -518,7 +521,8 @@ class Supervisor:
         cur = self.cur
         if not limit or cur is None or self.sm.state is not S.RUNNING:
             return
-        if self.journal.pauses:  # a step waits for a person: no hang; its idle time counts from the answer
+        if self.journal.pauses or (self.llm_proxy is not None and self.llm_proxy.pauses):
+            # a step (or a model call the proxy holds) waits for a person: no hang; idle time counts from the answer
             cur.last_activity = now
             return
         idle = now - cur.last_activity
