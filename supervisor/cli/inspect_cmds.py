@@ -23,7 +23,7 @@ from ..core import state as state_mod
 from ..core.cursor import StateCursor
 from ..core.journal_reader import Entry, JournalReader
 from ..core.pairing import Pairing
-from ..core.records import BadLine, preview
+from ..core.records import BadLine, Kind, preview
 from ..core.rundir import check_readable_run_dir
 from ..errors import SupervisorError
 from . import log_text
@@ -100,6 +100,8 @@ class _Filter:
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.kinds = set(args.kind) if args.kind else None
+        self.seen: set[str] = set()
+        """The ``--kind`` kinds some record had (an unknown one no record had is said at the end)."""
         self.step = re.compile(fnmatch.translate(args.step)) if args.step else None
         self.since_seq: int | None = None
         self.since_text: str | None = None
@@ -133,8 +135,10 @@ class _Filter:
     def __call__(self, item: stream.Item) -> bool:
         """Whether ``log`` prints the record: ``--kind`` and ``--step`` first, then ``--since`` (from the
         first record they choose that is at or after the point on)."""
-        if self.kinds is not None and item.kind not in self.kinds:
-            return False
+        if self.kinds is not None:
+            if item.kind not in self.kinds:
+                return False
+            self.seen.add(item.kind)
         if self.step is not None:
             name = item.step_name()
             if name is None or self.step.match(name) is None:
@@ -324,6 +328,12 @@ def cmd_log(args: argparse.Namespace) -> int:
         if enabled:
             gc.enable()
     out.flush()
+    known = [k.value for k in Kind]
+    unknown = sorted(k for k in keep.kinds or () if k not in known and k != "damaged")
+    if unknown and not keep.seen:  # a typo (--kind steps): not silence with exit 0
+        print(f"agent-supervisor: no record has the kind {', '.join(map(repr, unknown))}: the kinds are "
+              f"{', '.join(known)}, damaged (and any a writer of its own uses)", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -270,13 +270,17 @@ class TimedOut:
 
     __slots__ = ("name", "running", "timeout")
 
-    def __init__(self, name: str, timeout: float, running: Running) -> None:
+    def __init__(self, name: str, timeout: float, running: Running | None) -> None:
         self.name = name
         self.timeout = timeout
         self.running = running
+        """The plain function's call that runs on; ``None``: a coroutine, cancelled at the timeout."""
 
     def say(self, e: BaseException, tries: int, of: int, more: str = "") -> None:
         """Set ``e``'s message: which try timed out, and that the call may still be running (``more``: what then)."""
+        if self.running is None:
+            e.args = (f"step {self.name!r} timed out after {self.timeout} s (try {tries} of {of}); it was cancelled",)
+            return
         e.args = (f"step {self.name!r} timed out after {self.timeout} s (try {tries} of {of}); a plain function "
                   f"cannot be stopped: it may still be running{more}",)
 
@@ -287,7 +291,7 @@ def timed_out_of(e: BaseException) -> TimedOut | None:
     return t if type(t) is TimedOut else None
 
 
-def _timed_out(name: str, timeout: float, running: Running) -> TimeoutError:
+def _timed_out(name: str, timeout: float, running: Running | None) -> TimeoutError:
     e = TimeoutError(f"step {name!r} timed out after {timeout} s")
     e.__dict__["timed_out"] = TimedOut(name, timeout, running)
     return e
@@ -319,7 +323,12 @@ async def call_async(name: str, fn: Callable[..., Any], args: tuple[Any, ...], k
             out = await out
         return out
     if _is_async_fn(fn):
-        return await asyncio.wait_for(fn(*args, **kwargs), timeout)  # its own TimeoutError too: left as it is
+        try:
+            return await asyncio.wait_for(fn(*args, **kwargs), timeout)
+        except TimeoutError as e:
+            if isinstance(e.__cause__, asyncio.CancelledError):  # the timeout cancelled it (its own: left as it is)
+                raise _timed_out(name, timeout, None) from None
+            raise
     running = Running(name, fn, args, kwargs, asyncio.get_running_loop())
     try:
         await asyncio.wait_for(asyncio.shield(running.fut), timeout)

@@ -324,7 +324,7 @@ class Steps:
         t = timed_out_of(e)
         if t is not None:
             more = ""
-            if delay is not None and not opts.overlap_retry and not t.running.done.is_set():
+            if delay is not None and not opts.overlap_retry and t.running is not None and not t.running.done.is_set():
                 waited = perf_counter()
                 if not (yield (_WAIT, (t.running, t.timeout))):
                     delay = None

@@ -120,3 +120,37 @@ def test_an_always_hanging_step_gives_up_after_the_failure_limit_one_call_an_att
     assert [r.get("kind") for r in recs if r.get("kind") in ("rollback",)] == ["rollback"]
     gave_up = [r for r in recs if r.get("kind") == "note" and r.get("status") == "failed"]
     assert gave_up and "2 consecutive failures of step 'hang'" in gave_up[0]["reason"], gave_up
+
+
+CORO_AGENT = '''
+import asyncio, sys
+from supervisor import Run
+
+async def slow() -> None:
+    await asyncio.sleep(5)
+
+async def own() -> None:
+    raise TimeoutError("its own timeout")
+
+with Run.open(sys.argv[1], max_failures=100) as run:
+    for fn in (slow, own):
+        try:
+            asyncio.run(run.with_options(timeout=0.05, retries=1, backoff=0.01).astep(fn.__name__, fn))
+        except TimeoutError as e:
+            print(fn.__name__, str(e))
+'''
+
+
+@pytest.mark.timeout(60)
+def test_a_coroutine_past_its_timeout_says_so_with_the_try(tmp_path: Path) -> None:
+    """An async step cancelled at its timeout was journaled as ERROR with an empty message (issue 26, item 12)."""
+    agent = tmp_path / "agent.py"
+    agent.write_text(CORO_AGENT)
+    r = subprocess.run([sys.executable, str(agent), str(tmp_path / "run")], capture_output=True, text=True, timeout=60,
+                       env=clean_env(), cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "slow step 'slow' timed out after 0.05 s (try 2 of 2); it was cancelled" in r.stdout
+    assert "own its own timeout" in r.stdout  # a TimeoutError of the step's own is left as it is
+    errors = [e["error"]["message"] for e in JournalReader(tmp_path / "run").load()
+              if type(e) is dict and e.get("step") == "slow" and e.get("error")]
+    assert errors == [f"step 'slow' timed out after 0.05 s (try {i} of 2); it was cancelled" for i in (1, 2)]

@@ -123,7 +123,9 @@ def test_filters_choose_lines_of_the_whole_output(json: bool, monkeypatch: pytes
         got = _lines(base + extra, monkeypatch)
         assert got == [ln for ln in full if keep(*field(ln))], extra
         assert got  # every filter chooses something here: a filter that drops all would pass the line above
-    assert _lines(base + ["--kind", "nothing-of-this-kind"], monkeypatch) == []
+    # a kind no record has and no writer of this package uses (a typo): said, with the kinds, exit 1 (issue 26)
+    out, err, rc = _run_inprocess(base + ["--kind", "steps"], HERE, monkeypatch)
+    assert out == b"" and rc == 1 and b"no record has the kind 'steps': the kinds are start, begin, step" in err
 
 
 def _long_journal(run: Path, n: int) -> None:
