@@ -54,6 +54,15 @@ class Attempt:
     status: ExitStatus | None = None
     uptime_s: float = 0.0
     reason: str | None = None
+    records_at_start: int = -1
+    """The journal's records when it was spawned (none more at its exit: it ended before its first record)."""
+    stderr_tail: list[str] = field(default_factory=list)
+    """Its last stderr lines, at its exit (why it failed, for the give-up lines and ``status``)."""
+
+    @property
+    def last_error(self) -> str:
+        """Its last non-blank stderr line (``""``: it said nothing)."""
+        return next((ln.strip() for ln in reversed(self.stderr_tail) if ln.strip()), "")
 
     @property
     def in_flight(self) -> str | None:

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import selectors
 import signal
 import subprocess
@@ -441,7 +442,7 @@ class Supervisor:
         self.child = child
         self.tree.spawned(child)
         self.journal.new_attempt()
-        self.cur = Attempt(self.attempt_no, child.pid)
+        self.cur = Attempt(self.attempt_no, child.pid, records_at_start=self.journal.records)
         self.attempts.append(self.cur)
         self.sel.register(child.pidfd, selectors.EVENT_READ, self._on_child_exit)
         self.sel.register(child.out_fd, selectors.EVENT_READ, lambda: self._on_output("stdout"))
@@ -607,9 +608,10 @@ class Supervisor:
         pending = self.sm.take_pending()
         cur.reason = pending.action if pending else None
         step = cur.in_flight
+        cur.stderr_tail = self.log.stderr_tail()
         self.emit(
             "exit", pid=cur.pid, code=status.code, signal=status.signal, uptime_s=cur.uptime_s, step=step,
-            stderr_tail=self.log.stderr_tail(), progress=cur.progress, reason=cur.reason,
+            stderr_tail=cur.stderr_tail, progress=cur.progress, reason=cur.reason,
             leftovers_killed=killed,
         )
         self._say_exit(cur, killed, unfinished=status.code == 0 and step is not None and pending is None)
@@ -643,6 +645,8 @@ class Supervisor:
         self._high_water = d.high_water
         if d.action in (Action.STOP, Action.SUCCEED, Action.FAIL, Action.GIVE_UP):
             self._end_run(d, cur)
+            return
+        if self._same_startup_failure(cur, pending):
             return
         if d.rollback is Rollback.REQUESTED:
             assert pending is not None
@@ -708,20 +712,41 @@ class Supervisor:
         """Roll back now (the agent is gone): ``rollback.live_rollback``; the restore comes before the next spawn."""
         live_rollback(self, checkpoint, reason, by, reply)
 
+    def _same_startup_failure(self, cur: Attempt, pending: StopRequest | None) -> bool:
+        """Two attempts in a row that failed alike before their first journal record (the same exit and the same
+        last stderr lines: an import error, a missing file) fail at start-up for good: given up now, with the
+        error, rather than retried to the give-up limit. ``True``: the run ended."""
+        prev = self.attempts[-2] if len(self.attempts) >= 2 else None
+        if prev is None or pending is not None or not _startup_failure(cur, self.journal.records) or \
+                not _startup_failure(prev, cur.records_at_start) or _fingerprint(prev) != _fingerprint(cur) or \
+                not _DETERMINISTIC.search(cur.last_error):
+            return False
+        why = cur.last_error or f"exit {cur.status.describe() if cur.status else '?'}"
+        self.say(f"attempts {prev.number} and {cur.number} failed the same way before their first step: {why}; "
+                 f"a start-up failure is not retried further (fix it, then supervise --run-dir {self.display_dir} again)")
+        self._finish(S.FAILED, "failed", reason=f"the agent fails at start-up: {why}", attempts=[
+            {"attempt": a.number, "code": a.status.code if a.status else None,
+             "signal": a.status.signal if a.status else None, "uptime_s": a.uptime_s, "error": a.last_error}
+            for a in (prev, cur)])
+        return True
+
     def _give_up(self) -> None:
         recent = self.attempts[-self.opts.give_up_after :]
         summary = [
             {"attempt": a.number, "code": a.status.code if a.status else None,
              "signal": a.status.signal if a.status else None, "step": a.in_flight,
-             "uptime_s": a.uptime_s, "reason": a.reason}
+             "uptime_s": a.uptime_s, "reason": a.reason, "error": a.last_error}
             for a in recent
         ]
         self.say(f"gave up after {self.no_progress} attempts in a row without progress; the run directory keeps everything:")
         for s in summary:
             how = f"signal {s['signal']}" if s["signal"] else f"code {s['code']}"
             self.say(f"  attempt {s['attempt']}: {how} after {s['uptime_s']:.1f} s"
-                     + (f" in step {s['step']}" if s["step"] else "") + (f" ({s['reason']})" if s["reason"] else ""))
-        self._finish(S.FAILED, "failed", reason=f"{self.no_progress} attempts without progress", attempts=summary)
+                     + (f" in step {s['step']}" if s["step"] else "") + (f" ({s['reason']})" if s["reason"] else "")
+                     + (f": {s['error']}" if s["error"] else ""))
+        last = recent[-1].last_error if recent else ""
+        self._finish(S.FAILED, "failed", reason=f"{self.no_progress} attempts without progress"
+                     + (f"; the last said: {last}" if last else ""), attempts=summary)
 
     def _finish(self, state: ProcessState, status: str, **fields: Any) -> None:
         """Enter a terminal state (it records its event), then ``run.json`` and the exit code."""
@@ -820,3 +845,27 @@ class Supervisor:
             self.log = None
         self.report.close_events()
         self.sel.close()
+
+
+_DETERMINISTIC = re.compile(
+    r"^(?:\w+\.)*(?:ModuleNotFoundError|ImportError|SyntaxError|IndentationError|NameError|FileNotFoundError|"
+    r"IsADirectoryError|NotADirectoryError|PermissionError)\b|No such file or directory|command not found|"
+    r"can't open file|cannot open|is not recognized"
+)
+"""An error that fails the same way every time it starts (a missing module or file, a syntax error): seen twice
+alike before the first step, the run is not retried further. Other errors (a network refused, a 503) are retried
+as the policy says."""
+
+
+def _startup_failure(a: Attempt, records_at_exit: int) -> bool:
+    """An attempt that failed (not by a stop of ours) before it wrote a record but its ``start`` (the SDK's, at
+    ``Run.open``): no step began."""
+    st = a.status
+    return (st is not None and (st.code not in (0, None) or st.signal is not None) and a.reason is None
+            and a.progress == 0 and a.records_at_start >= 0 and records_at_exit <= a.records_at_start + 1)
+
+
+def _fingerprint(a: Attempt) -> tuple[Any, ...]:
+    """How an attempt failed: its exit and its last stderr lines."""
+    st = a.status
+    return (st.code if st else None, st.signal if st else None, tuple(ln.strip() for ln in a.stderr_tail[-3:]))

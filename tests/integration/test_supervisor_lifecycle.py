@@ -15,6 +15,7 @@ from supervisor.core.history import load
 
 from ..conftest import run_cli, wait_for
 from .supervisor_util import (
+    PY,
     Supervised,
     alive,
     guardian_of,
@@ -316,3 +317,25 @@ def test_offline_rollback_after_a_kill_9_stops_the_leftovers_first(tmp_path: Pat
     finally:
         first.kill()
         kill_pids(pids)
+
+
+@pytest.mark.timeout(60)
+def test_a_start_up_failure_seen_twice_alike_is_not_retried_to_the_limit(tmp_path: Path) -> None:
+    """An agent that cannot import its module fails the same way each time: given up after the second attempt,
+    and the error is in the supervisor's lines, run.json's reason and ``status`` (issue 26, item 5)."""
+    run_dir = tmp_path / "run"
+    with Supervised(run_dir, [PY, "-c", "import no_such_module_for_this_test"], *FAST, "--give-up-after", "10") as sup:
+        assert sup.wait(30) == 1, sup.stderr()
+    assert len(sup.events("exit")) == 2
+    assert "failed the same way before their first step: ModuleNotFoundError" in sup.stderr()
+    reason = rundir.read_run_json(run_dir)["reason"]
+    assert reason == "the agent fails at start-up: ModuleNotFoundError: No module named 'no_such_module_for_this_test'"
+    assert "ModuleNotFoundError" in run_cli("status", str(run_dir)).stdout
+    # an error that may pass (a refused connection) is retried as the policy says, and the give-up says it
+    run2 = tmp_path / "run2"
+    with Supervised(run2, [PY, "-c", "raise ConnectionRefusedError('the database is not up yet')"], *FAST,
+                    "--rollback-after", "0", "--give-up-after", "3") as sup:
+        assert sup.wait(30) == 1, sup.stderr()
+    assert len(sup.events("exit")) == 3
+    assert "code 1 after" in sup.stderr() and ": ConnectionRefusedError: the database is not up yet" in sup.stderr()
+    assert rundir.read_run_json(run2)["reason"].endswith("the last said: ConnectionRefusedError: the database is not up yet")
