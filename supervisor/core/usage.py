@@ -11,17 +11,21 @@ guessed figure.
 
 :func:`run_usage` sums a whole run: every step record of every attempt (the
 abandoned branches and failed tries included: their tokens were paid), and
-**saved by resume**: the tokens of the steps each resuming attempt served from
-the journal instead of calling the model again. An attempt (a ``start`` record)
-serves the successful steps of the effective history as it stands at its start,
-so a rollback before it counts only the steps up to the checkpoint it returned to.
+**saved by resume**: the tokens of the steps resuming attempts served from the
+journal instead of calling the model again, each step once: an attempt (a
+``start`` record) serves the successful steps of the effective history as it
+stands at its start (a rollback before it: only the steps up to the checkpoint
+it returned to), and those an earlier attempt served already are not counted
+again, so a crash loop that serves the same steps again and again does not make
+it grow. A fork counts from its ``fork`` record on: its origin's attempts saved
+nothing in it; its own first attempt serves the steps it copied.
 Cost comes from a price function the caller passes (``supervisor.export.pricing.step_cost``):
 the core imports no price table.
 
 The model calls the proxy recorded (``llm.jsonl``, :func:`supervisor.core.llm_calls.read_calls`) are counted by
 :meth:`UsageFold.add_call` (``run_usage(..., calls=...)``), in any order relative to the journal: every call
 record with usage is in the totals (paid, whatever branch it was on), and each ``llm call served`` note adds
-the usage of the call record it names (its ``served`` seq) to saved by resume, once a note: a proxied call is
+the usage of the call record it names (its ``served`` seq) to saved by resume, once a call: a proxied call is
 saved when the proxy answered it from the record, not when an attempt starts (the calls are no steps of the
 effective history, so a ``start`` record does not count them).
 """
@@ -240,6 +244,15 @@ class _Sum:
         c.add_sum(self)
         return c
 
+    def minus(self, s: _Sum) -> _Sum:
+        """What this sum holds beyond ``s`` (a prefix of the same steps)."""
+        d = _Sum()
+        d.tokens = Tokens(self.tokens.input - s.tokens.input, self.tokens.output - s.tokens.output,
+                          self.tokens.cached - s.tokens.cached)
+        d.steps, d.cost = self.steps - s.steps, self.cost - s.cost
+        d.priced, d.unpriced = self.priced - s.priced, self.unpriced - s.unpriced
+        return d
+
 
 class UsageFold:
     """:func:`run_usage` fed one journal entry at a time (a live reader keeps one and calls :meth:`add`).
@@ -257,7 +270,10 @@ class UsageFold:
         self._by_model: dict[str, Tokens] = {}
         self._effective = _Sum()  # the effective history's successful steps with tokens
         self._at_cp: list[_Sum] = []  # ``_effective`` at each effective checkpoint (parallel to fold.checkpoints)
-        self._saved = _Sum()
+        self._saved = _Sum()  # proxied calls served, each once
+        self._saved_steps = _Sum()  # steps served on resume, each once
+        self._counted = _Sum()  # the prefix of the effective history counted in saved already
+        self._served_seqs: set[int] = set()
         self._attempts = 0
         self._calls: dict[int, tuple[Tokens, float | None]] = {}  # llm.jsonl seq -> the call's tokens and cost
         self._served: list[int] = []  # served notes whose call record was not seen yet
@@ -280,9 +296,10 @@ class UsageFold:
             return
         self._calls[seq] = counted
         if seq in self._served:  # a note read before its call (a reader that got them out of order)
-            for _ in range(self._served.count(seq)):
-                self._saved.add(*counted)
             self._served = [s for s in self._served if s != seq]
+            if seq not in self._served_seqs:
+                self._served_seqs.add(seq)
+                self._saved.add(*counted)
 
     def _add_served(self, seq: Any) -> None:
         """A served note: the usage of the call it names is saved by resume (once that call's record is read)."""
@@ -291,7 +308,8 @@ class UsageFold:
         got = self._calls.get(seq)
         if got is None:
             self._served.append(seq)
-        else:
+        elif seq not in self._served_seqs:  # served again in a later attempt: saved once
+            self._served_seqs.add(seq)
             self._saved.add(*got)
 
     def add_calls(self, recs: Iterable[Mapping[str, Any]]) -> None:
@@ -326,10 +344,16 @@ class UsageFold:
             n = len(f.checkpoints)
             del self._at_cp[n:]
             self._effective = self._at_cp[-1].copy() if n else _Sum()
+            if self._counted.steps > self._effective.steps:  # the counted prefix ends after the checkpoint
+                self._counted = self._effective.copy()
         elif kind == Kind.START:
             self._attempts += 1
-            if rec.get("resume") is not False:
-                self._saved.add_sum(self._effective)
+            if rec.get("resume") is not False:  # it serves the effective steps: those not counted yet are saved
+                self._saved_steps.add_sum(self._effective.minus(self._counted))
+                self._counted = self._effective.copy()
+        elif kind == Kind.FORK:  # the records before it are the origin's: what they served saved nothing here
+            self._counted = _Sum()
+            self._saved_steps = _Sum()
 
     def _add_step(self, rec: Mapping[str, Any]) -> None:
         """A step's usage: in the totals and by model; in the effective sum if it succeeded."""
@@ -357,7 +381,8 @@ class UsageFold:
     @property
     def result(self) -> RunUsage:
         """The totals so far."""
-        tot, saved = self._total, self._saved
+        tot, saved = self._total, self._saved.copy()
+        saved.add_sum(self._saved_steps)
         return RunUsage(
             tokens=tot.tokens,
             by_model=dict(self._by_model),

@@ -226,7 +226,8 @@ def _with_usage(src: Path, dst: Path, usage: dict[str, tuple[str, str, int, int]
 def test_sample_rolled_back_run_by_hand(tmp_path: Path) -> None:
     """sample_runs/runs/rolled-back with usage on its model steps: summarize fails three times (three
     attempts), the SDK rolls back to research-done, a fourth attempt finishes. Paid: plan once, summarize
-    four times (the failed tries too), write_report once; served: plan by attempts 2, 3 and 4."""
+    four times (the failed tries too), write_report once; served: plan by attempts 2, 3 and 4, saved once (the
+    crash loop serving it again saves nothing more: issue 26)."""
     run = _with_usage(ROOT / "sample_runs" / "runs" / "rolled-back", tmp_path / "rb", {
         "plan": ("gpt-4o", "openai", 1000, 100),
         "summarize": ("gpt-4o-mini", "openai", 2000, 200),
@@ -239,8 +240,8 @@ def test_sample_rolled_back_run_by_hand(tmp_path: Path) -> None:
     assert u.attempts == 4 and u.steps == 6 and u.unpriced == 0
     assert u.tokens == Tokens(1000 + 4 * 2000 + 1000, 100 + 4 * 200 + 1000, 0)
     assert u.cost_usd == pytest.approx(plan + 4 * summarize + report, rel=1e-9)
-    assert u.saved_steps == 3 and u.saved_tokens == Tokens(3000, 300, 0)
-    assert u.saved_cost_usd == pytest.approx(3 * plan, rel=1e-9)
+    assert u.saved_steps == 1 and u.saved_tokens == Tokens(1000, 100, 0)
+    assert u.saved_cost_usd == pytest.approx(plan, rel=1e-9)
 
 
 def test_sample_crashed_resumed_run_by_hand(tmp_path: Path) -> None:
@@ -277,31 +278,35 @@ def test_saved_counts_only_the_effective_path_at_each_attempt(tmp_path: Path) ->
         _step("c", 100),
         {"kind": "start", "attempt": 2, "resume": True},  # serves a, b, c: 111
         {"kind": "rollback", "checkpoint": "c1"},
-        {"kind": "start", "attempt": 3, "resume": True},  # serves a: 1
+        {"kind": "start", "attempt": 3, "resume": True},  # serves a: 1, saved already
         _step("b2", 1000),
         _step("x", 10000, error={"type": "E", "message": "m"}),  # failed: paid, never served
         {"kind": "rollback", "checkpoint": "no-such-checkpoint"},  # names none: no cut
-        {"kind": "start", "attempt": 4, "resume": True},  # serves a, b2: 1001
+        {"kind": "start", "attempt": 4, "resume": True},  # serves a, b2: 1001, of which b2 is new
+        {"kind": "start", "attempt": 5, "resume": True},  # a crash loop serves them again: nothing new
         {"kind": "rollback", "checkpoint": "c2"},  # c2 is on the abandoned branch: names none here
         {"kind": "checkpoint", "name": "c3"},
         {"kind": "rollback", "checkpoint": "start"},
-        {"kind": "start", "attempt": 5, "resume": True},  # serves nothing
+        {"kind": "start", "attempt": 6, "resume": True},  # serves nothing
     ])
     u = run_usage(load(run))
-    assert u.attempts == 5
+    assert u.attempts == 6
     assert u.tokens.input == 11111 and u.steps == 5
-    assert u.saved_tokens.input == 111 + 1 + 1001
-    assert u.saved_steps == 3 + 1 + 2
+    assert u.saved_tokens.input == 111 + 1000  # each step served once: a, b, c, then b2
+    assert u.saved_steps == 3 + 1
 
 
 def _oracle_saved(entries: list[Any]) -> int:
-    """Saved input tokens the slow way: the keeping fold's effective steps at each start record."""
+    """Saved input tokens the slow way: the keeping fold's effective steps at each start record, each step once."""
     f = Fold()
-    saved = 0
+    saved, counted = 0, set()
     for e in entries:
         f.add(e)
         if isinstance(e, dict) and e.get("kind") == "start":
-            saved += sum((step_tokens(s) or Tokens()).input for s in f.history.steps)
+            for s in f.history.steps:
+                if s["seq"] not in counted:
+                    counted.add(s["seq"])
+                    saved += (step_tokens(s) or Tokens()).input
     return saved
 
 
@@ -327,3 +332,20 @@ def test_saved_matches_the_keeping_fold_on_random_journals(tmp_path: Path) -> No
         entries = JournalReader(run).load()
         want = _oracle_saved(JournalReader(run).load())
         assert run_usage(entries).saved_tokens.input == want, recs
+
+
+def test_a_fork_saved_nothing_until_it_runs(tmp_path: Path) -> None:
+    """A fork copies its origin's records, start records included: it saved nothing until its own attempt
+    resumes on them (issue 26: "saved by resume" showed on a fork that never ran)."""
+    run = _journal(tmp_path / "f", [
+        {"kind": "start", "attempt": 1, "resume": False},
+        _step("a", 10),
+        {"kind": "start", "attempt": 2, "resume": True},  # the origin's resume: served a
+        _step("b", 100),
+        {"kind": "fork", "origin": "runs/x", "seq": 3},
+        {"kind": "checkpoint", "name": "fork"},
+    ])
+    assert run_usage(load(run)).saved_tokens.input == 0
+    with open(run / "journal.jsonl", "ab") as f:
+        f.write(orjson.dumps({"kind": "start", "attempt": 3, "resume": True, "seq": 6}) + b"\n")
+    assert run_usage(load(run)).saved_tokens.input == 110  # the fork's own attempt served a and b
