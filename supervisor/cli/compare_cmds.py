@@ -48,7 +48,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _price() -> Any:
-    """The step pricer when the ``cost`` extra is installed, else ``None`` (costs shown as unknown)."""
+    """The step pricer (costs unknown without genai-prices)."""
     try:
         from ..export.pricing import step_cost
     except ImportError:

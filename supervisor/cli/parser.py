@@ -27,6 +27,7 @@ AREAS: dict[str, tuple[str, ...]] = {
     "files_cmds": ("files",),
     "compare_cmds": ("compare",),
     "pause_cmds": ("break", "continue", "answer"),
+    "cost_cmds": ("cost",),
     "proxy_cmds": ("llm-proxy",),
 }
 

@@ -1,8 +1,8 @@
 """The cost of recorded model calls, priced with the genai-prices table (the only module importing it).
 
-genai-prices is an optional extra (``pip install 'agent-supervisor-tui[cost]'``)
-and its import takes about 0.4 s, so it is imported on the first record that has
-usage to price, never at module import. Its bundled table works offline; nothing
+genai-prices is a dependency (an install without it, or with an older one, has
+tokens and no costs) and its import takes about 0.2-0.4 s, so it is imported on the
+first record that has usage to price, never at module import. Its bundled table works offline; nothing
 here fetches prices.
 
 Never a wrong figure: a step whose model or provider the table does not know, a
@@ -22,7 +22,7 @@ from typing import Any
 
 from ..core.usage import Tokens, usage_entries
 
-__all__ = ["available", "step_cost", "usage_cost"]
+__all__ = ["available", "entry_costs", "step_cost", "usage_cost"]
 
 _UNSET: Any = object()
 _calc: Any = _UNSET  # genai_prices.calc_price, or None when it is not installed
@@ -133,14 +133,22 @@ def step_cost(rec: Mapping[str, Any]) -> float | None:
     ``None`` when the record has no usage (genai-prices is then not even imported), when an entry
     is malformed, or when any entry cannot be priced: part of a figure would be a wrong figure.
     """
-    entries = usage_entries(rec)
-    if entries is None:
+    priced = entry_costs(rec)
+    if priced is None:
         return None
-    when = _when(rec.get("ts"))
     total = 0.0
-    for model, provider, tokens in entries:
-        c = usage_cost(model, provider, tokens, when=when)
+    for _, _, _, c in priced:
         if c is None:
             return None
         total += c
     return total
+
+
+def entry_costs(rec: Mapping[str, Any]) -> list[tuple[str | None, str | None, Tokens, float | None]] | None:
+    """Each ``usage`` entry of a record with its cost (``None``: that entry cannot be priced), as of the
+    record's ``ts``; ``None`` when the record has no readable usage (``cost --by model`` splits on them)."""
+    entries = usage_entries(rec)
+    if entries is None:
+        return None
+    when = _when(rec.get("ts"))
+    return [(m, p, t, usage_cost(m, p, t, when=when)) for m, p, t in entries]

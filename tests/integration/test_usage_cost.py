@@ -349,3 +349,32 @@ def test_a_fork_saved_nothing_until_it_runs(tmp_path: Path) -> None:
     with open(run / "journal.jsonl", "ab") as f:
         f.write(orjson.dumps({"kind": "start", "attempt": 3, "resume": True, "seq": 6}) + b"\n")
     assert run_usage(load(run)).saved_tokens.input == 110  # the fork's own attempt served a and b
+
+
+def test_cost_command_by_model_and_by_step(tmp_path: Path) -> None:
+    """``cost RUN``: the paid calls by model (every try), by step, the total and what resuming saved (issue 26)."""
+    run = _with_usage(ROOT / "sample_runs" / "runs" / "rolled-back", tmp_path / "rb", {
+        "plan": ("gpt-4o", "openai", 1000, 100),
+        "summarize": ("gpt-4o-mini", "openai", 2000, 200),
+        "write_report": ("not-a-known-model-xyz", "openai", 10, 10),
+    })
+    plan, summarize = (1000 * 2.50 + 100 * 10.0) / 1e6, (2000 * 0.15 + 200 * 0.60) / 1e6
+
+    def cost(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "supervisor", "cost", str(run), *args], capture_output=True,
+                              text=True, timeout=60, env=clean_env(), cwd=ROOT)
+
+    doc = orjson.loads(cost("--json").stdout)
+    rows = {r["name"]: r for r in doc["rows"]}
+    assert [r["name"] for r in doc["rows"]] == ["gpt-4o", "gpt-4o-mini", "not-a-known-model-xyz"]  # by cost
+    assert rows["gpt-4o-mini"]["calls"] == 4 and rows["gpt-4o-mini"]["cost_usd"] == pytest.approx(4 * summarize)
+    assert rows["not-a-known-model-xyz"]["cost_usd"] is None and rows["not-a-known-model-xyz"]["unpriced"] == 1
+    assert doc["total"]["calls"] == 6 and doc["total"]["unpriced"] == 1
+    assert doc["total"]["cost_usd"] == pytest.approx(plan + 4 * summarize)
+    assert doc["saved"]["cost_usd"] == pytest.approx(plan) and doc["saved"]["calls"] == 1
+    by_step = {r["name"]: r["calls"] for r in orjson.loads(cost("--by", "step", "--json").stdout)["rows"]}
+    assert by_step == {"plan": 1, "summarize": 4, "write_report": 1}
+    text = cost().stdout.splitlines()
+    assert text[0].split() == ["model", "calls", "in", "cached", "out", "cost"]
+    assert text[1].split()[:2] == ["gpt-4o", "1"] and text[-2].split()[0] == "total"
+    assert "served from the journal on resume" in text[-1]
