@@ -187,8 +187,10 @@ class Recorder:
 
         A step's name and inputs are matched and compared on resume, so they are never changed: a lone
         surrogate there, or inputs nested too deeply for a journal line, is an error naming the step (raised
-        at its ``begin``: the step has not run). Other inputs JSON cannot hold are written as their ``repr``
-        (an output was encoded before). Anything else is left to :func:`_not_journaled`."""
+        at its ``begin``: the step has not run). Other inputs JSON cannot hold are written as JSON where they
+        say how (a pydantic model: ``model_dump(mode="json")``), else as their ``repr`` (an output was encoded
+        before). Their ``inputs_hash`` is made from the values themselves either way, so resume matches as before.
+        Anything else is left to :func:`_not_journaled`."""
         if rec.get("kind") not in (wire.BEGIN, wire.STEP):
             return
         name = rec.get("step")
@@ -210,7 +212,7 @@ class Recorder:
                 hit[1], tuple(hit[0]),
             )
         try:
-            rec["inputs"] = _Fragment(orjson.dumps(inputs, default=repr, option=_DUMPS_OPTS))
+            rec["inputs"] = _Fragment(orjson.dumps(inputs, default=_input_json, option=_DUMPS_OPTS))
         except TypeError as e:
             raise TypeError(f"step {name!r} cannot be journaled: its inputs are {_why(e)} (the step has not run)") from None
 
@@ -263,3 +265,15 @@ def _who(rec: Record) -> str:
 def _not_journaled(rec: Record, e: TypeError) -> TypeError:
     """The error for a record still not encodable: what it is and why (its values are the agent's)."""
     return TypeError(f"{_who(rec)} cannot be journaled: a value in it is {_why(e)}")
+
+
+def _input_json(value: Any) -> Any:
+    """A step input JSON cannot hold, for its record: a pydantic model as its JSON dump (readable, as its outputs
+    are), anything else as its ``repr``."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        try:
+            return dump(mode="json")
+        except Exception:  # a model whose fields do not dump: its repr says what it was
+            pass
+    return repr(value)

@@ -254,3 +254,31 @@ def test_resume_continues_seq_after_blank_bad_and_torn_lines(tmp_path: Path) -> 
     assert [(r["seq"], r["kind"], r.get("step")) for r in recs[-3:]] == [(4, "start", None), (5, "begin", "c"), (6, "step", "c")]
     assert count_lines(tmp_path) == 7
     assert (tmp_path / "journal.jsonl.torn").read_bytes() == b'{"step": "to\n'
+
+
+PYDANTIC_INPUTS = '''
+import sys
+from pydantic import BaseModel
+from supervisor import Run
+
+class Query(BaseModel):
+    url: str
+    depth: int
+
+with Run.open(sys.argv[1]) as run:
+    print(run.step("fetch", lambda q: f"{q.url}:{q.depth}", Query(url="http://example.invalid", depth=2)))
+'''
+
+
+@pytest.mark.timeout(60)
+def test_pydantic_inputs_are_journaled_as_json_and_still_match_on_resume(tmp_path: Path) -> None:
+    """A pydantic model passed to a step was journaled as its repr string (issue 26, item 12): now as its JSON dump,
+    and a resume still serves the step without a changed-inputs warning."""
+    agent = tmp_path / "agent.py"
+    agent.write_text(PYDANTIC_INPUTS)
+    runs = [subprocess.run([sys.executable, str(agent), str(tmp_path / "run")], capture_output=True, text=True,
+                           timeout=60, env=clean_env(), cwd=ROOT) for _ in range(2)]
+    assert [r.stdout for r in runs] == ["http://example.invalid:2\n"] * 2
+    assert "changed since it was recorded" not in runs[1].stderr, runs[1].stderr
+    step = next(r for r in load(tmp_path / "run").steps if r["step"] == "fetch")
+    assert step["inputs"] == {"args": [{"url": "http://example.invalid", "depth": 2}]}
