@@ -21,6 +21,7 @@ from ..supervise.metrics import format_size, parse_size
 from ..supervise.persister import is_resource_error
 from ..supervise.rollback import rollback
 from ..supervise.supervisor import EXIT_RESOURCES, Options, Supervisor
+from ..views.fmt import fmt_cost
 
 if TYPE_CHECKING:
     from ..core.workspace import Settings
@@ -471,19 +472,24 @@ def usage_fields(run_dir: Path) -> dict[str, Any]:
             "paused": pauses.paused_field(dict(enumerate(pauses.open_pauses(marks))))}
 
 
+def _usd(v: float) -> str:
+    """A cost with four decimals, as ``status`` shows it; one too small for them keeps its first digits."""
+    return fmt_cost(v) if 0 < v < 0.0001 else f"${v:.4f}"
+
+
 def _usage_line(st: dict[str, Any]) -> str | None:
     t, s = st["tokens"], st["saved_tokens"]
     if not t["total"]:
         return None
     line = f"tokens     {t['input']:,} in" + (f" ({t['cached']:,} cached)" if t["cached"] else "") + f", {t['output']:,} out"
     if st["cost_usd"] is not None:
-        line += f", ${st['cost_usd']:.4f}"
+        line += f", {_usd(st['cost_usd'])}"
     if st["unpriced_steps"]:
         line += f" (+{st['unpriced_steps']} step(s) unpriced)"
     if s["total"]:
         line += f"; saved by resume {s['input']:,} in, {s['output']:,} out"
         if st["saved_cost_usd"] is not None:
-            line += f", ${st['saved_cost_usd']:.4f}"
+            line += f", {_usd(st['saved_cost_usd'])}"
     return line
 
 

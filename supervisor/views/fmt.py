@@ -58,11 +58,16 @@ def fmt_tokens(n: int) -> str:
 
 
 def fmt_cost(usd: float | None) -> str:
-    """``$0``, ``$0.0064``, ``$0.04``, ``$1,234``; empty when the price is unknown."""
+    """``$0``, ``$0.000012``, ``$0.0064``, ``$0.04``, ``$1,234``; empty when the price is unknown. A cost too small
+    for four decimals keeps its first digits (a run of $0.000012 is not ``$0.0000``)."""
     if usd is None:
         return ""
     if usd == 0:
         return "$0"
+    if usd < 0.0001:  # two significant digits
+        frac = f"{usd:.12f}".split(".")[1]
+        zeros = len(frac) - len(frac.lstrip("0"))
+        return f"${usd:.{zeros + 2}f}".rstrip("0")
     if usd < 0.01:
         return f"${usd:.4f}"
     if usd < 100:

@@ -378,3 +378,12 @@ def test_cost_command_by_model_and_by_step(tmp_path: Path) -> None:
     assert text[0].split() == ["model", "calls", "in", "cached", "out", "cost"]
     assert text[1].split()[:2] == ["gpt-4o", "1"] and text[-2].split()[0] == "total"
     assert "served from the journal on resume" in text[-1]
+
+
+def test_a_tiny_cost_is_not_shown_as_zero() -> None:
+    """``status`` printed ``$0.0000`` for a $0.000012 run (issue 29, item 6)."""
+    from supervisor.cli.supervise_cmds import _usd
+    from supervisor.views.fmt import fmt_cost
+
+    assert _usd(0.000012) == "$0.000012" and _usd(0.0165) == "$0.0165" and _usd(0.0) == "$0.0000"
+    assert fmt_cost(0.00009) == "$0.00009" and fmt_cost(0.0000123456) == "$0.000012" and fmt_cost(0.0064) == "$0.0064"
