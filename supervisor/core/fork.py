@@ -174,6 +174,7 @@ def _build(
         _write_new(tmp / llm_calls.CALLS, calls)
     meta: dict[str, Any] = {
         "id": rundir.new_run_id(),
+        "uid": rundir.new_uid(),
         "created": now,
         "status": "forked",
         "forked_from": fork_rec["origin"],

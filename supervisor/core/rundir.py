@@ -65,6 +65,13 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + "-" + os.urandom(2).hex()
 
 
+def new_uid() -> str:
+    """``run.json``'s ``uid``: 128 random bits written once, when the run is created. Two runs of one directory
+    name (``Run.open()`` names every ``agent.py`` run ``agent``), or a directory deleted and made again, never
+    share it; the exporters derive trace and span ids from it."""
+    return os.urandom(16).hex()
+
+
 _second_cache: tuple[int, str] = (-1, "")
 _ms_cache: tuple[int, str] = (-1, "")
 _MS_SUFFIX = tuple(f".{i:03d}Z" for i in range(1000))
@@ -320,6 +327,7 @@ def _is_str(v: Any) -> bool:
 
 _RUN_JSON_FIELDS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "id": (_is_str, "a string (the run id)"),
+    "uid": (_is_str, "a string (the run's unique id, 32 hex digits)"),
     "created": (_is_str, "an ISO-8601 time string"),
     "ended": (_is_str, "an ISO-8601 time string or null"),
     "status": (_is_str, 'a string such as "running" or "succeeded"'),
@@ -363,7 +371,7 @@ def update_run_json(run_dir: Path, **changes: Any) -> dict[str, Any]:
     """Read, change and atomically rewrite ``run.json``; creates it if missing."""
     meta = read_run_json(run_dir)
     if meta.get("format", 0) == 0 and not (run_dir / RUN_JSON).exists():
-        meta = {"id": run_dir.name, "created": utc_now(), "format": FORMAT}
+        meta = {"id": run_dir.name, "uid": new_uid(), "created": utc_now(), "format": FORMAT}
     meta.update(changes)
     meta["format"] = FORMAT
     write_run_json(run_dir, meta)

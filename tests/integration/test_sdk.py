@@ -282,3 +282,22 @@ def test_pydantic_inputs_are_journaled_as_json_and_still_match_on_resume(tmp_pat
     assert "changed since it was recorded" not in runs[1].stderr, runs[1].stderr
     step = next(r for r in load(tmp_path / "run").steps if r["step"] == "fetch")
     assert step["inputs"] == {"args": [{"url": "http://example.invalid", "depth": 2}]}
+
+
+def test_every_run_gets_its_own_uid(tmp_path: Path) -> None:
+    """Two runs of one directory name (a directory deleted and made again) never share the id traces derive from
+    (issue 29, item 1); reopening a run keeps it."""
+    uids = []
+    for _ in range(2):
+        run = Run.open(tmp_path / "agent")
+        run.step("a", lambda: 1)
+        run.close()
+        meta = orjson.loads((tmp_path / "agent" / "run.json").read_bytes())
+        again = Run.open(tmp_path / "agent")
+        again.close()
+        assert orjson.loads((tmp_path / "agent" / "run.json").read_bytes())["uid"] == meta["uid"]
+        uids.append(meta["uid"])
+        import shutil
+
+        shutil.rmtree(tmp_path / "agent")
+    assert len(uids[0]) == 32 and uids[0] != uids[1]
