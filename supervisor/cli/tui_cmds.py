@@ -32,6 +32,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     )
     p.add_argument("path", type=Path, nargs="?", default=None, metavar="RUN_DIR | RUNS_ROOT",
                    help=f"default ${RUNS_ENV}, else ./runs")
+    p.add_argument("--compare", type=Path, metavar="RUN_B", default=None,
+                   help="open the compare view of RUN_DIR against RUN_B (agent-supervisor compare, step by step)")
     p.set_defaults(func=cmd_tui)
 
     p = sub.add_parser(
@@ -58,6 +60,10 @@ def cmd_tui(args: argparse.Namespace) -> int:
     try:
         from ..tui.app import run_tui
 
+        if getattr(args, "compare", None) is not None:
+            if args.path is None:
+                raise SupervisorError("tui --compare RUN_B needs RUN_A first: agent-supervisor tui RUN_A --compare RUN_B")
+            return run_tui(args.path, compare=args.compare)
         if args.path is not None:
             return run_tui(args.path)
     except BaseException:

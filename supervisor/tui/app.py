@@ -122,10 +122,13 @@ class SupervisorApp(FirstFrameApp):
     ansi_theme_dark: Reactive[TerminalTheme] = Reactive(ANSI_DARK, init=False)
     ansi_theme_light: Reactive[TerminalTheme] = Reactive(ANSI_LIGHT, init=False)
 
-    def __init__(self, path: Path, *, replay: bool = False, on_exit: Any = None, settings_path: Path | None = None) -> None:
+    def __init__(self, path: Path, *, replay: bool = False, on_exit: Any = None, settings_path: Path | None = None,
+                 compare: Path | None = None) -> None:
         super().__init__()
         self.path = path
         self.replay = replay
+        self.compare = compare
+        """``tui RUN_A --compare RUN_B``: the compare view first."""
         self._on_exit = on_exit
         self.settings_path = settings_path
         self.settings: Settings = settings_mod.load(settings_path)
@@ -224,7 +227,11 @@ class SupervisorApp(FirstFrameApp):
         """The first screen, the bottom of the stack: the runs list or the dashboard (not Textual's empty default
         screen under it, which is mounted, styled and laid out at the start for nothing: ~10 ms)."""
         screen: Screen[Any]
-        if self.path.is_dir() and is_runs_root(self.path) and not self.replay:
+        if self.compare is not None:
+            from .compare_screen import CompareScreen
+
+            screen = CompareScreen(self.path, self.compare)
+        elif self.path.is_dir() and is_runs_root(self.path) and not self.replay:
             from .runs_screen import RunsScreen
 
             screen = RunsScreen(self.path)
@@ -295,26 +302,31 @@ class SupervisorApp(FirstFrameApp):
             self._on_exit()
 
 
-def make_app(path: Path, *, replay: bool = False, on_exit: Any = None, settings_path: Path | None = None) -> SupervisorApp:
+def make_app(path: Path, *, replay: bool = False, on_exit: Any = None, settings_path: Path | None = None,
+             compare: Path | None = None) -> SupervisorApp:
     """Validate ``path`` (one clear error, no traceback) and build the app.
 
     A missing ``./runs`` root is fine for ``tui`` (the list says how to start a
     run); anything else missing is a ``RunDirError``.
     """
     path = Path(path)
-    if path.is_dir() and is_runs_root(path):
+    if compare is not None:
+        check_readable_run_dir(path)
+        check_readable_run_dir(Path(compare))
+    elif path.is_dir() and is_runs_root(path):
         if replay:
             raise RunDirError(f"{path} holds no journal: pass a run directory (one that holds journal.jsonl) to replay")
     else:
         check_readable_run_dir(path)
-    return SupervisorApp(path, replay=replay, on_exit=on_exit, settings_path=settings_path)
+    return SupervisorApp(path, replay=replay, on_exit=on_exit, settings_path=settings_path,
+                         compare=None if compare is None else Path(compare))
 
 
-def run_tui(path: Path, *, replay: bool = False) -> int:
+def run_tui(path: Path, *, replay: bool = False, compare: Path | None = None) -> int:
     """Run the TUI in the terminal until the user quits; the exit code."""
     pause_gc()
     try:
-        app = make_app(path, replay=replay)
+        app = make_app(path, replay=replay, compare=compare)
         result = app.run()
     finally:
         resume_gc()  # an app that stopped before its first frame

@@ -29,6 +29,8 @@ class RunsScreen(Screen[None]):
         Binding("enter", "open", "Open", show=True, priority=True, tooltip="Open the selected run's dashboard"),
         Binding("j", "cursor(1)", "Down", show=False, tooltip="Select the next run"),
         Binding("k", "cursor(-1)", "Up", show=False, tooltip="Select the previous run"),
+        Binding("m", "mark", "Mark", tooltip="Mark the selected run to compare (two at most)"),
+        Binding("c", "compare", "Compare", tooltip="Compare the two marked runs (or the marked and the selected one)"),
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key, grouped"),
         Binding("q,escape", "app.quit", "Quit", tooltip="Leave agent-supervisor"),
     ]
@@ -43,6 +45,8 @@ class RunsScreen(Screen[None]):
         super().__init__()
         self.root = root
         self.runs: list[RunInfo] = []
+        self.marked: list[Path] = []
+        """The runs marked to compare (``m``), in the order marked: A then B."""
 
     def compose(self) -> ComposeResult:
         yield Static(f"runs in {self.root}", id="runs-title")
@@ -71,7 +75,7 @@ class RunsScreen(Screen[None]):
         for r in runs:
             cmd = r.command if len(r.command) <= 48 else "…" + r.command[-47:]
             table.add_row(
-                r.id,
+                ("◆ " if r.path in self.marked else "") + r.id,
                 cmd,
                 Text(r.status, style=_STATUS_STYLE.get(r.status, "")),
                 r.attempts,
@@ -108,6 +112,35 @@ class RunsScreen(Screen[None]):
         if not self.runs or not 0 <= table.cursor_row < len(self.runs):
             return
         self.app.push_screen(DashboardScreen(self.runs[table.cursor_row].path))
+
+    def action_mark(self) -> None:
+        """Mark (or unmark) the selected run; a third mark drops the oldest."""
+        table = self.query_one(DataTable)
+        if not self.runs or not 0 <= table.cursor_row < len(self.runs):
+            return
+        path = self.runs[table.cursor_row].path
+        if path in self.marked:
+            self.marked.remove(path)
+        else:
+            self.marked = [*self.marked, path][-2:]
+        self._show(self.runs)
+        self.notify(f"marked {len(self.marked)} of 2: " + ", ".join(p.name for p in self.marked) if self.marked
+                    else "no run marked", timeout=2)
+
+    def action_compare(self) -> None:
+        """The compare view of the two marked runs (one marked: against the selected run)."""
+        from .compare_screen import CompareScreen
+
+        table = self.query_one(DataTable)
+        pair = list(self.marked)
+        if len(pair) == 1 and self.runs and 0 <= table.cursor_row < len(self.runs):
+            selected = self.runs[table.cursor_row].path
+            if selected != pair[0]:
+                pair.append(selected)
+        if len(pair) != 2:
+            self.notify("mark two runs with m, then press c", severity="warning", timeout=3)
+            return
+        self.app.push_screen(CompareScreen(pair[0], pair[1]))
 
     def action_help(self) -> None:
         from .help_screen import HelpScreen
