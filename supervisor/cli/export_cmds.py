@@ -71,7 +71,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise SupervisorError(f"--otlp {out}: the directory {out.parent} does not exist; create it or pick another path")
     sender = None
     if send:
-        from ..export.otlp_http import OtlpSender
+        from ..export.otlp_http import BATCH, OtlpSender
 
         run_id = _run_id(run_dir)
         sender = OtlpSender(run_id, args.otlp_endpoint)  # a missing extra: a user error naming the install
@@ -81,14 +81,19 @@ def cmd_export(args: argparse.Namespace) -> int:
         n = otlp.write_otlp_json_spans(run_id, spans, args.otlp)
         print(f"wrote {n} spans of run {run_id} to {args.otlp} (trace id {trace})")
     if sender is not None:
+        def progress(sent: int, total: int) -> None:
+            if total > 2 * BATCH:  # a large run: say how far it got
+                print(f"sent {sent} of {total} spans", file=sys.stderr, flush=True)
+
         try:
-            ok = sender.send(spans)
+            ok = sender.send(spans, progress)
         finally:
             sender.close()
         if not ok:
+            got = f" ({sender.sent} of {len(spans)} spans went before it)" if sender.sent else ""
             raise SupervisorError(
-                f"could not send the spans to {sender.url}: {sender.last_error}; check that an OTLP/HTTP collector "
-                "listens there (port 4318 by default) and OTEL_EXPORTER_OTLP_HEADERS"
+                f"could not send the spans to {sender.url}: {sender.last_error}{got}; check that an OTLP/HTTP "
+                "collector listens there (port 4318 by default) and OTEL_EXPORTER_OTLP_HEADERS"
             )
         print(f"sent {len(spans)} spans of run {run_id} to {sender.url} (trace id {trace})")
     sys.stdout.flush()

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..errors import SupervisorError
@@ -64,6 +64,18 @@ class _LastError(logging.Handler):
             self.last = record.getMessage()
         except Exception:  # a malformed log call of the library: keep the raw format string
             self.last = str(record.msg)
+        cause = record.exc_info[1] if record.exc_info else None
+        while cause is not None and cause.__cause__ is not None and not isinstance(cause, ConnectionRefusedError):
+            cause = cause.__cause__
+        if cause is not None:  # the reason the line only alludes to ("connection refused", a timeout)
+            why = "connection refused" if isinstance(cause, ConnectionRefusedError) or "refused" in str(cause).lower() \
+                else f"{type(cause).__name__}: {cause}"
+            self.last = f"{self.last} ({why})"
+
+
+BATCH = 500
+"""Spans a request: about 250 KB of protobuf; MLflow took 100 s for one request of 20,002 spans (11 MB) and the
+exporter's timeout failed it."""
 
 
 class OtlpSender:
@@ -86,6 +98,8 @@ class OtlpSender:
         self._scope = InstrumentationScope(SCOPE, __version__)
         self._log = logging.getLogger("opentelemetry.exporter")
         self.last_error: str | None = None
+        self.sent = 0
+        """Spans the last :meth:`send` delivered."""
 
     def _readable(self, s: Span) -> Any:
         from opentelemetry.sdk.trace import Event, ReadableSpan
@@ -114,9 +128,42 @@ class OtlpSender:
             instrumentation_scope=self._scope,
         )
 
-    def send(self, spans: Sequence[Span]) -> bool:
-        """Export ``spans`` in one request (the exporter retries transient failures until its timeout);
-        ``False`` with :attr:`last_error` saying why, if it failed."""
+    def send(self, spans: Sequence[Span], progress: Callable[[int, int], None] | None = None) -> bool:
+        """Export ``spans`` in requests of :data:`BATCH` spans (a receiver takes a 20,000-span run in pieces, each
+        within the timeout), in order, the run's root last as given; ``progress(sent, total)`` after each.
+        ``False`` at the first batch that failed, with :attr:`last_error` saying why (and :attr:`sent` how many
+        went before it)."""
+        self.sent = 0
+        if spans and not self._reachable():
+            return False
+        for i in range(0, len(spans), BATCH):
+            if not self._send(spans[i : i + BATCH]):
+                return False
+            self.sent = min(len(spans), i + BATCH)
+            if progress is not None:
+                progress(self.sent, len(spans))
+        return True
+
+    def _reachable(self) -> bool:
+        """A refused connection is said at once, as such (the exporter retries it until its timeout, then says
+        only "timeout, max retries or shutdown")."""
+        import socket
+        from urllib.parse import urlsplit
+
+        u = urlsplit(self.url or "")
+        if u.scheme not in ("http", "https") or not u.hostname:
+            return True
+        try:
+            with socket.create_connection((u.hostname, u.port or (443 if u.scheme == "https" else 80)), timeout=2):
+                return True
+        except ConnectionRefusedError:
+            self.last_error = f"connection refused by {u.hostname}:{u.port}: nothing listens there"
+        except OSError:
+            return True  # slow or unreachable: the exporter's own retries and timeout decide
+        return False
+
+    def _send(self, spans: Sequence[Span]) -> bool:
+        """One request (the exporter retries transient failures until its timeout)."""
         from opentelemetry.sdk.trace.export import SpanExportResult
 
         if not spans:

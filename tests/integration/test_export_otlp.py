@@ -505,4 +505,35 @@ def test_a_later_supervisor_root_span_counts_the_whole_run(tmp_path: Path, recei
     for k in ("gen_ai.usage.input_tokens", "agent_supervisor.saved.input_tokens", "agent_supervisor.cost_usd",
               "agent_supervisor.saved.cost_usd", "agent_supervisor.saved.steps"):
         assert got[k] == pytest.approx(want[k]), k
-    assert want["agent_supervisor.saved.steps"] == 2 + 4  # attempt 2 served 2 model steps, attempt 3 all 4
+    assert want["agent_supervisor.saved.steps"] == 4  # each once: attempt 2 served 2 model steps, attempt 3 all 4
+
+
+def test_a_large_run_is_sent_in_batches_with_progress(tmp_path: Path, receiver: Receiver,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """20,002 spans in one request took MLflow 100 s and failed the export (issue 29, item 4): requests of at
+    most 500 spans, every span once, progress on stderr."""
+    from supervisor.export.otlp_http import BATCH
+
+    run = tmp_path / "big"
+    run.mkdir()
+    lines = [{"kind": "start", "attempt": 1, "pid": 1, "ts": "2026-12-01T10:00:00.000Z"}]
+    lines += [{"step": f"s{i}", "output": i, "ts": f"2026-12-01T10:00:{i // 1000:02d}.{i % 1000:03d}Z"} for i in range(1300)]
+    (run / "journal.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+    code, out, err = cli(capsys, "export", str(run), "--otlp-endpoint", receiver.url)
+    assert code == 0, err
+    sizes = [sum(len(ss.spans) for rs in r.resource_spans for ss in rs.scope_spans) for r in receiver.requests]
+    assert len(sizes) >= 3 and max(sizes) <= BATCH
+    assert len({s.span_id.hex() for s in receiver.spans()}) == len(receiver.spans()) == sum(sizes) >= 1300
+    assert f"sent {sum(sizes)} of {sum(sizes)} spans" in err
+
+
+def test_a_refused_connection_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The failure text did not say "connection refused" (issue 29, item 6)."""
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code, _, err = cli(capsys, "export", str(ROOT / "sample_runs" / "runs" / "clean"), "--otlp-endpoint",
+                       f"http://127.0.0.1:{port}")
+    assert code == 2 and "connection refused" in err.lower(), err
