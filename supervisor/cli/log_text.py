@@ -13,6 +13,7 @@ from typing import Any, cast
 import orjson
 
 from ..core import llm_calls, stream, wire
+from ..core.nesting import PATH_SEP
 from ..core.pairing import Pairing
 from ..core.records import DAMAGED, Kind, Record, preview, step_name
 from ..core.usage import call_of, step_tokens
@@ -46,7 +47,7 @@ def call_summary(rec: Record) -> str:
     return f"  [{tokens.input} in{cached}, {tokens.output} out{price}]"
 
 
-def format_record(rec: Record, pairing: Pairing | None = None) -> str:
+def format_record(rec: Record, pairing: Pairing | None = None, path: tuple[str, ...] = ()) -> str:
     """One line for a record, as ``log`` prints it.
 
     With ``pairing`` (the begins of the records shown paired with their steps by
@@ -54,12 +55,16 @@ def format_record(rec: Record, pairing: Pairing | None = None) -> str:
     the end of its process attempt), and if steps overlapped (concurrent steps) a
     begin or step shows its ``pos`` after the name (``search:a #4``), so a reader
     pairs a step with its begin however many records come between.
+
+    ``path``: the names of the steps a nested step's record is nested in, outermost first; the line shows them
+    before its name, joined by :data:`nesting.PATH_SEP` (a path, not an indent: it survives ``grep``, ``--tail``
+    and ``--step``, and tells concurrent children of different parents apart).
     """
     kind = rec.get("kind", _STEP)
     if rec.get("source") == llm_calls.SOURCE:
         return call_line(rec)
     head = f"{rec.get('seq', ''):>6} {str(rec.get('ts', ''))[:23]:23} {kind:10}"
-    body = _step_body(rec, kind, pairing) if kind in (_STEP, _BEGIN) else _other_body(rec, kind)
+    body = _step_body(rec, kind, pairing, path) if kind in (_STEP, _BEGIN) else _other_body(rec, kind)
     return f"{head} {body}"
 
 
@@ -164,10 +169,10 @@ def _event_texts(d: dict[str, Any]) -> list[str]:
     return parts
 
 
-def _step_body(rec: Record, kind: str, pairing: Pairing | None) -> str:
-    """A begin's or step's text after its kind: the name, ``#pos`` with overlapping steps, the marks or the
-    output (or error), and a model or tool call's summary."""
-    body = step_name(rec)
+def _step_body(rec: Record, kind: str, pairing: Pairing | None, path: tuple[str, ...] = ()) -> str:
+    """A begin's or step's text after its kind: the name (after its enclosing steps' names), ``#pos`` with
+    overlapping steps, the marks or the output (or error), and a model or tool call's summary."""
+    body = PATH_SEP.join((*path, step_name(rec))) if path else step_name(rec)
     if pairing is not None and pairing.overlapped and rec.get("pos") is not None:
         body += f" #{rec.get('pos')}"
     if kind == _BEGIN:
@@ -278,8 +283,9 @@ class TextLog:
         return tail
 
     def other(self, item: stream.Item) -> bytes:
-        """The line of a record that is not canonical (parsed)."""
-        return self.lead[item.abandoned] + format_record(item.record(), self.pairing).encode()
+        """The line of a record that is not canonical (parsed; a nested step's with its path)."""
+        path = item.path if isinstance(item, stream.NestedItem) else ()
+        return self.lead[item.abandoned] + format_record(item.record(), self.pairing, path).encode()
 
 
 def json_lines(items: Iterable[stream.Row]) -> list[bytes]:

@@ -32,7 +32,7 @@ from __future__ import annotations
 import bisect
 import operator
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -41,10 +41,11 @@ import orjson
 from . import wire
 from .cursor import Shape
 from .history import MISSING_TARGET, Fold
+from .nesting import Nesting, find_begin
 from .records import DAMAGED, BadLine, Record, normalize, parse_line
 from .segments import CHUNK, Chunk, Region, read_stream
 
-__all__ = ["BATCH", "Item", "Plan", "Walk", "entry_seq", "plan"]
+__all__ = ["BATCH", "Item", "NestedItem", "Plan", "Walk", "entry_seq", "plan"]
 
 _STEP, _BEGIN, _CHECKPOINT, _ROLLBACK, _START = wire.STEP, wire.BEGIN, wire.CHECKPOINT, wire.ROLLBACK, wire.START
 
@@ -326,6 +327,14 @@ class Item(NamedTuple):
         return None if self.ts is None else str(self.ts.decode())
 
 
+class NestedItem(Item):
+    """The item of a nested step's record (parsed): an :class:`Item` that also knows the names of the steps it
+    is nested in (:attr:`path`)."""
+
+    path: tuple[str, ...]
+    """The enclosing steps' names, outermost first (:data:`nesting.UNKNOWN` for one whose begin was not found)."""
+
+
 Row = tuple[int, str, Any, bytes | None, Record | None, bool, Any, Any]
 """What :meth:`Walk.batches` hands out: an :class:`Item`, or a plain tuple of its fields."""
 
@@ -357,6 +366,12 @@ class Walk:
         self._ab: tuple[int, bool, int] = (0, False, _NEVER)
         """Where :meth:`batches` is: the first abandoned range not wholly before it, whether it is in one, the
         next seq where that changes."""
+        self._nesting: Nesting | None = None
+        """The paths of nested records, once one is met (:meth:`_nested_rows`); ``None`` while none was."""
+        self._region: Region | None = None
+        """The region of the last chunk that held nested records (a parent's begin is looked for before it)."""
+        self._chunk: Chunk | None = None
+        """That chunk while it is walked (a parent's begin is looked for in its bytes first)."""
 
     # the fold's per-record rules for a parsed entry
     def _entry(self, ent: Record | BadLine, abandoned: bool, warn: Any) -> Item | None:
@@ -380,6 +395,12 @@ class Walk:
                 self.top = self._cp_top.get(target, -1) if target >= 0 else -1
         if type(rec.get("pos")) is not int:
             rec["pos"] = self.top + 1
+        if self._nesting is not None:
+            path = self._nesting.add(rec)
+            if path is not None:
+                item = NestedItem(seq, kind, rec["pos"], None, rec, abandoned)
+                item.path = path
+                return item
         return Item(seq, kind, rec["pos"], None, rec, abandoned)
 
     def _bad(self, ent: BadLine, abandoned: bool, warn: Any) -> Item | None:
@@ -406,7 +427,7 @@ class Walk:
         new = tuple.__new__
         for batch in self.batches(warn, parse_steps=parse_steps):
             for row in batch:
-                yield row if type(row) is Item else new(Item, row)
+                yield row if isinstance(row, Item) else new(Item, row)  # an Item (maybe a NestedItem) as it is
 
     def batches(self, warn: Any = None, *, parse_steps: bool = False, plain_begins: bool = False) -> Iterator[list[Row]]:
         """Walk the whole stream, :data:`BATCH` rows at most at a time: the one loop of the second pass. A row is
@@ -421,21 +442,70 @@ class Walk:
         path takes as is (its own seq, an integer ``pos``, text ``step`` and ``ts``, no ``error``).
         ``plain_begins`` (the text ``log`` of steps that did not overlap, which shows no begin's ``pos``): a begin
         line of :data:`wire.PLAIN_BEGIN` comes with ``pos`` ``None`` and its ``ts`` cut at 23 (a third of the
-        :data:`wire.CANON` match's cost; 8% of the text ``log``)."""
+        :data:`wire.CANON` match's cost; 8% of the text ``log``).
+
+        The text ``log`` (``parse_steps``) shows a nested step's record with its path: in a chunk that holds
+        :data:`wire.PARENT_WORD`, the lines that hold it are parsed (:meth:`_nested_rows`), the others walked as
+        ever. Where the first pass found every begin followed by its own step (:attr:`Plan.paired`), no step ran
+        inside another: not even that one look a chunk."""
         ranges = self.plan.abandoned
         self._ab = (0, False, ranges[0][0] if ranges else _NEVER)
+        nest = parse_steps and not self.plan.paired
         for c in read_stream(self.source, chunk=self.chunk):
             lines, fast = self._lines(c)
             if lines is None:
                 break
             self._at = (0, c.region.start)
+            if nest and wire.PARENT_WORD in c.data:
+                yield from self._nested_rows(c, lines, fast, warn, parse_steps, plain_begins)
+                continue
             for lo in range(0, len(lines), BATCH):  # a chunk's rows in parts: their parsed records do not pile up
-                yield self._rows(c, lines, lo, fast, warn, parse_steps, plain_begins)
+                yield self._rows(c, lines, lo, lo + BATCH, fast, warn, parse_steps, plain_begins)
+
+    def _nested_rows(
+        self, c: Chunk, lines: list[bytes], fast: bool, warn: Any, parse_steps: bool, plain_begins: bool
+    ) -> Iterator[list[Row]]:
+        """The rows of a chunk that may hold nested records: each line that holds :data:`wire.PARENT_WORD` parsed and
+        fed to the nesting (a nested record's item knows its path), the lines between them walked by :meth:`_rows`.
+        A top-level parent's begin, taken by its bytes, is found by its bytes when its first child comes."""
+        if self._nesting is None:
+            self._nesting = Nesting(self._find_begin)
+        self._region, self._chunk = c.region, c
+        data, n = c.data, len(lines)
+        starts: set[int] = set()
+        i = data.find(wire.PARENT_WORD)
+        while i >= 0:
+            starts.add(data.rfind(b"\n", 0, i) + 1)
+            i = data.find(wire.PARENT_WORD, data.find(b"\n", i) + 1 or len(data))
+        if len(starts) * _DENSE > n:  # nested lines everywhere: parsing each line costs less than cutting between
+            for lo in range(0, n, BATCH):
+                yield self._rows(c, lines, lo, lo + BATCH, False, warn, parse_steps, plain_begins)
+            self._chunk = None
+            return
+        out: list[Row] = []
+        lo = 0
+        for _, k in _line_numbers(data, c.count(), starts):
+            if k >= n:
+                break  # appended after the first pass
+            for a in range(lo, k, BATCH):
+                out += self._rows(c, lines, a, min(a + BATCH, k), fast, warn, parse_steps, plain_begins)
+            out += self._rows(c, lines, k, k + 1, False, warn, parse_steps, plain_begins)
+            lo = k + 1
+            if len(out) >= BATCH:
+                yield out
+                out = []
+        for a in range(lo, n, BATCH):
+            out += self._rows(c, lines, a, min(a + BATCH, n), fast, warn, parse_steps, plain_begins)
+            yield out
+            out = []
+        self._chunk = None  # its bytes are let go with it
+        if out:
+            yield out
 
     def _rows(
-        self, c: Chunk, lines: list[bytes], lo: int, fast: bool, warn: Any, parse_steps: bool, plain_begins: bool
+        self, c: Chunk, lines: list[bytes], lo: int, hi: int, fast: bool, warn: Any, parse_steps: bool, plain_begins: bool
     ) -> list[Row]:
-        """The rows of ``lines[lo : lo + BATCH]`` (chunk ``c``; ``fast``: all in the writer's form): the loop of
+        """The rows of ``lines[lo:hi]`` (chunk ``c``; ``fast``: all in the writer's form): the loop of
         :meth:`batches`. Where the walk is between two lines (the abandoned range it is in, ``top``) is kept on
         the walk (``_ab``, ``top``) from one batch to the next."""
         ranges = self.plan.abandoned
@@ -450,7 +520,7 @@ class Walk:
         top = self.top
         out: list[Row] = []
         add = out.append
-        for seq, raw in enumerate(lines[lo : lo + BATCH], first + lo):
+        for seq, raw in enumerate(lines[lo:hi], first + lo):
             if seq >= nxt:  # abandoned: inside one of the merged ranges (seqs only grow)
                 ri, ab, nxt = _abandoned_at(ranges, ri, seq)
                 show_step, show_begin = self._shows(ab)
@@ -498,6 +568,25 @@ class Walk:
         self._ab = (ri, ab, nxt)
         return out
 
+    def _find_begin(self, record_id: str) -> Record | None:
+        """A parent's begin not fed (taken by its bytes): searched for before the line being walked, in its chunk,
+        then in the chunks before, backwards."""
+        cur, chunk = self._region, self._chunk
+        if cur is None:
+            return None
+        if chunk is not None and chunk.region is cur:
+            j = chunk.data.rfind(wire.id_needle(record_id), 0, self._at[1] - cur.start)
+            if j >= 0:
+                try:
+                    return parse_line(chunk.data[chunk.data.rfind(b"\n", 0, j) + 1 : chunk.data.find(b"\n", j)])
+                except ValueError:
+                    return None
+        before = [r for r in self.plan.regions if r.first_seq < cur.first_seq]
+        if before and before[-1].ino == cur.ino and before[-1].end > cur.start:  # the plan's chunks may be larger
+            before[-1] = replace(before[-1], end=cur.start)
+        got = find_begin(before, record_id)
+        return None if got is None else got[0]
+
     def _shows(self, ab: bool) -> tuple[bool, bool]:
         """Whether a canonical step and a canonical begin make a row (abandoned: ``ab``)."""
         show = self.all or not ab
@@ -527,8 +616,11 @@ class Walk:
         return None if ent is None else self._entry(ent, ab, warn)
 
     def entries(self, entries: list[Record | BadLine], warn: Any = None) -> Iterator[Item]:
-        """Walk parsed entries (a window read from the end: ``JournalReader.tail``)."""
+        """Walk parsed entries (a window read from the end: ``JournalReader.tail``). A nested record whose
+        parent's begin is before the window has :data:`nesting.UNKNOWN` in its path."""
         plan_ = self.plan
+        if self._nesting is None:
+            self._nesting = Nesting()
         for ent in entries:
             ab = plan_.is_abandoned(entry_seq(ent))
             item = self._entry(ent, ab, warn)
@@ -541,6 +633,8 @@ _NEVER = 1 << 62
 
 BATCH = 256
 """The most items :meth:`Walk.batches` hands out at once."""
+_DENSE = 8
+"""A chunk with a nested record in more than one line of this many is parsed whole (:meth:`Walk._nested_rows`)."""
 
 
 def _abandoned_at(ranges: list[tuple[int, int]], ri: int, seq: int) -> tuple[int, bool, int]:

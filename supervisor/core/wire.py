@@ -25,6 +25,8 @@ import re
 from itertools import repeat
 from typing import Any, NamedTuple, TypedDict
 
+import orjson
+
 # --- the record kinds as plain strings --------------------------------------------------------
 # Plain-string twins of records.Kind for the per-line paths: looking up an enum member costs
 # ~100 ns in Python 3.11, and orjson encodes a member at half the speed of a str.
@@ -60,8 +62,6 @@ ERROR_KEY = b'"error":'
 """In a writer line (no spaces), what a record with an ``error`` holds."""
 ERROR_WORD = b'"error"'
 """What every failed record's line holds in any spacing (a hint: the record says whether it failed)."""
-PARENT_WORD = b'"parent":'
-"""In a writer line, what the record of a nested step holds (the ``id`` of its parent's ``begin``)."""
 ERROR_RE = re.compile(rb'"error"\s*:')
 """``error`` as a key, in any spacing."""
 KIND_RE = re.compile(rb'\s*\{\s*"kind"\s*:\s*"([a-z]+)"\s*[,}]')
@@ -79,6 +79,15 @@ CHANGED_INPUTS = "changed inputs"
 CHANGED_WORD = b'"changed inputs"'
 USAGE_WORD = b'"usage"'
 """What a chunk with a model call's token usage holds (one C-speed look before any record is parsed)."""
+PARENT_WORD = b'"parent":'
+"""What every record of a nested step holds in a writer line: ``parent``, the ``id`` of its enclosing step's begin
+(a top-level step has none). A hint, one substring test: the parsed record says whether its top level has it."""
+
+
+def id_needle(record_id: str) -> bytes:
+    """What a writer line whose ``id`` is ``record_id`` holds: ``"id":"<id>"`` (how a nested record's parent begin
+    is found by its bytes)."""
+    return b'"id":' + orjson.dumps(record_id)
 
 
 def writer_kind(line: bytes) -> bytes | None:

@@ -13,7 +13,8 @@ not a second trace). The shape:
   the supervisor's restarts, backoffs, hangs, memory limits, rollbacks, pauses
   are span events, and the journal's checkpoints and rollbacks too;
 - a span per step from its ``begin`` record to its ``step`` record, under its
-  attempt. Model calls (``call.kind == "model"``) follow the OpenTelemetry GenAI
+  attempt; a nested step's (its records' ``parent`` names the begin of the step
+  it runs in) under its enclosing step's span. Model calls (``call.kind == "model"``) follow the OpenTelemetry GenAI
   semantic conventions (span ``chat {model}``, kind CLIENT, ``gen_ai.operation.name``,
   ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.response.model``,
   ``gen_ai.usage.input_tokens``/``output_tokens``/``cache_read.input_tokens``), tool
@@ -216,7 +217,11 @@ class SpanBuilder:
         self.cur: str | None = None  # the attempt of the last start record
         self.pairing = Pairing()
         self.begins: dict[int, tuple[Record, str | None]] = {}  # begin seq -> (begin, attempt key)
-        self.children: dict[int, list[Span]] = {}  # begin seq -> the proxied calls made in its step (no parent yet)
+        self.children: dict[int, list[Span]] = {}  # begin seq -> the proxied calls and nested steps made in its step
+        self.begin_ids: dict[str, int] = {}  # id -> seq of each open begin (a nested step's records name it)
+        self.nested: dict[int, int] = {}  # a nested step's begin seq -> its enclosing step's begin seq
+        self.enclosing: set[int] = set()  # begin seqs of the open steps a nested step's records name
+        self.closed: dict[int, str] = {}  # an enclosing step's begin seq -> the span id its step record gave
         self.root_events: list[SpanEvent] = []
         self.first_ns: int | None = ts_ns(self.meta.get("created"))
         self.last_ns: int | None = self.first_ns
@@ -310,14 +315,9 @@ class SpanBuilder:
             self.attempts[attempt].see(ns)
         if kind == Kind.BEGIN:
             self.pairing.add(rec)
-            self.begins[int(rec.get("seq", -1))] = (rec, attempt)
+            self._begin(rec, attempt)
         elif kind == Kind.STEP:
-            begin = self._begin_of(rec)
-            self.pairing.add(rec)
-            s = self._step_span(rec, begin, attempt, ns)
-            out.append(s)
-            if begin is not None:
-                out.extend(self._adopt(int(begin[0].get("seq", -1)), s.span_id))
+            out.extend(self._step(rec, attempt, ns))
         elif kind == Kind.CHECKPOINT:
             self._event_on(attempt, SpanEvent("checkpoint", ns, self._fields(rec, ("name", "file", "seq"))))
         elif kind == Kind.ROLLBACK:
@@ -333,6 +333,43 @@ class SpanBuilder:
     def _fields(rec: Mapping[str, Any], keys: Iterable[str]) -> dict[str, Any]:
         return {f"agent_supervisor.{k}": _scalar(rec[k]) for k in keys if rec.get(k) is not None}
 
+    def _step(self, rec: Record, attempt: str | None, ns: int) -> list[Span]:
+        """A step record's span, and the spans made in its step (proxied calls, nested steps). A nested step's
+        span waits for its enclosing step's, whose id its step record (after this one) gives."""
+        begin = self._begin_of(rec)
+        self.pairing.add(rec)
+        s = self._step_span(rec, begin, attempt, ns)
+        if begin is None:
+            return [s]
+        bseq = int(begin[0].get("seq", -1))
+        kids = self._adopt(bseq, s.span_id)
+        if bseq in self.enclosing and not rec.get("transient"):
+            self.enclosing.discard(bseq)
+            self.closed[bseq] = s.span_id  # a child that finishes after it (a gather not awaited) goes under it still
+        enclosing = self.nested.get(bseq)
+        if enclosing is None:
+            return [s, *kids]
+        if not rec.get("transient"):
+            del self.nested[bseq]
+        if enclosing in self.closed:  # its enclosing step ended before this one finished (a gather not awaited)
+            s.parent_id = self.closed[enclosing]
+            return [s, *kids]
+        self.children.setdefault(enclosing, []).append(s)
+        return kids
+
+    def _begin(self, rec: Record, attempt: str | None) -> None:
+        """A begin: open until its step; a nested step's begin remembers its enclosing step's (the one its
+        ``parent`` names, open in the same attempt)."""
+        seq = int(rec.get("seq", -1))
+        self.begins[seq] = (rec, attempt)
+        parent = rec.get("parent")
+        if isinstance(parent, str) and parent in self.begin_ids:
+            self.nested[seq] = enclosing = self.begin_ids[parent]
+            self.enclosing.add(enclosing)
+        rid = rec.get("id")
+        if isinstance(rid, str):
+            self.begin_ids[rid] = seq
+
     def _begin_of(self, rec: Record) -> tuple[Record, str | None] | None:
         """The open begin a step record closes, as :class:`Pairing` pairs them (by pos, else the unnumbered one)."""
         p = self.pairing
@@ -346,6 +383,7 @@ class SpanBuilder:
         got = self.begins.get(int(b["seq"]))
         if got is not None and not rec.get("transient"):
             del self.begins[int(b["seq"])]
+            self.begin_ids.pop(str(got[0].get("id")), None)
         return got
 
     def _close_open(self, ns: int) -> list[Span]:
@@ -359,12 +397,17 @@ class SpanBuilder:
             else:
                 out.extend(self._open_spans(b, attempt, ns, interrupted=True))
         self.begins.clear()
+        self.begin_ids.clear()
         return out
 
     def _open_spans(self, b: Record, attempt: str | None, end_ns: int, *, interrupted: bool) -> list[Span]:
         """The span of a begin without its step: interrupted (ERROR), or still in flight at the export; then the
-        proxied calls made in it."""
+        proxied calls and nested steps made in it. A nested one's enclosing step is open too (its step record
+        comes after its children's): its span's id is its begin's."""
         s = self._step_span(b, (b, attempt), attempt, end_ns, begin_only=True)
+        enclosing = self.nested.pop(int(b.get("seq", -1)), None)
+        if enclosing is not None:
+            s.parent_id = self.closed.get(enclosing) or span_id(self.run_id, f"step:{enclosing}")
         if interrupted:
             s.status_code, s.status_message = STATUS_ERROR, "interrupted: its attempt ended before the step finished"
         else:
@@ -574,6 +617,7 @@ class SpanBuilder:
             else:
                 out.extend(self._open_spans(b, attempt, end, interrupted=a is not None and a.exited))
         self.begins.clear()
+        self.begin_ids.clear()
         for a in self._in_order():
             if not a.emitted:
                 out.extend(self._emit_attempt(a))

@@ -165,6 +165,7 @@ class DashboardScreen(Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys,
         self.run_dir = path if path.is_dir() else path.parent
         self.replay = replay
         self.model = TimelineModel(path)
+        self.model.on_nested = self.files_changed  # the reading worker reads the steps' nesting at once
         self.meta = rundir.read_run_json(self.run_dir) if self.run_dir.is_dir() else {"format": 0}
         self.run_id = str(self.meta.get("id") or (path.name if path.is_dir() else path.stem))
         self.status = RunStatus()
@@ -181,7 +182,7 @@ class DashboardScreen(Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys,
         self._filter_lock = threading.Lock()  # guards the passes' ``busy`` and ``again``
         self._start_proc: Any = None  # the 'supervise' process started again from here (S)
         self.state_shown: tuple[Any, str] | None = None
-        self._keys_state: tuple[bool, bool] = (False, False)
+        self._keys_state: tuple[bool, bool, bool] = (False, False, False)
         """The State tab's value and heading (``None``: not computed, or unavailable)."""
         self._hidden_mounted = False
         self._resumed = False
@@ -490,7 +491,7 @@ class DashboardScreen(Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys,
 
     def _keys_changed(self) -> None:
         """Refresh the footer when what decides the keys changed (not on every record: the footer is redrawn)."""
-        key = (self.model.rows > 0, bool(self.model.checkpoint_seqs))
+        key = (self.model.rows > 0, bool(self.model.checkpoint_seqs), self.model.tree is not None)
         if key != self._keys_state:
             self._keys_state = key
             self.refresh_bindings()

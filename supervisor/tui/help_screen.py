@@ -25,6 +25,8 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
             ("] / [", "next / previous checkpoint"),
             ("a", "begin rows on / off: by default a step's begin folds into its step's row (one row per step; "
                   "a step in flight shows its begin row, running)"),
+            ("z", "fold / unfold a parent step's nested rows into its row (▸ and +N rows folded; on a nested row: its "
+                  "parent's). A nested step's row is indented under its parent's, which stays where the parent began"),
             ("mouse", "click a row to select it, wheel to scroll"),
         ],
     ),

@@ -4,7 +4,9 @@ A DataTable with a million rows is too slow to build; this widget asks the
 model only for the rows on screen. One row per step: a begin whose step record
 exists is folded into the step's row; a step in flight shows its begin row,
 running with its elapsed time (live) or interrupted; ``a`` shows every begin row. Follow mode works as in ``tail -f`` and lnav:
-on at the end, off when the cursor leaves the last row, on again with ``f`` or ``G``.
+on at the end, off when the cursor leaves the last row, on again with ``f`` or ``G``. A nested step's row is
+indented under its parent's with a tree mark; ``z`` folds a parent's nested rows into its row (a run with nested
+steps only: the key is not shown otherwise).
 """
 
 from __future__ import annotations
@@ -166,6 +168,7 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         Binding("g,home", "top", "Top", show=False, tooltip="Go to the first record"),
         Binding("G,end", "bottom", "Bottom", show=False, tooltip="Go to the last record (live: and follow new ones)"),
         Binding("a", "toggle_begins", "Begins", tooltip="Show begin rows (each folded into its step's row by default)"),
+        Binding("z", "toggle_fold", "Fold", tooltip="Fold a parent step's nested rows into its row, or unfold them"),
     ]
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
@@ -280,6 +283,30 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         self.refresh()
         self.notify("begin rows shown" if self.model.show_begins else "begin rows folded into their steps' rows", timeout=2)
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``z`` works (and the footer shows it) in a run with nested steps only."""
+        if action == "toggle_fold":
+            return self.model.tree is not None
+        return True
+
+    def action_toggle_fold(self) -> None:
+        """Fold the nested rows of the selected parent step into its row, or unfold them; on a nested step's row,
+        its parent's. The cursor goes to the parent's row."""
+        kind, seq = self.selected()
+        got = self.model.toggle_fold(seq) if kind == "rec" else None
+        if got is None:
+            self.notify("no nested steps here: z folds a parent step's rows (or a nested step's parent's)",
+                        severity="warning", timeout=3)
+            return
+        row_seq, folded = got
+        self.virtual_size = Size(self.size.width, self.model.rows)
+        self.move_to(self.model.row_of_seq(row_seq), keep_follow=True)
+        self.refresh()
+        tree = self.model.tree
+        n = tree.hidden_rows(row_seq, self.model.hidden, self.model.show_begins) if tree is not None else None
+        self.notify(f"folded {n} nested row{'s' if n != 1 else ''} into #{row_seq}" if folded
+                    else f"unfolded the nested rows of #{row_seq}", timeout=2)
+
     def size_updated(self) -> None:
         self._scroll_to_cursor()  # the first frame shows the end of the run (following), not the top
 
@@ -320,7 +347,10 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
             self.follow = self.cursor >= self.model.rows - 1 and not self.replay
 
     def move_to_seq(self, seq: int) -> None:
-        """Select record ``seq``; a begin folded into its step's row is asked for by its seq: show the begin rows."""
+        """Select record ``seq``; a begin folded into its step's row is asked for by its seq: show the begin rows
+        (a folded parent's descendant: unfold it first)."""
+        if self.model.unfold_to(seq):
+            self.virtual_size = Size(self.size.width, self.model.rows)
         if self.model.is_hidden(seq):
             self.model.toggle_begins()
             self.virtual_size = Size(self.size.width, self.model.rows)
@@ -435,11 +465,23 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         return Strip(segs).crop_extend(0, width, base if post is None or post.bgcolor is None else base + post)
 
     def _fetch_window(self, top: int) -> None:
-        """Fetch the visible window's records in one read (a few kB): cheaper than a worker round trip."""
+        """Fetch the visible window's records in one read (a few kB): cheaper than a worker round trip. With
+        nested steps a finished parent's row shows its step record at its begin's place (maybe far after): the
+        rows' records are fetched in runs."""
         h = self.scrollable_content_region.height
-        a = self._seq_of(self.model.row_item(top))
-        b = self._seq_of(self.model.row_item(min(top + h, self.model.rows - 1)))
-        self.model.fetch(a, max(b, a + h) + 1)
+        m = self.model
+        if m.tree is not None and m.tree.moved:
+            seqs = sorted({self._seq_of(m.row_item(r)) for r in range(top, min(top + h + 1, m.rows))})
+            lo = 0
+            for i in range(1, len(seqs) + 1):
+                if i == len(seqs) or seqs[i] - seqs[i - 1] > h:
+                    m.fetch(seqs[lo], seqs[i - 1] + 1)
+                    lo = i
+            self.tell_read_error()
+            return
+        a = self._seq_of(m.row_item(top))
+        b = self._seq_of(m.row_item(min(top + h, m.rows - 1)))
+        m.fetch(a, max(b, a + h) + 1)
         self.tell_read_error()
 
     def _seq_of(self, item: tuple[str, int]) -> int:
@@ -623,8 +665,14 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         dur_s = fmt_ms(rec.get("dur_ms"))
         segs = [Segment(head), Segment(f"{self._time_cell(rec.get('ts')):12} ", self._fg("timeline--muted"))]
         segs.append(Segment(f"{label:10} ", style))
+        tree = self.model.tree
+        if tree is not None:  # a nested step's row: indented, its tree mark; a parent's: its fold mark
+            name = tree.label(rec, name)
         segs.append(Segment(f"{name if len(name) <= nw else name[: nw - 1] + '…':{nw}} ", style))
         segs.append(Segment(f"{dur_s:>7} "))
+        folded = tree.hidden_rows(int(rec.get("seq", -1)), self.model.hidden, self.model.show_begins) if tree else None
+        if folded is not None:
+            segs.append(Segment(f"+{folded} row{'s' if folded != 1 else ''} folded ", self._fg("timeline--mark")))
         usage = self._usage_cells(rec) if kind in (Kind.STEP, Kind.BEGIN) else ""
         if self.usage_seen and self._usage_column:
             segs.append(Segment(usage or " " * 23))

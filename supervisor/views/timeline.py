@@ -30,6 +30,8 @@ carry the number of successful steps between them: the effective step count is
 exact, and a rollback to checkpoint ``c`` at ``r`` abandons ``c < seq < r``.
 The state at a point is a ``StateCursor`` with its own reader.
 
+Nested steps: ``timeline_tree`` (a run without them never reads for them, and maps rows as above).
+
 A filter (``filters.RowFilter``) shows only the rows that pass it: the seqs a
 worker found (``set_filter``/``add_filtered``, in seq order) less the folded
 begins, and the supervisor rows that pass, placed as without a filter.
@@ -40,7 +42,7 @@ from __future__ import annotations
 import bisect
 import queue
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from itertools import islice
 from pathlib import Path
@@ -67,6 +69,7 @@ from .timeline_between import BetweenRows
 from .timeline_calls import Call, CallsFollower, CallsRead
 from .timeline_events import Event, place
 from .timeline_read import Changes, LiveSide
+from .timeline_tree import NestedRows, StepTree
 from .timeline_worker import read_calls, read_changes, read_events_changed, run_files
 from .timeline_worker import seq_of as _seq
 
@@ -82,7 +85,7 @@ REGION_MAX = 4 * 1024 * 1024
 STILL_INDEXING = "the journal is still being indexed; the state appears in a moment"
 
 
-class TimelineModel:
+class TimelineModel(NestedRows):
     """Rows of the timeline: journal records with supervisor events between them.
 
     Call ``open()`` first (cheap: the tail only), ``adopt(scan_journal(...))`` from
@@ -152,6 +155,10 @@ class TimelineModel:
         """The rows of the events and calls among the records' rows."""
         self.files = FilesIndex()
         """The workspace's changes (``files`` events of ``supervisor.jsonl``), by the records they belong to."""
+        self.tree: StepTree | None = None
+        """The steps' nesting, once a record read for the screen was nested (``None``: none was)."""
+        self.on_nested: Callable[[], None] | None = None
+        """Called when the first nested record is read: the reading worker has the tree to read (``_see``)."""
 
     # ------------------------------------------------------------------ loading
     def open(self) -> None:
@@ -175,6 +182,7 @@ class TimelineModel:
                 self._tail_markers.append(Marker(ent.seq, DAMAGED, ent.was))
         self._apply_markers(self._tail_markers, provisional=True)
         self._pair_parsed(tail)
+        self._see(tail)
         self._reset_live(JournalReader(self.source), indexed=False, count=self.count)
         self.load_events()
         self.load_calls()
@@ -320,7 +328,7 @@ class TimelineModel:
             live = self._live.get(timeout=timeout)
         except queue.Empty:
             return None
-        return read_changes(live, self.source, self.run_dir, self.tail_rows)
+        return read_changes(live, self.source, self.run_dir, self.tail_rows, tree=self.tree is not None)
 
     def load_calls(self) -> bool:
         """Read ``llm.jsonl`` now, on this thread (the first screen: placed among the records read so far; the
@@ -371,13 +379,14 @@ class TimelineModel:
                     self.add_hidden(ch.hidden)
                 if ch.changed:
                     self.changed_inputs.update(ch.changed)
+            tree = ch.tree is not None and self._take_tree(ch.tree)
             if ch.events is not None:
                 self._events_raw = ch.events
                 self._events_size = ch.events_size
                 self.place_events()
             calls = self._take_calls(ch.calls, reset=ch.calls_reset)
             self.applied_reads += 1
-            return self.count - old, ch.events is not None or calls
+            return self.count - old, ch.events is not None or calls or tree
         finally:
             self._live.put(live)
 
@@ -417,6 +426,7 @@ class TimelineModel:
             markers = scanned
         else:
             self._pair_parsed(new)
+        self._see(new)
         self._apply_markers(markers, provisional=not self.scanned)
         if len(self.cache) > CACHE_MAX:
             self._trim_cache()
@@ -468,7 +478,8 @@ class TimelineModel:
         last = self.filter_seqs.last()
         new = [s for s in seqs if s > last]
         self.filter_seqs.add_many(new)
-        self._fvis.add_many(s for s in new if not self.is_hidden(s))
+        hides = self.is_hidden if self.tree is None else self.tree.filter_hides(self._hidden, self.show_begins)
+        self._fvis.add_many(s for s in new if not hides(s))
         self._place_event_rows()
 
     def clear_filter(self) -> None:
@@ -478,7 +489,10 @@ class TimelineModel:
         self._between.clear_shown()
 
     def _rebuild_filtered(self) -> None:
-        if self.show_begins or not len(self._hidden):
+        t = self.tree
+        if t is not None and len(t.fold_bits):  # in journal order: no row moved, the folds' records left out
+            self._fvis = self.filter_seqs.difference(t.filter_hidden(self._hidden, self.show_begins))
+        elif self.show_begins or not len(self._hidden):
             self._fvis = self.filter_seqs.copy()
         else:
             self._fvis = self.filter_seqs.difference(self._hidden)
@@ -532,14 +546,16 @@ class TimelineModel:
 
     def _set_hidden(self, seqs: Iterable[int]) -> None:
         self.hidden = seqs
-        if self.filter is not None:
-            self._rebuild_filtered()
-        else:
-            self._place_event_rows()
+        if self.tree is not None:
+            self.tree.regone(self._hidden, self.show_begins)
+        self._refold()
 
     def add_hidden(self, seqs: list[int]) -> None:
         """Fold more begins into their steps' rows (concurrent steps: not always after the last one)."""
         if self._hidden.add_many(seqs):
+            t = self.tree
+            if t is not None and not self.show_begins:
+                t.add_hidden(seqs)
             if self.filter is not None and not self.show_begins:
                 self._fvis.discard_many(seqs)
             self._place_event_rows()
@@ -547,22 +563,36 @@ class TimelineModel:
     def toggle_begins(self) -> None:
         """Show the begin rows folded into their steps' rows, or fold them again."""
         self.show_begins = not self.show_begins
-        if self.filter is not None:
-            self._rebuild_filtered()
-        else:
-            self._place_event_rows()
+        if self.tree is not None:
+            self.tree.regone(self._hidden, self.show_begins)
+        self._refold()
 
     def is_hidden(self, seq: int) -> bool:
-        """Whether the record at ``seq`` is a begin folded into its step's row (and begins are folded)."""
+        """Whether the record at ``seq`` has no row: a begin folded into its step's row (and begins are folded),
+        a folded parent's descendant."""
+        t = self.tree
+        if t is not None and t.gone is not None:
+            return t.no_row(seq, self.show_begins)
         return not self.show_begins and seq in self._hidden
 
     def visible_index(self, seq: int) -> int:
-        """The row of record ``seq`` among the records' rows (a folded begin: its step's, the next row)."""
+        """The row of record ``seq`` among the records' rows (a folded begin: its step's, the next row; a finished
+        parent's step: its begin's)."""
+        t = self.tree
+        if t is not None and t.gone is not None:
+            return t.row_index(seq, self.show_begins)
         return seq if self.show_begins else seq - self._hidden.rank(seq)
 
     def seq_at(self, index: int) -> int:
         """The seq of the record at visible index ``index`` (the inverse of :meth:`visible_index`)."""
+        t = self.tree
+        if t is not None and t.gone is not None:
+            return t.row_seq(index, self.show_begins)
         return index if self.show_begins else self._hidden.select_free(index)
+
+    def _refold(self) -> None:
+        """The rows changed (begins, folds): the filtered rows, the events' and calls' rows."""
+        self._rebuild_filtered() if self.filter is not None else self._place_event_rows()
 
     def begin_status(self, seq: int, attempt: object = None) -> str:
         """A begin's step: ``done`` (its step record exists), ``interrupted`` (a later process attempt or a
@@ -597,6 +627,9 @@ class TimelineModel:
     def rows(self) -> int:
         if self.filter is not None:
             return len(self._fvis) + len(self._between.shown)
+        t = self.tree
+        if t is not None and t.gone is not None:
+            return self.count - len(t.gone) + len(self.events) + len(self.calls)
         return self.count - (0 if self.show_begins else len(self._hidden)) + len(self.events) + len(self.calls)
 
     def row_item(self, row: int) -> tuple[str, int]:
@@ -658,6 +691,7 @@ class TimelineModel:
             self.cache[_seq(ent)] = ent
             if type(ent) is BadLine:
                 self.bad_seqs.add(ent.seq)
+        self._see(got)
         if len(self.cache) > CACHE_MAX:
             self._trim_cache()
 

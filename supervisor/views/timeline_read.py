@@ -12,6 +12,7 @@ from typing import Any
 from ..core.journal_reader import Entry, JournalReader
 from .scan import Marker, Region, StepPairs
 from .timeline_calls import CallsFollower, CallsRead
+from .timeline_tree import Facts, StepTree, TreeScan
 
 SHORT_READS = 5
 """Reads in a row that find fewer lines than counted before the journal is taken as cut, not caught mid-rotation."""
@@ -38,6 +39,7 @@ class LiveSide:
     pairs: StepPairs = field(default_factory=StepPairs)  # begins awaiting their step, across reads
     short: int = 0  # reads in a row that found fewer lines than counted (a rotation half done, or a cut journal)
     calls: CallsFollower = field(default_factory=lambda: CallsFollower(None))  # llm.jsonl, read as far as this
+    tree: TreeScan | None = None  # the nesting read so far (once the model wants it)
 
 
 @dataclass(slots=True)
@@ -69,3 +71,6 @@ class Changes:
     """The proxy's calls committed since the last read (``None``: none), placed among the records."""
     calls_reset: bool = False
     """``calls`` are every call of the file (the live side started over): they replace those shown."""
+    tree: Facts | StepTree | None = None
+    """What the read found about the steps' nesting (``None``: nothing, or the tree is not read): the first read of
+    it, the whole tree (built in the worker: a million records' tree takes a second to build); then what is new."""

@@ -17,20 +17,32 @@ from ..core.journal_reader import Entry
 from ..core.records import BadLine
 from ..core.segments import segment_paths
 from ..errors import JournalError
-from .scan import Marker, Region, ScanResult, iter_new_regions, scan_bytes
+from .scan import Marker, Region, ScanResult, SeqBits, iter_new_regions, scan_bytes
 from .timeline_calls import CallsRead
 from .timeline_read import SHORT_READS, Changes, LiveSide
+from .timeline_tree import StepTree, TreeScan
 
 
-def read_changes(live: LiveSide, source: Path, run_dir: Path, tail_rows: int) -> Changes:
+def read_changes(live: LiveSide, source: Path, run_dir: Path, tail_rows: int, *, tree: bool = False) -> Changes:
     """What was committed to the run at ``run_dir`` (journal ``source``) since ``live``'s last read (parsed: at most
-    the last ``tail_rows`` new records)."""
+    the last ``tail_rows`` new records). ``tree``: the model wants the steps' nesting; after the index, the first
+    such read reads it from the journal's start (``TreeScan.build``), each read after it from the new bytes."""
     if not run_dir.exists():
         return Changes(live, live.count, deleted=True)
     ch = Changes(live, live.count)
     tail = None
     if live.indexed:
+        first = tree and live.tree is None
+        if first:
+            live.tree = TreeScan.build(source, live.scanned)
         _read_indexed(live, ch, source, tail_rows)
+        if live.tree is not None:
+            facts = live.tree.take()
+            if first:  # the whole tree, its parents made here (the UI thread maps its rows)
+                ch.tree = staged = StepTree()
+                staged.take(facts, SeqBits(), True)
+            else:
+                ch.tree = facts or None
     else:
         tail = _read_tail(live, ch, tail_rows)
     ch.count = live.count
@@ -96,6 +108,8 @@ def _scan_new(live: LiveSide, source: Path) -> tuple[list[Marker], int, list[Reg
             continue
         end, line = live.scan_pos.get(ino, (0, 1))
         for region, data in iter_new_regions(p, end, live.scanned, line):
+            if live.tree is not None:
+                live.tree.feed(data, region)
             n = scan_bytes(data, live.scanned, res)
             live.scanned += n
             regions.append(region)

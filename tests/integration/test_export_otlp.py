@@ -519,7 +519,7 @@ def test_a_large_run_is_sent_in_batches_with_progress(tmp_path: Path, receiver: 
     lines = [{"kind": "start", "attempt": 1, "pid": 1, "ts": "2026-12-01T10:00:00.000Z"}]
     lines += [{"step": f"s{i}", "output": i, "ts": f"2026-12-01T10:00:{i // 1000:02d}.{i % 1000:03d}Z"} for i in range(1300)]
     (run / "journal.jsonl").write_bytes(b"".join(orjson.dumps(x) + b"\n" for x in lines))
-    code, out, err = cli(capsys, "export", str(run), "--otlp-endpoint", receiver.url)
+    code, _out, err = cli(capsys, "export", str(run), "--otlp-endpoint", receiver.url)
     assert code == 0, err
     sizes = [sum(len(ss.spans) for rs in r.resource_spans for ss in rs.scope_spans) for r in receiver.requests]
     assert len(sizes) >= 3 and max(sizes) <= BATCH
