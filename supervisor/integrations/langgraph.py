@@ -2,10 +2,9 @@
 
 ``pip install 'agent-supervisor-tui[langgraph]'``::
 
-    with Run.open() as run:
-        model = JournaledChatModel(chat_model, run)     # each request: a step model:<model>@<node>:<superstep>:<hash>
-        tools = journaled_tools([search, lookup], run) # each call: a step tool:<name>@<node>:<superstep>:<hash>#<call id>
-        graph = builder.compile(checkpointer=JournalSaver(run))
+    with Run.open() as run, JournalSaver(run) as saver:
+        model, tools = saver.journaled(chat_model, [search, lookup])  # the one line: every call a journaled step
+        agent = create_react_agent(model, tools, checkpointer=saver)  # or a StateGraph of your own, compiled the same
 
 - :class:`JournalSaver` is a ``BaseCheckpointSaver`` (sync and async) kept in ``<run dir>/langgraph/checkpoints.jsonl``:
   an append-only JSON-lines file, one line per ``put``/``put_writes``/deletion, each synced (``fdatasync``) before the
@@ -13,17 +12,25 @@
   unchanged channels are found by their version in earlier lines), so a long thread does not rewrite its whole state
   per step as a full snapshot per checkpoint would. Deletions (``delete_thread``, ``delete_for_runs``, ``prune``) and
   ``copy_thread`` are lines too: the file stays append-only, like every file of the run directory.
-- :class:`JournaledChatModel` wraps a ``BaseChatModel``: each ``_generate``/``_agenerate`` is a step whose output (the
-  ``ChatResult``) is journaled as JSON and comes back as a ``ChatResult`` of the same messages on resume, with the
-  call's token usage (``run.usage``).
-- :func:`journaled_tools` / :class:`JournaledTool` wrap LangChain tools: each call is a step; ``ToolNode`` runs them.
+- :func:`journaled` (:meth:`JournalSaver.journaled`) wraps a graph's chat model and its tools at once, as the two
+  below:
+- :class:`JournaledChatModel` wraps a ``BaseChatModel``: each ``_generate``/``_agenerate`` is a step
+  ``model:<model>@<node>:<superstep>:<hash>`` whose output (the ``ChatResult``) is journaled as JSON and comes back as
+  a ``ChatResult`` of the same messages on resume, with the call's token usage (``run.usage``).
+- :func:`journaled_tools` / :class:`JournaledTool` wrap LangChain tools: each call is a step
+  ``tool:<name>@<node>:<superstep>:<hash>#<tool call id>``; ``ToolNode`` runs them.
 
 Step identity. LangGraph resumes a thread from its last checkpoint: the nodes that finished are not run again, the
 interrupted one is. A resumed attempt's calls are therefore a subset of the first attempt's, not a replay of its
-sequence, so a call's step name carries where and with what it was made: ``@<node>:<superstep>:<hash>`` (the hash
-of the thread, node path, superstep and the call's inputs; see :func:`_task_key`) and, for a tool, ``#<tool call
-id>``; ``k`` then counts identical calls. The adapter switches its run to matching by ``(name, k)`` (the rule
-overlapping steps use), since the calls of the nodes that finished are not made again.
+sequence, so a call's step name carries where and with what it was made: ``@<node>[<branch>]:<superstep>:<hash>``
+(``[<branch>]``: the index of the ``Send`` that started the task; the hash covers the thread, node path, superstep,
+task path and the call's inputs, see :func:`_place`) and, for a tool, ``#<tool call id>``; ``k`` then counts identical
+calls. The adapter switches its run to matching by ``(name, k)`` (the rule overlapping steps use), since the calls of
+the nodes that finished are not made again. The record's ``call`` names the node, superstep and branch too.
+
+A node run again in the same process (``interrupt()`` then ``Command(resume=...)``, or after an error) is answered
+as a new process resuming after a crash is: the calls its earlier run finished come from :class:`_Memo` (the journal
+cannot serve a step twice in one process), so a clean run and a resumed one make the same calls.
 """
 
 from __future__ import annotations
@@ -36,7 +43,10 @@ import math
 import os
 import random
 import threading
+import weakref
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Iterator, MutableSequence, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -73,7 +83,7 @@ except ImportError as e:  # pragma: no cover - the extra is installed wherever t
         "pip install 'agent-supervisor-tui[langgraph]'"
     ) from e
 
-__all__ = ["JournalSaver", "JournaledChatModel", "JournaledTool", "journaled_tools"]
+__all__ = ["JournalSaver", "JournaledChatModel", "JournaledTool", "journaled", "journaled_model", "journaled_tools"]
 
 FILE_NAME = "checkpoints.jsonl"
 DIR_NAME = "langgraph"
@@ -115,6 +125,8 @@ class JournalSaver(BaseCheckpointSaver[str]):
     def __init__(self, run_dir: Any, *, serde: SerializerProtocol | None = None) -> None:
         super().__init__(serde=serde)
         self._json_ok = serde is None  # a serializer given (encryption, say) sees every value
+        self.run: Any = run_dir if callable(getattr(run_dir, "step", None)) else None
+        """The :class:`~supervisor.Run` given (``None``: a path), whose steps :meth:`journaled` wraps calls in."""
         base = Path(getattr(run_dir, "run_dir", run_dir))
         # a Run opened by `agent-supervisor replay` writes nothing: the saver reads the file and keeps its writes in memory
         self.read_only = bool(getattr(run_dir, "replay_mode", ""))
@@ -216,6 +228,19 @@ class JournalSaver(BaseCheckpointSaver[str]):
                     pass  # the next open moves the partial line aside as torn: nothing is lost either way
                 raise JournalError(f"{self.path}: the checkpoint line was not written ({e})") from None
             self._apply(rec)
+
+    def journaled(self, model: Any, tools: Sequence[BaseTool | Callable[..., Any]] = ()) -> tuple[Any, list[JournaledTool]]:
+        """``model, tools = saver.journaled(model, tools)``: :func:`journaled` with this saver's run, so that the
+        checkpointer's one line gives a graph durable calls too::
+
+            agent = create_react_agent(*saver.journaled(model, tools), checkpointer=saver)
+        """
+        if self.run is None:
+            raise TypeError(
+                f"this JournalSaver was given a path ({self.path.parent.parent}), not a Run: open it as "
+                "JournalSaver(run) (run = Run.open(...)), or call journaled(model, tools, run)"
+            )
+        return journaled(model, tools, self.run)
 
     def close(self) -> None:
         """Release the file (and its lock). The saver cannot be used after."""
@@ -520,14 +545,34 @@ class JournalSaver(BaseCheckpointSaver[str]):
 
 
 # ---------------------------------------------------------------------------------------------- journaled calls
-def _task_key(inputs: Any, config: RunnableConfig | None = None) -> str | None:
-    """The call's key inside a LangGraph run, ``<node>:<superstep>:<8 hex>`` (``None`` outside a graph).
+_PUSH = "__pregel_push"
+"""The first element of the task path of a task a ``Send`` started (LangGraph's ``PUSH``): ``(PUSH, <index>, ...)``."""
+_RUNTIME = "__pregel_runtime"
+"""The configurable key of a task's ``Runtime`` (LangGraph's ``CONFIG_KEY_RUNTIME``), whose ``execution_info`` tells
+the task's id and when this execution of it started."""
 
-    The hex digits hash the thread, the node path (subgraphs nested), the superstep, the task's path and the call's
-    inputs (messages without their random ids). A resumed thread runs the interrupted node again at the same
-    superstep with the same messages: same key, served. A fresh run of a deterministic graph makes the same calls:
-    served too. A fork of the thread (another history at that superstep) asks with other messages: another key, a
-    new call. Task ids are left out: LangGraph draws them from the checkpoint id, new in every fresh run.
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    """Where in a LangGraph run a call is made (:func:`_place`)."""
+
+    suffix: str
+    """The step name's ``@<node>[<branch>]:<superstep>:<8 hex>`` (``[<branch>]`` for a task a ``Send`` started)."""
+    fields: dict[str, Any]
+    """For the record's ``call``: ``node`` (its path, ``outer|inner`` in a subgraph), ``superstep``, ``branch``."""
+    execution: tuple[str, float] | None
+    """This execution of the task: its id and the time its first try started (``None``: not told)."""
+
+
+def _place(inputs: Any, config: RunnableConfig | None = None) -> _Place | None:
+    """Where the call with ``inputs`` is made inside a LangGraph run (``None`` outside a graph).
+
+    The name's hex digits hash the thread, the node path (subgraphs nested), the superstep, the task's path (a
+    ``Send``'s index among it) and the call's inputs (messages without their random ids). A resumed thread runs the
+    interrupted node again at the same superstep with the same messages: same name, served. A fresh run of a
+    deterministic graph makes the same calls: served too. A fork of the thread (another history at that superstep)
+    asks with other messages: another name, a new call. Task ids are left out of the name: LangGraph draws them from
+    the checkpoint id, new in every fresh run; they only tell one task's executions apart (:class:`_Memo`).
     """
     conf = ensure_config(config)
     md = conf.get("metadata") or {}
@@ -535,20 +580,139 @@ def _task_key(inputs: Any, config: RunnableConfig | None = None) -> str | None:
     if node is None:
         return None
     step = md.get("langgraph_step")
-    ns = md.get("langgraph_checkpoint_ns") or ""
-    nodes = "|".join(part.split(":", 1)[0] for part in str(ns).split("|"))
-    thread = (conf.get("configurable") or {}).get("thread_id")
-    ident = orjson.dumps([str(thread) if thread is not None else None, nodes, step, repr(md.get("langgraph_path"))])
+    path = md.get("langgraph_path")
+    nodes = "|".join(part.split(":", 1)[0] for part in str(md.get("langgraph_checkpoint_ns") or "").split("|"))
+    configurable = conf.get("configurable") or {}
+    thread = configurable.get("thread_id")
+    ident = orjson.dumps([str(thread) if thread is not None else None, nodes, step, repr(path)])
     digest = hashlib.sha256(ident + orjson.dumps(inputs, option=orjson.OPT_SORT_KEYS)).hexdigest()[:8]
-    return f"{node}:{step}:{digest}"
+    fields: dict[str, Any] = {"node": nodes or str(node), "superstep": step}
+    where = str(node)
+    if isinstance(path, (tuple, list)) and len(path) > 1 and path[0] == _PUSH and type(path[1]) is int:
+        fields["branch"] = path[1]  # the Send's index: six branches of one fan-out are six different rows
+        where += f"[{path[1]}]"
+    info = getattr(configurable.get(_RUNTIME), "execution_info", None)
+    task, started = getattr(info, "task_id", None), getattr(info, "node_first_attempt_time", None)
+    execution = (task, started) if isinstance(task, str) and isinstance(started, float) else None
+    return _Place(f"@{where}:{step}:{digest}", fields, execution)
+
+
+_MEMO_TASKS = 256
+"""The tasks whose calls a run's :class:`_Memo` keeps (the least recently run are forgotten first)."""
+
+
+@dataclass(slots=True)
+class _TaskCalls:
+    """One task's calls in a :class:`_Memo`: its last execution's start, its calls of each name in that execution so
+    far, and the outputs of those that finished in any execution, by ``(name, n)`` (JSON bytes: a new object each read)."""
+
+    started: float
+    counts: dict[str, int] = field(default_factory=dict)
+    outputs: dict[tuple[str, int], bytes] = field(default_factory=dict)
+
+
+class _Memo:
+    """The outputs of the journaled calls of a run's recent LangGraph tasks, by task, name and occurrence in the
+    task's execution, so that a task executed again in this process (LangGraph runs a node again from its start
+    after ``interrupt()`` and ``Command(resume=...)``, or when the graph is invoked again after the node failed) gets
+    its finished calls' answers as a new process resuming the thread gets them from the journal: a clean run and a
+    resumed one make the same calls. Not written anywhere: the journal holds each call once.
+
+    An execution is a task id and the time its first try started (LangGraph's ``ExecutionInfo``): the tries of a
+    ``RetryPolicy`` are one execution, their calls count on (a retry asks again, as without the adapter; a process
+    resuming after a crash gets the tries' answers back in order from the journal)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tasks: OrderedDict[str, _TaskCalls] = OrderedDict()  # by task id, the most recently run last
+
+    def slot(self, execution: tuple[str, float], name: str) -> tuple[str, str, int]:
+        """The call's place among its task's calls: ``(task, name, n)``, the ``n``-th call of ``name`` in this execution
+        (a task executed again counts from 0 again)."""
+        task, started = execution
+        with self._lock:
+            calls = self._tasks.get(task)
+            if calls is None:
+                calls = self._tasks[task] = _TaskCalls(started)
+                if len(self._tasks) > _MEMO_TASKS:
+                    self._tasks.popitem(last=False)
+            else:
+                self._tasks.move_to_end(task)
+                if calls.started != started:  # another execution of the task: its calls count anew
+                    calls.started = started
+                    calls.counts.clear()
+            n = calls.counts.get(name, 0)
+            calls.counts[name] = n + 1
+        return task, name, n
+
+    def get(self, slot: tuple[str, str, int]) -> tuple[bool, Any]:
+        """``(True, output)`` (a new object) if the call at ``slot`` finished in an earlier execution, else ``(False, None)``."""
+        with self._lock:
+            calls = self._tasks.get(slot[0])
+            raw = None if calls is None else calls.outputs.get(slot[1:])
+        return (False, None) if raw is None else (True, orjson.loads(raw))
+
+    def put(self, slot: tuple[str, str, int], output: Any) -> None:
+        """Keep the output of the call at ``slot`` (one that is not JSON is not kept: the call runs again)."""
+        try:
+            raw = orjson.dumps(output)
+        except TypeError:
+            return
+        with self._lock:
+            calls = self._tasks.get(slot[0])
+            if calls is not None:
+                calls.outputs[slot[1:]] = raw
+
+
+_MEMOS: weakref.WeakKeyDictionary[Any, _Memo] = weakref.WeakKeyDictionary()
+_MEMOS_LOCK = threading.Lock()
+
+
+def _memo(run: Any) -> _Memo | None:
+    """The run's :class:`_Memo` (``None`` for a run object that cannot be weakly referenced)."""
+    with _MEMOS_LOCK:
+        try:
+            memo = _MEMOS.get(run)
+            if memo is None:
+                memo = _MEMOS[run] = _Memo()
+        except TypeError:
+            return None
+    return memo
 
 
 def _keyed(run: Any) -> None:
     """Match this run's steps by ``(name, k)``: after a resume, LangGraph does not make the calls of the nodes
-    that finished again, so the calls are not the journal's sequence (the SDK's rule for overlapping steps).
-
-    """
+    that finished again, so the calls are not the journal's sequence (the SDK's rule for overlapping steps)."""
     run.match_by_name()
+
+
+class _Call:
+    """One journaled call: its step name, ``call`` fields and inputs, and where the task's memo keeps its output."""
+
+    __slots__ = ("call", "inputs", "memo", "name", "slot")
+
+    def __init__(self, run: Any, name: str, call: dict[str, Any], inputs: Any, place: _Place | None, tail: str = "") -> None:
+        self.name = name + (place.suffix if place is not None else "") + tail
+        self.call = call
+        self.inputs = inputs
+        self.memo: _Memo | None = None
+        self.slot: tuple[str, str, int] | None = None
+        if place is not None:
+            call.update(place.fields)
+            if place.execution is not None:
+                self.memo = _memo(run)
+                if self.memo is not None:
+                    self.slot = self.memo.slot(place.execution, self.name)
+
+    def earlier(self) -> tuple[bool, Any]:
+        """The output this call had in an earlier execution of its task in this process, if it finished there."""
+        return (False, None) if self.memo is None or self.slot is None else self.memo.get(self.slot)
+
+    def keep(self, output: Any) -> Any:
+        """Keep the step's output for a later execution of the task; returns it."""
+        if self.memo is not None and self.slot is not None:
+            self.memo.put(self.slot, output)
+        return output
 
 
 def _jsonable(v: Any) -> Any:
@@ -606,8 +770,9 @@ def _record_usage(run: Any, result: ChatResult, model: str, provider: str | None
 class JournaledChatModel(BaseChatModel):
     """``JournaledChatModel(chat_model, run)``: ``chat_model`` whose every request is a journaled step.
 
-    The step is ``model:<model name>`` (``@<task>`` inside a LangGraph node), with ``call`` ``{"kind": "model",
-    "model", "provider"}`` (from the model's LangSmith parameters) and the response's token usage; its inputs are the
+    The step is ``model:<model name>`` (``@<node>[<branch>]:<superstep>:<hash>`` inside a LangGraph node), with
+    ``call`` ``{"kind": "model", "model", "provider"}`` (from the model's LangSmith parameters; ``node``,
+    ``superstep`` and ``branch`` inside a graph, see :func:`_place`) and the response's token usage; its inputs are the
     request's digest, the number of messages and the last message (a LangChain message dict). On resume the
     recorded ``ChatResult`` is returned and ``chat_model`` is not called. ``bind_tools`` binds the wrapped model's
     tool format to this wrapper.
@@ -657,21 +822,19 @@ class JournaledChatModel(BaseChatModel):
         )
         return str(model), ls.get("ls_provider")
 
-    def _step_args(
-        self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]
-    ) -> tuple[str, str, str | None, dict[str, Any]]:
-        """The step's name and its recorded inputs: the request's digest (every message, ``stop``, the bound keyword
-        arguments), the number of messages and the last one. Not the whole conversation: it grows with every turn,
-        and each message is in the journal already (the output of the step that made it)."""
+    def _step_args(self, messages: list[BaseMessage], stop: list[str] | None, kwargs: dict[str, Any]) -> tuple[_Call, str, str | None]:
+        """The journaled call (its step name and recorded inputs: the request's digest (every message, ``stop``, the
+        bound keyword arguments), the number of messages and the last one), the model and its provider. Not the whole
+        conversation: it grows with every turn, and each message is in the journal already (the output of the step
+        that made it)."""
         model, provider = self._identity(stop, kwargs)
         full = [_jsonable(messages), stop, _jsonable(kwargs)]
         digest = hashlib.sha256(orjson.dumps(full, option=orjson.OPT_SORT_KEYS)).hexdigest()[:16]
         inputs: dict[str, Any] = {"digest": digest, "messages": len(messages)}
         if messages:
             inputs["last"] = full[0][-1]
-        task = _task_key(digest)
-        name = f"model:{model}" if task is None else f"model:{model}@{task}"
-        return name, model, provider, inputs
+        call = {"kind": "model", "model": model, "provider": provider}
+        return _Call(self.supervisor_run, f"model:{model}", call, inputs, _place(digest)), model, provider
 
     def _generate(
         self,
@@ -680,7 +843,10 @@ class JournaledChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        name, model, provider, inputs = self._step_args(messages, stop, kwargs)
+        c, model, provider = self._step_args(messages, stop, kwargs)
+        done, out = c.earlier()
+        if done:
+            return result_from_json(out)
         live: list[ChatResult] = []  # the model's own result when it runs; rebuilt from the journal when served
 
         def call(_inputs: Any) -> dict[str, Any]:
@@ -689,8 +855,7 @@ class JournaledChatModel(BaseChatModel):
             live[:] = [result]
             return result_to_json(result)
 
-        opts = self.supervisor_run.with_options(call={"kind": "model", "model": model, "provider": provider})
-        out = opts.step(name, call, inputs)
+        out = c.keep(self.supervisor_run.with_options(call=c.call).step(c.name, call, c.inputs))
         return live[0] if live else result_from_json(out)
 
     async def _agenerate(
@@ -700,7 +865,10 @@ class JournaledChatModel(BaseChatModel):
         run_manager: AsyncCallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        name, model, provider, inputs = self._step_args(messages, stop, kwargs)
+        c, model, provider = self._step_args(messages, stop, kwargs)
+        done, out = c.earlier()
+        if done:
+            return result_from_json(out)
         live: list[ChatResult] = []
 
         async def call(_inputs: Any) -> dict[str, Any]:
@@ -709,8 +877,7 @@ class JournaledChatModel(BaseChatModel):
             live[:] = [result]
             return result_to_json(result)
 
-        opts = self.supervisor_run.with_options(call={"kind": "model", "model": model, "provider": provider})
-        out = await opts.astep(name, call, inputs)
+        out = c.keep(await self.supervisor_run.with_options(call=c.call).astep(c.name, call, c.inputs))
         return live[0] if live else result_from_json(out)
 
 
@@ -727,9 +894,10 @@ def _tool_output_from_json(data: Any) -> Any:
 
 
 class JournaledTool(BaseTool):
-    """A LangChain tool whose every call is a journaled step ``tool:<name>`` (``@<task>#<tool call id>`` when
-    ``ToolNode`` calls it inside a graph), with ``call`` ``{"kind": "tool", "tool", "call_id"}`` and the arguments
-    as its inputs. Its result (a ``ToolMessage``, or a JSON value) comes back from the journal on resume."""
+    """A LangChain tool whose every call is a journaled step ``tool:<name>`` (``@<node>[<branch>]:<superstep>:<hash>``
+    inside a graph, ``#<tool call id>`` when ``ToolNode`` calls it), with ``call`` ``{"kind": "tool", "tool",
+    "call_id"}`` (and ``node``, ``superstep``, ``branch``) and the arguments as its inputs. Its result (a
+    ``ToolMessage``, or a JSON value) comes back from the journal on resume."""
 
     tool: BaseTool
     supervisor_run: Any
@@ -741,22 +909,20 @@ class JournaledTool(BaseTool):
         )
         _keyed(run)
 
-    def _step(self, input: Any, config: RunnableConfig | None) -> tuple[str, dict[str, Any], Any]:
+    def _step(self, input: Any, config: RunnableConfig | None) -> _Call:
         call_id = input.get("id") if isinstance(input, dict) and input.get("type") == "tool_call" else None
         args = _jsonable(input.get("args", {}) if call_id is not None else input)
-        task = _task_key([call_id, args], config)
-        name = f"tool:{self.name}"
-        if task is not None:
-            name += f"@{task}"
-        if call_id is not None:
-            name += f"#{call_id}"
         call: dict[str, Any] = {"kind": "tool", "tool": self.name}
         if call_id is not None:
             call["call_id"] = call_id
-        return name, call, args
+        tail = f"#{call_id}" if call_id is not None else ""
+        return _Call(self.supervisor_run, f"tool:{self.name}", call, args, _place([call_id, args], config), tail)
 
     def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        name, call, args = self._step(input, config)
+        c = self._step(input, config)
+        done, out = c.earlier()
+        if done:
+            return _tool_output_from_json(out)
         live: list[Any] = []  # the tool's own result when it runs; rebuilt from the journal when served
 
         def run_tool(_args: Any) -> Any:
@@ -767,13 +933,16 @@ class JournaledTool(BaseTool):
             return _tool_output_to_json(live[0])
 
         try:
-            out = self.supervisor_run.with_options(call=call).step(name, run_tool, args)
+            out = c.keep(self.supervisor_run.with_options(call=c.call).step(c.name, run_tool, c.inputs))
         except StepPassThrough as e:
             raise e.inner from None
         return live[0] if live else _tool_output_from_json(out)
 
     async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
-        name, call, args = self._step(input, config)
+        c = self._step(input, config)
+        done, out = c.earlier()
+        if done:
+            return _tool_output_from_json(out)
         live: list[Any] = []
 
         async def run_tool(_args: Any) -> Any:
@@ -784,7 +953,7 @@ class JournaledTool(BaseTool):
             return _tool_output_to_json(live[0])
 
         try:
-            out = await self.supervisor_run.with_options(call=call).astep(name, run_tool, args)
+            out = c.keep(await self.supervisor_run.with_options(call=c.call).astep(c.name, run_tool, c.inputs))
         except StepPassThrough as e:
             raise e.inner from None
         return live[0] if live else _tool_output_from_json(out)
@@ -795,5 +964,37 @@ class JournaledTool(BaseTool):
 
 def journaled_tools(tools: Sequence[BaseTool | Callable[..., Any]], run: Any) -> list[JournaledTool]:
     """Each tool wrapped as a :class:`JournaledTool` (give the list to ``ToolNode``); a plain function is made a tool
-    first, as ``ToolNode`` does."""
-    return [JournaledTool(t if isinstance(t, BaseTool) else create_tool(t), run) for t in tools]
+    first, as ``ToolNode`` does; a tool already journaled in ``run`` is kept as it is."""
+    return [
+        t if isinstance(t, JournaledTool) and t.supervisor_run is run
+        else JournaledTool(t if isinstance(t, BaseTool) else create_tool(t), run)
+        for t in tools
+    ]
+
+
+def journaled_model(model: Any, run: Any) -> Any:
+    """``model`` with every call journaled: a chat model becomes a :class:`JournaledChatModel`; a chat model bound to
+    arguments (``model.bind_tools(tools)``, ``model.bind(...)``) stays bound to them, around the journaled model; one
+    journaled in ``run`` already is kept."""
+    if isinstance(model, JournaledChatModel) and model.supervisor_run is run:
+        return model
+    if isinstance(model, BaseChatModel):
+        return JournaledChatModel(model, run)
+    if isinstance(model, RunnableBinding) and isinstance(model.bound, BaseChatModel):
+        return model.model_copy(update={"bound": journaled_model(model.bound, run)})
+    raise TypeError(
+        f"journaled() wraps a chat model (a BaseChatModel, or one bound with bind_tools/bind), not a "
+        f"{type(model).__name__}: give the model object (e.g. ChatOpenAI(...) or init_chat_model(...)), and add "
+        "structured output or other steps after wrapping it"
+    )
+
+
+def journaled(model: Any, tools: Sequence[BaseTool | Callable[..., Any]], run: Any) -> tuple[Any, list[JournaledTool]]:
+    """``model, tools = journaled(model, tools, run)``: a graph's chat model and tools with every call journaled
+    (:func:`journaled_model`, :func:`journaled_tools`), the one line that makes a node run again after a crash or an
+    ``interrupt()`` get its finished calls' answers instead of paying for them again::
+
+        agent = create_react_agent(*journaled(model, tools, run), checkpointer=saver)
+
+    :meth:`JournalSaver.journaled` is the same with the saver's run. ``model`` may be ``None`` (tools only)."""
+    return (None if model is None else journaled_model(model, run)), journaled_tools(tools, run)

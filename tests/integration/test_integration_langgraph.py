@@ -10,6 +10,7 @@ import os
 import runpy
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
@@ -22,7 +23,13 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 
 from supervisor import Run
 from supervisor.errors import JournalError, JournalLockedError
-from supervisor.integrations.langgraph import JournaledChatModel, JournalSaver, result_from_json, result_to_json
+from supervisor.integrations.langgraph import (
+    JournaledChatModel,
+    JournalSaver,
+    journaled,
+    result_from_json,
+    result_to_json,
+)
 
 from ..conftest import ROOT, clean_env
 
@@ -288,7 +295,9 @@ def test_second_run_serves_every_call(tmp_path: Path, calls_file: Path, use_asyn
     models = [s for s in steps if s["step"].startswith("model:")]
     tools = [s for s in steps if s["step"].startswith("tool:")]
     assert len(models) == 3 and len(tools) == 3
-    assert all(s["call"] == {"kind": "model", "model": MODEL, "provider": PROVIDER} for s in models)
+    assert [s["call"] for s in models] == [
+        {"kind": "model", "model": MODEL, "provider": PROVIDER, "node": "agent", "superstep": n} for n in (1, 3, 5)
+    ]
     assert [s["usage"] for s in models] == [
         [{"model": MODEL, "provider": PROVIDER, "input_tokens": i, "output_tokens": o}] for i, o in [(12, 5), (40, 9), (75, 14)]
     ]
@@ -402,6 +411,177 @@ def test_interrupt_in_a_tool_is_not_a_failed_step(tmp_path: Path) -> None:
     assert out["messages"][-1].content == "sent to ops: ['yes', 'sure', 'go']"
     steps = records(tmp_path / "run")
     assert [(s["call"]["tool"], "error" in s) for s in steps] == [("send", False)]
+
+
+def _approval_graph(run: Run, saver: JournalSaver) -> Any:
+    """``work`` asks the model, then ``tools`` runs two tool calls, one of which asks a human (``interrupt()`` in the
+    tool), then ``work`` asks the model, then a human (``interrupt()`` in the node), then the model again. LangGraph
+    runs an interrupted node (or ``ToolNode``) again from its start when it is resumed."""
+    import langgraph_fakes as fakes
+    from langchain_core.tools import tool
+    from langgraph.prebuilt import ToolNode
+    from langgraph.types import interrupt
+
+    @tool
+    def search(query: str) -> str:
+        """Search the notes."""
+        fakes.paid("tool:search", query)
+        return f"notes on {query}"
+
+    @tool
+    def deploy(target: str) -> str:
+        """Deploy, once a human approves."""
+        fakes.paid("tool:deploy", target)  # paid before it asks: asked again after the answer, it pays again
+        return f"deployed to {target}: {interrupt(f'deploy to {target}?')}"
+
+    def script(messages: list[Any]) -> AIMessage:
+        if len(messages) == 1:
+            return AIMessage("", tool_calls=[{"name": "search", "args": {"query": "q"}, "id": "c1"},
+                                             {"name": "deploy", "args": {"target": "prod"}, "id": "c2"}])
+        return AIMessage(f"[{len(messages)}] {messages[-1].content}")
+
+    model, tools = saver.journaled(fakes.ScriptedModel(script=script), [search, deploy])
+
+    def work(state: MessagesState) -> dict[str, Any]:
+        if len(state["messages"]) == 1:
+            return {"messages": [model.invoke(state["messages"])]}
+        draft = model.invoke(state["messages"])
+        answer = interrupt(f"publish {draft.content!r}?")
+        return {"messages": [draft, model.invoke([*state["messages"], draft, HumanMessage(answer)])]}
+
+    g = StateGraph(MessagesState)
+    g.add_node("work", work)
+    g.add_node("tools", ToolNode(tools))
+    g.add_edge(START, "work")
+    g.add_conditional_edges("work", lambda s: "tools" if len(s["messages"]) == 2 else END, ["tools", END])
+    g.add_edge("tools", "work")
+    return g.compile(checkpointer=saver)
+
+
+@pytest.mark.parametrize("use_async", [False, True], ids=["sync", "async"])
+def test_a_node_run_again_after_interrupt_gets_its_finished_calls(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, use_async: bool
+) -> None:
+    """``interrupt()`` then ``Command(resume=...)``: the resumed node's model and tool calls that had finished are
+    not made again, whether it resumes in the same process or in a new one after a crash while it waited: a clean run
+    and a resumed one pay for the same calls (``deploy`` pays once more each time it is run again: it asks the human
+    before it returns, so it has not finished)."""
+    from langgraph.types import Command
+
+    config: Any = {"configurable": {"thread_id": "t"}}
+
+    def invoke(graph: Any, inp: Any) -> Any:
+        return asyncio.run(graph.ainvoke(inp, config)) if use_async else graph.invoke(inp, config)
+
+    def answers(run_dir: Path, crash: bool) -> tuple[Any, Counter[str]]:
+        ledger = tmp_path / f"{run_dir.name}.ledger"
+        monkeypatch.setenv("LEDGER_FILE", str(ledger))
+        with Run.open(run_dir) as run, JournalSaver(run) as saver:
+            state = invoke(_approval_graph(run, saver), {"messages": [HumanMessage("go")]})
+            for _ in range(2):
+                question = state["__interrupt__"][0].value
+                if crash:  # the process dies while the human thinks; a new one finds the question pending
+                    run.close()
+                    saver.close()
+                    run = Run.open(run_dir)
+                    saver = JournalSaver(run)
+                    assert [i.value for i in _approval_graph(run, saver).get_state(config).interrupts] == [question]
+                state = invoke(_approval_graph(run, saver), Command(resume=f"yes to {question}"))
+            run.close()
+            saver.close()
+        return sample.summary(state["messages"]), Counter(x["what"] for x in map(orjson.loads, ledger.read_bytes().splitlines()))
+
+    same_process = answers(tmp_path / "same", crash=False)
+    after_crash = answers(tmp_path / "crash", crash=True)
+    assert same_process == after_crash
+    assert same_process[1] == {"model": 3, "tool:search": 1, "tool:deploy": 2}
+    assert same_process[0][-1]["content"] == "[6] yes to publish '[4] deployed to prod: yes to deploy to prod?'?"
+    steps = records(tmp_path / "same")
+    assert len(steps) == 5 and len({s["step"] for s in steps}) == 5  # each call once in the journal
+
+
+def test_a_retried_node_asks_again_and_a_resume_replays_its_tries(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A node LangGraph retries (``RetryPolicy``) runs again from its start, and its model call is a new call (a retry
+    is a new try: a model that answered badly may answer better); run again after a crash, the node's tries get
+    the answers their tries had, in order (the first try's, then the retry's), so it fails and succeeds as it did."""
+    import langgraph_fakes as fakes
+    from langgraph.types import RetryPolicy
+
+    ledger = tmp_path / "ledger"
+    monkeypatch.setenv("LEDGER_FILE", str(ledger))
+    got = []
+    for _ in range(2):  # the second run: a new process resuming the run after a crash
+        fails = [1]
+        with Run.open(tmp_path / "run") as run:
+            (model, _) = journaled(fakes.ScriptedModel(script=lambda m: AIMessage(f"{n_lines(ledger)}")), [], run)
+
+            def node(state: MessagesState, model: Any = model, fails: list[int] = fails) -> dict[str, Any]:
+                reply = model.invoke(state["messages"])
+                if fails[0]:
+                    fails[0] -= 1
+                    raise ConnectionError("after the model call")
+                return {"messages": [reply]}
+
+            g = StateGraph(MessagesState)
+            g.add_node("n", node, retry_policy=RetryPolicy(max_attempts=2, initial_interval=0.001, jitter=False))
+            g.add_edge(START, "n")
+            g.add_edge("n", END)
+            got.append(g.compile().invoke({"messages": [HumanMessage("q")]})["messages"][-1].content)
+            got.append((len(run.executed), len(run.replayed)))
+    assert got == ["2", (2, 0), "2", (0, 2)] and n_lines(ledger) == 2
+
+
+def test_one_line_journals_a_graphs_model_and_tools(tmp_path: Path) -> None:
+    """``saver.journaled(model, tools)`` / ``journaled(model, tools, run)``: a chat model (bound with ``bind_tools`` or
+    not) and tools journaled; what is journaled already is kept; mistakes say what to give."""
+    import langgraph_fakes as fakes
+    from langchain_core.runnables import RunnableBinding
+
+    from supervisor.integrations.langgraph import JournaledTool
+
+    def double(n: int) -> int:
+        """Double a number."""
+        return 2 * n
+
+    model = fakes.ScriptedModel(script=lambda m: AIMessage("ok"))
+    with Run.open(tmp_path / "run") as run, JournalSaver(run) as saver:
+        wrapped, tools = saver.journaled(model, [double])
+        assert isinstance(wrapped, JournaledChatModel) and [type(t) for t in tools] == [JournaledTool]
+        assert saver.journaled(wrapped, tools) == (wrapped, tools)  # journaled already: kept
+        bound = journaled(model.bind_tools([double]), [], run)[0]
+        assert isinstance(bound, RunnableBinding) and isinstance(bound.bound, JournaledChatModel)
+        assert bound.kwargs["tools"][0]["function"]["name"] == "double"
+        assert bound.invoke("hi").content == "ok" and run.executed[-1].startswith("model:scripted-model")
+        assert journaled(None, [double], run)[0] is None
+        with pytest.raises(TypeError, match=r"wraps a chat model .* not a str: give the model object"):
+            journaled("openai:gpt-4o", [], run)
+    with JournalSaver(tmp_path / "other") as by_path, pytest.raises(TypeError, match=r"given a path .* JournalSaver\(run\)"):
+        by_path.journaled(model, [])
+
+
+def test_rows_name_the_node_and_the_branch(tmp_path: Path) -> None:
+    """A call's record says where it was made: ``call`` ``node`` (the node's path in a subgraph), ``superstep``, and
+    ``branch`` (the ``Send``'s index) for a branch of a fan-out, in its step name as ``@<node>[<branch>]``."""
+    import langgraph_fakes as fakes
+    from langgraph.types import Send
+
+    with Run.open(tmp_path / "run") as run:
+        (model, _) = journaled(fakes.ScriptedModel(script=lambda m: AIMessage("same")), [], run)
+        sub = StateGraph(Sub)
+        sub.add_node("count", lambda s: {"summary": model.invoke("count").content})
+        sub.add_edge(START, "count")
+        g = StateGraph(Research)
+        g.add_node("research", lambda s: {"notes": [model.invoke("the same question").content]})
+        g.add_node("write", sub.compile())
+        g.add_conditional_edges(START, lambda s: [Send("research", {"topic": t}) for t in "abc"], ["research"])
+        g.add_edge("research", "write")
+        g.compile().invoke({"topics": [], "notes": [], "summary": ""})
+    calls = [(s["step"].split("@")[1].rsplit(":", 1)[0], s["call"]) for s in records(tmp_path / "run")]
+    branches = sorted((where, c["node"], c["superstep"], c.get("branch")) for where, c in calls)
+    assert branches == [
+        ("count:1", "write|count", 1, None),
+        ("research[0]:1", "research", 1, 0), ("research[1]:1", "research", 1, 1), ("research[2]:1", "research", 1, 2),
+    ]
 
 
 def test_wrapping_mistakes_and_plain_functions(tmp_path: Path) -> None:
