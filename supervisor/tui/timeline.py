@@ -706,10 +706,11 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         call = call_of(rec)
         if call is None:
             return label, name, style
+        where = _call_place(call)
         if call.get("kind") == "model":
-            return "◇ model", step_model(rec) or name, self._fg("timeline--model")
+            return "◇ model", (step_model(rec) or name) + where, self._fg("timeline--model")
         tool = call.get("tool")
-        return "⚙ tool", tool if isinstance(tool, str) and tool else name, self._fg("timeline--tool")
+        return "⚙ tool", (tool if isinstance(tool, str) and tool else name) + where, self._fg("timeline--tool")
 
     def _step_tail(self, rec: Record, name: str) -> list[Segment]:
         """A step's error, or ✓ (≠ if served with changed inputs), its usage when narrow, and its output."""
@@ -774,3 +775,17 @@ def _first_ts(source: Any) -> Any:
     except (OSError, ValueError):
         return None
     return rec.get("ts") if isinstance(rec, dict) else None
+
+
+def _call_place(call: dict[str, Any]) -> str:
+    """Which agent, graph node and fan-out branch made a call, when its record says (the adapters write
+    ``agent``, ``node`` and ``branch``): six ``Send`` rows of one node are told apart."""
+    out = ""
+    agent, node, branch = call.get("agent"), call.get("node"), call.get("branch")
+    if isinstance(agent, str) and agent:
+        out += f" ({agent})"
+    if isinstance(node, str) and node:
+        out += f" @{node}"
+    if isinstance(branch, (int, str)) and not isinstance(branch, bool) and str(branch) != "":
+        out += f"[{branch}]"
+    return out
