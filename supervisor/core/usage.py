@@ -358,8 +358,9 @@ class UsageFold:
     def _add_step(self, rec: Mapping[str, Any]) -> None:
         """A step's usage: in the totals and by model; in the effective sum if it succeeded."""
         counted = self._count(rec)
-        if counted is not None and rec.get("error") is None:
-            self._effective.add(*counted)
+        call = rec.get("call")
+        if counted is not None and rec.get("error") is None and not (isinstance(call, dict) and call.get("observed")):
+            self._effective.add(*counted)  # an observed call (a tracing processor saw it) is never served: not saved
 
     def _count(self, rec: Mapping[str, Any]) -> tuple[Tokens, float | None] | None:
         """A step's or call's usage into the totals and by model; return its tokens and cost (``None``: no usage)."""

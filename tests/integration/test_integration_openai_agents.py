@@ -118,12 +118,12 @@ def test_second_run_serves_every_step_and_the_records_say_what_was_called(tmp_pa
     recs = _records(run_dir)
     # in call order: the two parallel fetches commit in either order (their records are paired by pos)
     steps = sorted((r for r in recs if r.get("kind") == "step"), key=lambda r: r["pos"])
+    # a model call's step is named after its agent (the model is in ``call``)
     assert [s["step"] for s in steps] == [
-        "model:scripted-research-1", "tool:search", "model:scripted-research-1", "tool:fetch", "tool:fetch",
-        "model:scripted-research-1",
+        "model:researcher", "tool:search", "model:researcher", "tool:fetch", "tool:fetch", "model:researcher",
     ]
     for s in [s for s in steps if s["step"].startswith("model:")]:
-        assert s["call"] == {"kind": "model", "model": "scripted-research-1", "provider": "scripted"}
+        assert s["call"] == {"kind": "model", "model": "scripted-research-1", "provider": "scripted", "agent": "researcher"}
         (u,) = s["usage"]
         assert u["model"] == "scripted-research-1" and u["provider"] == "scripted"
         assert u["input_tokens"] > 0 and u["output_tokens"] > 0 and u["cached_tokens"] == u["input_tokens"] // 2
@@ -134,9 +134,9 @@ def test_second_run_serves_every_step_and_the_records_say_what_was_called(tmp_pa
     assert len(first_model["digest"]) == 16 and first_model["digest"] != last_model["digest"]
     tool_steps = [s for s in steps if s["step"].startswith("tool:")]
     assert [s["call"] for s in tool_steps] == [
-        {"kind": "tool", "tool": "search", "call_id": "call_search_1"},
-        {"kind": "tool", "tool": "fetch", "call_id": "call_fetch_1"},
-        {"kind": "tool", "tool": "fetch", "call_id": "call_fetch_2"},
+        {"kind": "tool", "tool": "search", "call_id": "call_search_1", "agent": "researcher"},
+        {"kind": "tool", "tool": "fetch", "call_id": "call_fetch_1", "agent": "researcher"},
+        {"kind": "tool", "tool": "fetch", "call_id": "call_fetch_2", "agent": "researcher"},
     ]
     assert tool_steps[0]["inputs"] == {"kwargs": {"query": "durable agents"}}  # the tool's arguments
     assert tool_steps[1]["output"] == "page 1"
@@ -156,7 +156,7 @@ def test_a_changed_request_is_told_on_resume(tmp_path: Path) -> None:
     notes = [r for r in _records(run_dir) if r.get("kind") == "note"]
     # every model request holds the prompt; the tools' arguments did not change (served without a word)
     assert [(n["message"], n["step"], n["pos"], n["action"]) for n in notes] == [
-        ("changed inputs", "model:scripted-research-1", p, "served") for p in (0, 2, 5)
+        ("changed inputs", "model:researcher", p, "served") for p in (0, 2, 5)
     ]
 
 
@@ -206,7 +206,7 @@ def test_a_streamed_run_is_journaled_and_served(tmp_path: Path) -> None:
     assert len(m1.calls) == 2 and len(m2.calls) == 0 and calls == [1]
     assert r1.final_output == r2.final_output == "five" and kinds1 == kinds2
     steps = [r for r in _records(tmp_path / "run") if r.get("kind") == "step"]
-    assert [s["step"] for s in steps] == ["model:ScriptedModel", "tool:add", "model:ScriptedModel"]
+    assert [s["step"] for s in steps] == ["model:a", "tool:add", "model:a"]
     assert steps[1]["output"] == 5 and steps[1]["call"]["call_id"] == "c-add"
 
 
@@ -250,7 +250,7 @@ def test_handoff_targets_are_durable_too(tmp_path: Path) -> None:
     f2, b2 = models()
     assert run_once(f2, b2).final_output == "expert answer" and len(f2.calls) == len(b2.calls) == 0
     names = [r["step"] for r in _records(tmp_path / "run") if r.get("kind") == "step"]
-    assert names == ["model:ScriptedModel", "model:ScriptedModel"]
+    assert names == ["model:triage", "model:expert"]
 
 
 def test_tracing_processor_journals_spans_as_notes(tmp_path: Path) -> None:
