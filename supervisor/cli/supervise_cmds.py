@@ -14,8 +14,10 @@ import orjson
 
 from ..core import pauses, rundir
 from ..core.command import portable_program, recorded_cwd
+from ..core.redact import redact_argv
 from ..core.status import RunStatus
 from ..errors import RunDirError, SupervisorError, WorkspaceError
+from ..supervise import notify
 from ..supervise.control import run_status
 from ..supervise.metrics import format_size, parse_size
 from ..supervise.persister import is_resource_error
@@ -119,6 +121,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--otlp-endpoint", metavar="URL",
                    help="export the run's spans live over OTLP/HTTP to URL, e.g. http://localhost:4318 (headers from "
                         "OTEL_EXPORTER_OTLP_HEADERS; needs the [otlp] extra)")
+    add_notify_options(p)
     add_llm_proxy_options(p, flag=True)
     add_workspace_options(p)
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- CMD [ARGS...]", help="the agent's command, after --")
@@ -202,6 +205,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
     _require_extras(args)
     opts = _options(args)
     ws = workspace_settings(args, run_dir, exists)
+    notify_settings = notify.settings_for(run_dir, exists, args.notify, args.notify_timeout, off=args.no_notify)
     if not exists:
         rundir.ensure_dir(run_dir)
     sup = Supervisor(run_dir, cmd, opts, cwd=str(cwd) if cwd is not None else None)
@@ -224,6 +228,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
 
         sup.otlp = OtlpLive(sup.run_dir, sup.run_id, args.otlp_endpoint, known_records=sup.journal.records).start()
     _announce_llm_proxy(sup)
+    _attach_notifier(sup, notify_settings)
     return sup.run()
 
 
@@ -315,6 +320,34 @@ def _prepare(sup: Supervisor, run_dir: Path, existed: bool) -> int | None:
               "free disk space or file descriptors, then run the same command again", file=sys.stderr)
         return EXIT_RESOURCES
     return None
+
+
+def add_notify_options(p: argparse.ArgumentParser) -> None:
+    """``--notify CMD`` (repeatable), ``--notify-timeout S`` and ``--no-notify``."""
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--notify", action="append", default=None, metavar="CMD",
+                   help="run the shell command line CMD (sh -c) with one JSON event on its stdin when the run pauses, "
+                        "asks, loops on crashes, hangs, hits --max-rss, or ends; repeatable; kept in run.json (a resume "
+                        "without flags keeps notifying; --notify given again replaces the commands)")
+    g.add_argument("--no-notify", action="store_true", help="drop the notification commands run.json keeps")
+    p.add_argument("--notify-timeout", type=_positive(float), default=None, metavar="S",
+                   help=f"kill a notification command (its process group) still running after S seconds "
+                        f"(default {notify.DEFAULT_TIMEOUT_S:g}, or the one run.json keeps)")
+
+
+def _attach_notifier(sup: Supervisor, settings: notify.Settings) -> None:
+    """Keep the notification settings in ``run.json`` (the lock is held; written as the supervisor writes it,
+    retried on a full disk) and start the notifier."""
+    if settings.to_json() != notify.recorded(sup.run_dir).to_json():
+        sup.report.run_json(**{notify.RUN_JSON_KEY: settings.to_json()})
+    if not settings.commands:
+        return
+    n = notify.Notifier(settings, run_dir=sup.run_dir, display_dir=sup.display_dir, run_id=sup.run_id, sel=sup.sel,
+                        helpers=sup.tree.helpers, emit=sup.emit, say=sup.say,
+                        redact=lambda text: redact_argv([text], sup.redactor)[0])
+    if n.start():
+        sup.report.notifier = n
+        sup.say(f"notifications: {len(settings.commands)} command(s), timeout {settings.timeout_s:g} s")
 
 
 def _announce_llm_proxy(sup: Supervisor) -> None:

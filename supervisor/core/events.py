@@ -36,6 +36,7 @@ EVENTS = frozenset(
         "resume",
         "resource-error",
         "export-error",
+        "notify-error",
         "files",
         "paused",
         "asked",

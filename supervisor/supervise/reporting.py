@@ -17,11 +17,14 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core import rundir
 from ..core.events import EVENTS, EventLog
 from .persister import Persister, cut_torn_tail, is_resource_error
+
+if TYPE_CHECKING:
+    from .notify import Notifier
 
 __all__ = ["FINAL_WRITE_S", "MAX_DEFERRED_EVENTS", "RESOURCE_REPORT_S", "RETRY_WRITE_S", "Reporter"]
 
@@ -57,6 +60,9 @@ class Reporter:
         """Bytes of the agent's output that ``agent.log`` lost on a full disk (reported with the next event)."""
         self.tap: Callable[[str, int, dict[str, Any]], None] | None = None
         """Sees every event as it is emitted (the live span exporter)."""
+        self.notifier: Notifier | None = None
+        """``supervise --notify``: sees every event as it is emitted too; closed (its bounded final wait) first
+        in ``finish_writes``, so the end of the run is delivered and its failures are still recorded."""
 
     def say(self, text: str) -> None:
         """A progress line on stderr (silenced by ``-q``)."""
@@ -77,6 +83,8 @@ class Reporter:
         self._deferred.append((event, attempt, fields))
         if self.tap is not None:
             self.tap(event, attempt, fields)
+        if self.notifier is not None:
+            self.notifier.event(event, attempt, fields)
         if self.events_retry_at is None:
             self.flush_events()
 
@@ -201,7 +209,11 @@ class Reporter:
             time.sleep(RETRY_WRITE_S)
 
     def finish_writes(self) -> None:
-        """The persister's last writes, then a last try of the events that still wait."""
+        """The notifications on their way (a bounded wait), the persister's last writes, then a last try of the
+        events that still wait."""
+        notifier, self.notifier = self.notifier, None
+        if notifier is not None:
+            notifier.close()
         self.persist.close()
         self.persist_errors(time.monotonic())
         if self._deferred and self.events is not None:

@@ -42,6 +42,8 @@ class AgentTree:
         self._say = say
         self._last_pgid = 0
         self._told_tree = ""
+        self.helpers: set[int] = set()
+        """Our own children that are no part of the agent (the notification runner): never swept as leftovers."""
 
     def start(self, run_dir: Path, lock: SupervisorLock) -> None:
         """Create the cgroup (recorded in the lock, for a supervisor after a kill -9) and start the guardian."""
@@ -60,8 +62,8 @@ class AgentTree:
         self.sampler = TreeSampler(child.pid)
 
     def not_orphans(self, child: Child | None) -> set[int]:
-        """Our own children that are not adopted leftovers: the current agent and the guardian."""
-        out = set()
+        """Our own children that are not adopted leftovers: the current agent, the guardian and the ``helpers``."""
+        out = set(self.helpers)
         if child is not None:
             out.add(child.pid)
         if self.guardian is not None:

@@ -30,7 +30,7 @@ def test_file_names_environment_and_exit_codes_are_the_documented_ones() -> None
 
 
 def test_record_kinds_are_the_documented_strings() -> None:
-    assert [k.value for k in Kind] == ["start", "begin", "step", "checkpoint", "rollback", "fork", "note"]
+    assert [k.value for k in Kind] == ["start", "begin", "step", "checkpoint", "rollback", "fork", "note", "pause", "choice"]
     assert Kind.ROLLBACK == "rollback" and "rollback" in KINDS
     readme = (ROOT / "README.md").read_text()
     for k in Kind:
