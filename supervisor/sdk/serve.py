@@ -104,6 +104,7 @@ class Server:
         self.table: dict[tuple[Any, ...], tuple[int, Record]] | None = None
         """Steps by identity: ``(name, k)``, then the parent's identity for a nested step."""
         self._table_at: dict[int, Record] = {}
+        self._parent_at: dict[int, Any] = {}  # the parent identity of the committed step at a position (None: top level)
         self._table_calls: set[tuple[Any, ...]] = set()
         self._kids: dict[tuple[Any, ...], tuple[int, list[tuple[Any, ...]]]] = {}
         self.skip_to = 0
@@ -268,7 +269,10 @@ class Server:
                         del self._table_at[gone[0]]
             return hit[1]
         other = self._table_at.get(pos)
-        if other is not None and not self.overlap and ident not in self._table_calls:
+        # only a step of the same parent at the position is another call in its place: positions of concurrent
+        # parents' children interleave, so another parent's child there says nothing of this call
+        if other is not None and not self.overlap and ident not in self._table_calls and \
+                self._parent_at.get(pos) == parent:
             raise self._divergence(s, pos, other, name if parent is None else _path(ident))
         return None
 
@@ -452,12 +456,14 @@ class Server:
             if c is not None and step_name(c) == n and c["seq"] not in served and not self._reruns(c):
                 table[(n, k)] = (p, c)
                 at[p] = c
+        parent_at: dict[int, Any] = {}
         kids: dict[tuple[Any, ...], tuple[int, list[tuple[Any, ...]]]] = {}
         for ident, (p, r) in by_id.items():
             calls.add(ident)
             if r is not None and r["seq"] not in served and not self._reruns(r):
                 table[ident] = (p, r)
                 at[p] = r
+                parent_at[p] = ident[2] if len(ident) == 3 else None
             up = ident
             while len(up) == 3:  # a nested call: its position and identity under each of its ancestors
                 up = up[2]
@@ -465,6 +471,7 @@ class Server:
                 under.append(ident)
                 kids[up] = (max(last, p), under)
         self.table, self._table_at, self._table_calls, self._kids = table, at, calls, kids
+        self._parent_at = parent_at
         if self.phase is Phase.IN_ORDER:
             self.to(Phase.BY_IDENTITY)
 
