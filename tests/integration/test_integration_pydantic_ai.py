@@ -2,7 +2,7 @@
 
 In-process: the sample agent run twice in one run directory (the second run serves every step: the model
 function and the tools are not called, the output is equal), the records' ``call``/``usage``/inputs, tool
-answers Pydantic AI raises (``ModelRetry``) journaled as outputs, the response codec, the refusals. One real-process
+answers Pydantic AI raises (``ModelRetry``) journaled as outputs, the response codec, a missing framework. One real-process
 test: ``supervise`` restarts the sample agent after it crashed with ``os._exit`` inside a tool, and the model was
 asked exactly as often as in a clean run, for the same report.
 """
@@ -35,7 +35,6 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from pydantic_ai.usage import RequestUsage
 
 from supervisor import Run
-from supervisor.errors import SupervisorError
 from supervisor.integrations.pydantic_ai import (
     DurableAgent,
     JournalCapability,
@@ -164,7 +163,8 @@ def test_async_run_with_a_tool_that_asks_for_retries(tmp_path: Path) -> None:
     assert out2 == out1 and tool_calls == [0, 1, 2, 3, 4] and len(model_calls) == 6 and len(replayed2) == 11
     tools = [s for s in records(tmp_path / "run") if s["step"] == "tool:flaky"]
     assert all("error" not in s for s in tools)
-    assert tools[0]["output"] == {"exception": "ModelRetry", "message": "try again (0)", "metadata": None, "kind": None}
+    assert tools[0]["output"] == {"exception": "ModelRetry", "message": "try again (0)", "metadata": None, "kind": None,
+                                  "usage": None}
     assert tools[-1]["output"] == "ok"
 
 
@@ -185,16 +185,15 @@ def test_model_response_round_trips_with_its_part_kinds() -> None:
     assert ToolRaised.of(ModelRetry("again")).exception_again() == ModelRetry("again")
 
 
-def test_streaming_and_a_missing_framework_are_clear_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    async def handler(ctx: Any, events: Any) -> None:
-        async for _ in events:
-            pass
-
+def test_a_journal_capability_given_to_the_agent_and_a_missing_framework(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``Agent(capabilities=[JournalCapability(run)])`` journals every run of the agent, once each (a
+    ``DurableAgent`` around it too); without Pydantic AI the import says what to install."""
     with Run.open(tmp_path / "run") as run:
-        agent = DurableAgent(Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("x")]))), run)
-        with pytest.raises(SupervisorError, match="event_stream_handler"):
-            agent.run_sync("x", event_stream_handler=handler)
-        assert isinstance(agent._kwargs({})["capabilities"][-1], JournalCapability)
+        agent = Agent(FunctionModel(lambda m, i: ModelResponse(parts=[TextPart("x")])), capabilities=[JournalCapability(run)])
+        assert agent.run_sync("a").output == "x" and DurableAgent(agent, run).run_sync("b").output == "x"
+        assert list(run.executed) == ["model:function:<lambda>:", "model:function:<lambda>:"]
     monkeypatch.setitem(sys.modules, "pydantic_ai", None)
     monkeypatch.delitem(sys.modules, "supervisor.integrations.pydantic_ai")
     with pytest.raises(ImportError, match=r"pip install 'agent-supervisor-tui\[pydantic-ai\]'"):
