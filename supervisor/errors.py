@@ -154,6 +154,11 @@ class AskTimeout(SupervisorError, TimeoutError):
     """``run.ask`` got no answer within its ``timeout`` and has no ``default``."""
 
 
+class SessionMismatchError(SupervisorError):
+    """On resume, the session history a step recorded is not the one the journal's session steps lead to
+    (``supervisor.integrations.openai_agents.DurableSession``)."""
+
+
 class InternalError(Exception):
     """A bug in agent-supervisor, never the user's input: shown with its traceback, not as a one-line error."""
 

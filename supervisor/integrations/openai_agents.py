@@ -63,7 +63,7 @@ except ImportError as e:  # pragma: no cover - the extra is installed wherever t
         "pip install 'agent-supervisor-tui[openai-agents]'"
     ) from e
 
-from ..errors import SupervisorError
+from ..errors import SessionMismatchError
 from ..sdk import Run
 
 __all__ = ["DurableModel", "DurableSession", "JournalTracingProcessor", "SessionMismatchError", "durable"]
@@ -530,10 +530,6 @@ def _install_runner() -> None:
 
 
 # ---------------------------------------------------------------------------------- sessions
-class SessionMismatchError(SupervisorError):
-    """On resume, the session history a step recorded is not the one the journal's session steps lead to."""
-
-
 class _PerRun:
     """A run's durable sessions by ``(type, session_id)``, and the sessions it said it cannot journal."""
 

@@ -454,7 +454,7 @@ class DurableAgent(WrapperAgent[AgentDepsT, OutputDataT]):
         self._capability = JournalCapability(run)
 
     @asynccontextmanager
-    async def iter(  # type: ignore[override]  # the wrapped agent's arguments, passed on as they are
+    async def iter(  # the wrapped agent's arguments, passed on as they are
         self, user_prompt: Any = None, **kwargs: Any
     ) -> AsyncGenerator[AgentRun[AgentDepsT, Any]]:
         """``agent.iter(prompt, **kw)`` of the wrapped agent, journaled (every other way to run it comes here)."""

@@ -45,6 +45,7 @@ from .dashboard_export import ExportKeys
 from .dashboard_files import FilesDetail
 from .dashboard_filter import FilterKeys
 from .dashboard_navigation import Navigation
+from .dashboard_pauses import PauseKeys, pause_marks
 from .dashboard_rows import RowKeys
 from .detail import JsonPane
 from .key_footer import KeyFooter
@@ -79,13 +80,22 @@ def _why(key: str, message: str) -> Binding:
     return Binding(key, f"app.notify({message!r}, '', 'warning')", show=False)
 
 
-class DashboardScreen(Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys, ExportKeys, RunControl, FrameGatedScreen):
+class DashboardScreen(
+    Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys, ExportKeys, RunControl, PauseKeys, FrameGatedScreen
+):
     """One run, live or replayed: the screen, its layout, its first frame and its reading workers (each group of
     keys is a mixin of its own module, ``dashboard_state`` says which)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         # the footer shows them in this order, and cuts the last ones on a narrow terminal: help first
         Binding("question_mark", "help", "Help", key_display="?", tooltip="Every key, grouped"),
+        # shown while a step is paused (its banner says so above the timeline); ``b``, a debugger's breakpoint key,
+        # is the timeline's page up (as in less) and ``B`` the bookmark: ``x`` marks the step, ``P`` lists them
+        Binding("p", "answer_pause", "Answer", tooltip="Answer the paused step or the agent's question (the banner's)"),
+        _why("p", "no paused step"),
+        Binding("x", "breakpoint", "Breakpoint", show=False,
+                tooltip="Set a breakpoint on the selected row's step name (again: remove it)"),
+        Binding("P", "breakpoints", "Breakpoints", show=False, tooltip="The run's breakpoints: add, remove, clear"),
         Binding("f", "toggle_follow", "Follow", tooltip="Follow new records as they are committed (tail -f); off when you move up"),
         _why("f", "replay mode: follow is off (the run is finished)"),
         Binding(
@@ -140,6 +150,11 @@ class DashboardScreen(Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys,
     DashboardScreen #panes { height: 45%; }
     DashboardScreen #filter-bar { height: 1; display: none; background: $warning 25%; color: $text; padding: 0 1; }
     DashboardScreen #filter-bar.-active { display: block; }
+    DashboardScreen #pause-bar {
+        height: 1; display: none; background: $warning 45%; color: $text; text-style: bold; padding: 0 1;
+        text-wrap: nowrap; text-overflow: ellipsis;
+    }
+    DashboardScreen #pause-bar.-active { display: block; }
     """
 
     # the messages are plain classes, not dataclasses: each dataclass costs ~0.3 ms of the start (its code is
@@ -152,11 +167,13 @@ class DashboardScreen(Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys,
             super().__init__()
 
     class FilesRead(Message):
-        """What the reading worker found: new records and events (``changes``), new agent output."""
+        """What the reading worker found: new records and events (``changes``), new agent output, and the ``pause``
+        and ``choice`` records among them (``marks``)."""
 
-        def __init__(self, changes: Changes | None, log_text: str) -> None:
+        def __init__(self, changes: Changes | None, log_text: str, marks: list[Any] | None = None) -> None:
             self.changes = changes
             self.log_text = log_text
+            self.marks = marks or []
             super().__init__()
 
     def __init__(self, path: Path, *, replay: bool = False) -> None:
@@ -191,6 +208,10 @@ class DashboardScreen(Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys,
         self._hold_expired = False
         self._status_known = False
         self._when_drawn: list[Any] = []
+        self.paused = {}
+        self._pauses_closed = set()  # pauses a choice answered: a status read before it does not open them again
+        self._pauses_told = set()  # pauses notified (once each)
+        self._pauses_given = {}  # pauses answered from here whose choice has not come yet: what was answered
 
     # ------------------------------------------------------------------ layout
     def compose(self) -> ComposeResult:
@@ -270,6 +291,7 @@ class DashboardScreen(Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys,
         from .prompt import Prompt
 
         self.mount(Static("", id="filter-bar"), after=self.query_one(StatusBar))
+        self.mount(Static("", id="pause-bar"), after=self.query_one(StatusBar))  # above the filter bar
         self.mount(Prompt(id="prompt"), before=self.query_one(KeyFooter))
         panes = self.query_one(Panes)
         if not self.replay:
@@ -314,6 +336,7 @@ class DashboardScreen(Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys,
         if not self.is_attached:
             return  # quit as soon as the first frame came: nothing to start
         self._mount_hidden_panes()  # first: the workers' results go to them
+        self.seed_pauses()
         self.scan()
         self._wake.set()  # the first read takes the agent log and what was appended since the tail
         self.read_files()
@@ -376,8 +399,9 @@ class DashboardScreen(Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys,
             if changes is None or changes.again:
                 self._wake.set()  # the last changes are not applied yet, or a rotation was half done: again
             text = self._log_tail.read_new()
+            marks = pause_marks(changes) if changes is not None else None
             if changes is not None or text:
-                self.post_message(self.FilesRead(changes, text))
+                self.post_message(self.FilesRead(changes, text, marks))
 
     @on(FilesRead)
     def _files_read(self, message: FilesRead) -> None:
@@ -399,6 +423,9 @@ class DashboardScreen(Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys,
                     self.schedule_state()
         if message.log_text:
             self._pane("#agent-log").append(message.log_text)
+        reset = message.changes is not None and message.changes.calls_reset and message.changes.calls is not None
+        if message.marks or reset:
+            self.take_pause_marks(message.marks, llm_reset=reset)
         self.refresh_status()
         self._keys_changed()
 
@@ -432,6 +459,7 @@ class DashboardScreen(Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys,
         if status.live != self.status.live or status.state != self.status.state:
             self.refresh_bindings()  # R, X and S work by whether a supervisor runs the run
         self.status = status
+        self.take_status_pause(status)
         running = status.live or status.state in ("running", "starting", "stopping", "unknown")
         if running != self.timeline.agent_running:
             self.timeline.agent_running = running
@@ -487,6 +515,8 @@ class DashboardScreen(Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys,
             return bool(m.checkpoint_seqs)
         if action == "diff":
             return m.rows > 0
+        if action == "answer_pause":
+            return bool(self.paused)
         return True
 
     def _keys_changed(self) -> None:

@@ -3,7 +3,8 @@
 The groups: ``dashboard_navigation`` (jumps, search, go to), ``dashboard_detail`` (the record and state panes),
 ``dashboard_files`` (the Files tab),
 ``dashboard_filter`` (``&``, Esc), ``dashboard_rows`` (bookmarks, copy, mark and diff), ``dashboard_export``
-(``w``) and ``dashboard_control`` (rollback, fork, restart, stop, start again). The bindings stay in
+(``w``), ``dashboard_control`` (rollback, fork, restart, stop, start again) and ``dashboard_pauses`` (the open
+pauses, their banner, ``p`` ``x`` ``P``). The bindings stay in
 ``DashboardScreen.BINDINGS`` (the palette lists that list); the state is made in its ``__init__``.
 """
 
@@ -17,6 +18,7 @@ if TYPE_CHECKING:
     from textual.screen import Screen
     from textual.timer import Timer
 
+    from ..core.records import Record
     from ..core.status import RunStatus
     from ..views.filters import FilterPass
     from ..views.timeline import TimelineModel
@@ -48,6 +50,11 @@ class DashboardState(_Base):
     search_query: str
     search_hits: list[int]
     _state_timer: Timer | None
+    paused: dict[tuple[str | None, int], Record]
+    """The open pauses by (source, seq), in the order they were read (``dashboard_pauses``)."""
+    _pauses_closed: set[tuple[str | None, int]]
+    _pauses_told: set[tuple[str | None, int]]
+    _pauses_given: dict[tuple[str | None, int], str]
 
     if TYPE_CHECKING:
         @property
@@ -65,4 +72,5 @@ class DashboardState(_Base):
         def action_clear_filter(self) -> None: ...
         def export_to(self, text: str) -> None: ...
         def _startable(self) -> bool: ...
+        def _bare(self) -> bool: ...
         def _seq_row(self, seqs: list[int], row: int, forward: bool, limit: int = 100_000) -> int | None: ...

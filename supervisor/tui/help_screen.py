@@ -62,6 +62,16 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         ],
     ),
     (
+        "Pauses and breakpoints",
+        [
+            ("p", "answer the paused step the banner above the timeline shows (continue, step, all, edit its inputs, "
+                  "give its output, abort), or the agent's question"),
+            ("x", "set a breakpoint on the selected row's step name (again: remove it); a live step of that name "
+                  "pauses before it runs"),
+            ("P", "the run's breakpoints: add a pattern (a glob such as tool:* or llm:*), remove one, clear them"),
+        ],
+    ),
+    (
         "Change (each asks first)",
         [
             ("r", "roll back to the selected checkpoint (live: through the supervisor; offline: on the files)"),

@@ -32,7 +32,7 @@ _CSS = """
 {name} VerticalScroll {{ height: auto; max-height: 14; }}
 {name} TextArea {{ height: 12; }}
 {name} Horizontal {{ height: auto; margin-top: 1; }}
-{name} Button {{ margin-right: 1; }}
+{name} Button {{ margin-right: 1; min-width: 0; }}  /* the six choices fit the dialog's width (Abort was cut) */
 {name} .error {{ color: $error; height: auto; }}
 """
 
@@ -69,7 +69,7 @@ class PauseScreen(ModalScreen[str | None]):
             yield Static("", classes="error", id="pause-error")
             with Horizontal():
                 for label, choice in (("Continue (c)", "continue"), ("Step (s)", "step"), ("All (a)", "all"),
-                                      ("Edit inputs (e)", "inputs"), ("Give output (o)", "output"), ("Abort (x)", "abort")):
+                                      ("Inputs… (e)", "inputs"), ("Output… (o)", "output"), ("Abort (x)", "abort")):
                     yield Button(label, id=f"pause-{choice}", variant="error" if choice == "abort" else "default")
 
     def on_mount(self) -> None:
