@@ -288,7 +288,7 @@ def _print_log(args: argparse.Namespace, keep: _Filter, out: Any) -> None:
         items, pairing = _tail_items(args, keep)
         batches = _batched(items, stream.BATCH)
     else:
-        pl = stream.plan(args.run_dir, pairs=not args.json)
+        pl = stream.plan(args.run_dir, pairs=not args.json, check=False)  # the walk reports bad lines
         pairing = Pairing(keep_paired=False) if args.json else _pairing(args, pl)
         walk = stream.Walk(args.run_dir, pl, all_=args.all, kinds=keep.kinds)
         if calls:

@@ -48,6 +48,7 @@ from .segments import CHUNK, Chunk, Region, read_stream
 __all__ = ["BATCH", "Item", "NestedItem", "Plan", "Walk", "entry_seq", "plan"]
 
 _STEP, _BEGIN, _CHECKPOINT, _ROLLBACK, _START = wire.STEP, wire.BEGIN, wire.CHECKPOINT, wire.ROLLBACK, wire.START
+_loads = orjson.loads
 
 
 def _parse(raw: bytes, seq: int, path: Path, line_no: int, offset: int) -> Record | BadLine | None:
@@ -167,10 +168,13 @@ def _line_numbers(data: bytes, n: int, starts: set[int]) -> list[tuple[int, int]
     return out
 
 
-def plan(source: Path, *, chunk: int = CHUNK, pairs: bool = False) -> Plan:
+def plan(source: Path, *, chunk: int = CHUNK, pairs: bool = False, check: bool = True) -> Plan:
     """The first pass over the raw bytes (see the module's docstring); ``pairs``: also find whether the
-    begins pair with their steps line by line (:attr:`Plan.paired`)."""
-    pl = _Planner(pairs)
+    begins pair with their steps line by line (:attr:`Plan.paired`). ``check=False`` (a reader whose walk
+    parses every line and reports the bad ones itself: ``log``): a line not in the writer's form is parsed
+    only if a marker word is in it, so :attr:`Plan.problems`, :attr:`Plan.no_record` and :attr:`Plan.last`
+    leave out bad lines (a foreign journal's lines are parsed once, not twice)."""
+    pl = _Planner(pairs, check)
     for c in read_stream(source, chunk=chunk):
         pl.chunk(c)
     return pl.finish()
@@ -179,8 +183,9 @@ def plan(source: Path, *, chunk: int = CHUNK, pairs: bool = False) -> Plan:
 class _Planner:
     """The state of :func:`plan`'s pass: the counting fold of the markers, the pairing check's carry."""
 
-    def __init__(self, pairs: bool) -> None:
+    def __init__(self, pairs: bool, check: bool = True) -> None:
         self.p = Plan(paired=pairs)
+        self.check = check
         self.carry: bytes | None = None  # what the last chunk's last begin wants from the next one's first line
         self.last_data = b""
         self.fold = Fold(keep=False)
@@ -215,18 +220,22 @@ class _Planner:
         p.regions.append(reg)
         w = p.writer[(reg.ino, reg.start, reg.end)] = wire.is_writer_chunk(c.data, n)
         if w:
-            self._writer_chunk(c, n)
+            self._writer_chunk(c, n, wire.MARKS)
         else:
             p.paired = False
-            self._other_chunk(c)
+            if self.check:
+                self._other_chunk(c)
+            else:  # only the lines a marker word is in are parsed, found as in a writer chunk
+                self._writer_chunk(c, n, wire.WORDS)
         p.count = reg.first_seq + n
 
-    def _writer_chunk(self, c: Chunk, n: int) -> None:
-        """A chunk all in the writer's form: only the lines a marker word is in are parsed (C-speed finds)."""
+    def _writer_chunk(self, c: Chunk, n: int, needles: tuple[bytes, ...]) -> None:
+        """A chunk all in the writer's form (or any chunk, unchecked): only the lines one of ``needles`` is in
+        are parsed (C-speed finds)."""
         data, reg, p = c.data, c.region, self.p
         first = reg.first_seq
         starts: set[int] = set()
-        for needle in wire.MARKS:
+        for needle in needles:
             i = data.find(needle)
             while i >= 0:
                 starts.add(data.rfind(b"\n", 0, i) + 1)
@@ -363,6 +372,7 @@ class Walk:
         self.top = -1
         self._cp_top: dict[int, int] = {}
         self._at = (0, 0)  # the last line parsed in the chunk being walked: its index and byte offset
+        self._cur: tuple[list[bytes], int] = ([], 0)  # the chunk's lines and the index of the line being parsed
         self._ab: tuple[int, bool, int] = (0, False, _NEVER)
         """Where :meth:`batches` is: the first abandoned range not wholly before it, whether it is in one, the
         next seq where that changes."""
@@ -456,6 +466,7 @@ class Walk:
             if lines is None:
                 break
             self._at = (0, c.region.start)
+            self._cur = (lines, 0)
             if nest and wire.PARENT_WORD in c.data:
                 yield from self._nested_rows(c, lines, fast, warn, parse_steps, plain_begins)
                 continue
@@ -575,7 +586,7 @@ class Walk:
         if cur is None:
             return None
         if chunk is not None and chunk.region is cur:
-            j = chunk.data.rfind(wire.id_needle(record_id), 0, self._at[1] - cur.start)
+            j = chunk.data.rfind(wire.id_needle(record_id), 0, self._offset() - cur.start)
             if j >= 0:
                 try:
                     return parse_line(chunk.data[chunk.data.rfind(b"\n", 0, j) + 1 : chunk.data.find(b"\n", j)])
@@ -606,14 +617,31 @@ class Walk:
         return lines, fast
 
     def _parsed(self, c: Chunk, lines: list[bytes], k: int, ab: bool, warn: Any) -> Item | None:
-        """Line ``k`` of chunk ``c`` the fast branch did not take: parsed and given the fold's rules. Its byte
-        offset is counted on from the last line parsed (``_at``: a line index and its offset)."""
+        """Line ``k`` of chunk ``c`` the fast branch did not take: parsed and given the fold's rules. A JSON object
+        is taken at once (a foreign journal's every line comes here); anything else goes through :func:`_parse`
+        with its byte offset (:meth:`_offset`)."""
+        self._cur = (lines, k)
+        raw = lines[k]
+        seq = c.region.first_seq + k
+        try:
+            rec = _loads(raw)
+        except orjson.JSONDecodeError:
+            rec = None
+        if type(rec) is dict:
+            if rec.get("seq") != seq or "kind" not in rec or "ts" not in rec:
+                normalize(rec, seq)
+            return self._entry(rec, ab, warn)
+        reg = c.region
+        ent = _parse(raw, seq, reg.path, reg.first_line + k, self._offset())
+        return None if ent is None else self._entry(ent, ab, warn)
+
+    def _offset(self) -> int:
+        """The byte offset of the line being walked (``_cur``), counted on from the last one asked (``_at``)."""
+        lines, k = self._cur
         at_k, off = self._at
         off += sum(map(len, lines[at_k:k])) + k - at_k
         self._at = (k, off)
-        reg = c.region
-        ent = _parse(lines[k], reg.first_seq + k, reg.path, reg.first_line + k, off)
-        return None if ent is None else self._entry(ent, ab, warn)
+        return off
 
     def entries(self, entries: list[Record | BadLine], warn: Any = None) -> Iterator[Item]:
         """Walk parsed entries (a window read from the end: ``JournalReader.tail``). A nested record whose

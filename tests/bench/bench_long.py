@@ -1,6 +1,6 @@
 """Benchmark of the headless commands on a long journal, each beside its floor measured in the same run.
 
-    .venv/bin/python tests/bench/bench_long.py [--records 1000000] [--keep DIR]
+    .venv/bin/python tests/bench/bench_long.py [--records 1000000] [--keep DIR] [--foreign]
 
 Builds once, in a temporary directory, a journal of ``--records`` SDK-shaped records
 (a start, then begin/step pairs of about 300 bytes, a checkpoint with its snapshot
@@ -50,8 +50,10 @@ out.write(b"\\n".join(buf))
 """
 
 
-def make_journal(run: Path, n: int) -> int:
-    """Write ``n`` records as the SDK writes them; return the bytes written."""
+def make_journal(run: Path, n: int, foreign: bool = False) -> int:
+    """Write ``n`` records as the SDK writes them (``foreign``: with their keys sorted, as a journal written by
+    another language or by hand: no line in the writer's form); return the bytes written."""
+    opt = orjson.OPT_SORT_KEYS if foreign else 0
     run.mkdir(mode=0o700, parents=True)
     (run / "checkpoints").mkdir(mode=0o700)
     size = 0
@@ -67,7 +69,7 @@ def make_journal(run: Path, n: int) -> int:
     def add(rec: dict[str, object]) -> None:
         nonlocal seq
         rec.update({"seq": seq, "id": f"b{seq:x}", "ts": ts()})
-        lines.append(orjson.dumps(rec))
+        lines.append(orjson.dumps(rec, option=opt))
         seq += 1
 
     with open(run / "journal.jsonl", "wb") as f:
@@ -83,7 +85,7 @@ def make_journal(run: Path, n: int) -> int:
                 cps.append((seq, name, pos))
                 rec: dict[str, object] = {"kind": "checkpoint", "name": name, "pos": pos, "file": fname}
                 rec.update({"ts": ts(), "seq": seq, "id": f"b{seq:x}"})
-                lines.append(orjson.dumps(rec))
+                lines.append(orjson.dumps(rec, option=opt))
                 seq += 1
             elif not rolled and seq >= n - n // 50 and len(cps) >= 2:
                 # a rollback to the checkpoint before the last one, and a resumed attempt
@@ -144,10 +146,12 @@ def main() -> int:
                     "(repeatable; e.g. --only '(text)'); the floors are measured as always")
     ap.add_argument("--pairs", type=int, default=0, metavar="N", help="also run each chosen row against the orjson "
                     "loop interleaved (loop, row, loop, row...) N times: best and median of the CPU and wall ratios")
+    ap.add_argument("--foreign", action="store_true", help="a foreign journal: the same records with their keys "
+                    "sorted (none in the writer's form: the run-directory contract's journals from other writers)")
     ap.add_argument("--build-only", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.build_only:  # in a child: a child forked from a parent that built it would count its memory
-        size = make_journal(a.keep, a.records)
+        size = make_journal(a.keep, a.records, a.foreign)
         print(f"{size}")
         return 0
     tmp = None
@@ -160,6 +164,7 @@ def main() -> int:
         if not (run / "journal.jsonl").exists():
             t0 = time.perf_counter()
             build = [PY, __file__, "--build-only", "--keep", str(run), "--records", str(a.records)]
+            build += ["--foreign"] if a.foreign else []
             size = int(subprocess.run(build, check=True, capture_output=True, text=True).stdout)
             print(f"built {a.records:,} records, {size / 1e6:.0f} MB, in {time.perf_counter() - t0:.1f} s")
         files = [str(run / "journal.jsonl")]

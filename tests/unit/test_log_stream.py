@@ -225,3 +225,40 @@ def test_tail_of_the_fixtures_is_the_end_of_the_whole_output(case: str, monkeypa
     for extra in ([], ["--json"], ["--all"]):
         full = _lines(["log", case, *extra], monkeypatch)
         assert _lines(["log", case, "--tail", "4", *extra], monkeypatch) == full[-4:], extra
+
+
+def test_log_json_parses_each_line_of_a_foreign_journal_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A journal written by another language (keys sorted: no line in the writer's form) is parsed once by
+    ``log --json`` (the first pass parses only the lines a marker word is in; it parsed every line, then the
+    walk parsed them again), and prints what the checked first pass gives, bad lines warned about as before."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_bytes(orjson.dumps({"id": "r", "format": 1}))
+    ts = "2026-12-05T10:00:00.000Z"
+    recs: list[bytes] = [orjson.dumps({"kind": "start", "attempt": 1, "seq": 0, "id": "s", "ts": ts}, option=orjson.OPT_SORT_KEYS)]
+    for i in range(200):
+        seq = len(recs)
+        recs.append(orjson.dumps({"kind": "step", "step": f"w{i}", "pos": i, "output": i, "seq": seq, "id": f"x{seq}",
+                                  "ts": ts}, option=orjson.OPT_SORT_KEYS))
+        if i == 100:
+            recs.append(orjson.dumps({"kind": "checkpoint", "name": "half", "pos": i + 1, "seq": seq + 1, "id": "c",
+                                      "ts": ts}, option=orjson.OPT_SORT_KEYS))
+            recs.append(b'{"kind": "step", broken')
+    (run / "journal.jsonl").write_bytes(b"\n".join(recs) + b"\n")
+    checked = [row for batch in stream.Walk(run, stream.plan(run)).batches(None) for row in batch]
+
+    calls = 0
+    real = orjson.loads
+
+    def counting(raw: bytes | str) -> object:
+        nonlocal calls
+        calls += 1
+        return real(raw)
+
+    monkeypatch.setattr(stream, "_loads", counting, raising=False)
+    monkeypatch.setattr(stream, "parse_line", lambda raw: counting(raw))  # the first pass's parse and the fallback
+    out, err, rc = _run_inprocess(["log", str(run), "--json"], tmp_path, monkeypatch)
+    assert rc == 0
+    assert calls <= len(recs) + 2, f"{calls} parses of {len(recs)} lines"
+    assert [orjson.loads(x)["seq"] for x in out.splitlines()] == [r[0] for r in checked]
+    assert b"journal.jsonl:104: damaged line" in err and err.count(b"\n") == 1, err  # the broken line, once
