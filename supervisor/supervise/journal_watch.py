@@ -177,6 +177,8 @@ class JournalWatch:
             if any(pos != run.first_pos for pos in cur.flying):  # its step may be among these: look at each
                 return None
             cur.progress += run.steps
+            if run.steps:
+                cur.failed = None
             cur.flying.pop(run.first_pos, None)
             if open_ is not None:
                 cur.flying[open_[0]] = str(open_[1])
@@ -189,6 +191,7 @@ class JournalWatch:
         if cur is None or self._writer_ours is False or not n_ok:
             return False
         cur.progress += n_ok
+        cur.failed = None
         if cur.flying:  # a retried try or overlapping steps left a begin open at one of these positions
             for raw in lines[a:b]:
                 m = wire.STEP_POS.match(raw)
@@ -202,6 +205,7 @@ class JournalWatch:
             return False
         if begin is None:
             cur.progress += 1
+            cur.failed = None
             cur.flying.pop(pos, None)
         else:
             cur.flying[pos] = begin
@@ -259,9 +263,14 @@ def _credit(cur: Attempt, ent: Record, kind: Any) -> None:
     elif kind == Kind.STEP and isinstance(pos, int):
         if not ent.get("transient"):  # a failed try to be retried: still in flight
             cur.flying.pop(pos, None)
+            err = ent.get("error")
+            if err is not None:
+                kind_ = err.get("type") if isinstance(err, dict) else None
+                cur.failed = (pos, str(step_name(ent)), kind_ if isinstance(kind_, str) and kind_ else "an error")
     elif kind in (Kind.STEP, Kind.START, Kind.ROLLBACK):
         cur.flying.clear()  # a writer without positions: one step at a time, as before
     if is_progress(ent):
         cur.progress += 1
+        cur.failed = None
     elif kind == Kind.ROLLBACK:
         cur.rollbacks += 1

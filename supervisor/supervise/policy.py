@@ -50,6 +50,9 @@ class Attempt:
     """Rollback records the attempt committed (an exit 75 without one is a crash)."""
     flying: dict[int, str] = field(default_factory=dict)
     """Steps begun and not finished, by position: several at once for concurrent steps (asyncio.gather, threads)."""
+    failed: tuple[int, str, str] | None = None
+    """The last step that failed for good (position, name, error type) with no step finished after it: concurrent
+    steps, one raising, leave the others in flight: that one is where the attempt died."""
     last_activity: float = field(default_factory=time.monotonic)
     status: ExitStatus | None = None
     uptime_s: float = 0.0
@@ -72,6 +75,16 @@ class Attempt:
         first = self.flying[min(self.flying)]
         more = len(self.flying) - 1
         return f"{first} (+{more} more in flight)" if more else first
+
+    @property
+    def ended_in(self) -> str | None:
+        """Where the attempt ended, for its exit line and event: the step that failed last (not the first of
+        the steps it left in flight), else the step in flight."""
+        if self.failed is None:
+            return self.in_flight
+        pos, name, kind = self.failed
+        more = len(self.flying)
+        return f"{name} #{pos} (it raised {kind}" + (f"; {more} more in flight)" if more else ")")
 
 
 def backoff_delay(opts: Options, failures: int, rng: random.Random | None = None) -> float:

@@ -607,14 +607,14 @@ class Supervisor:
         self._stop_deadline = None
         pending = self.sm.take_pending()
         cur.reason = pending.action if pending else None
-        step = cur.in_flight
+        step = cur.ended_in
         cur.stderr_tail = self.log.stderr_tail()
         self.emit(
             "exit", pid=cur.pid, code=status.code, signal=status.signal, uptime_s=cur.uptime_s, step=step,
             stderr_tail=cur.stderr_tail, progress=cur.progress, reason=cur.reason,
             leftovers_killed=killed,
         )
-        self._say_exit(cur, killed, unfinished=status.code == 0 and step is not None and pending is None)
+        self._say_exit(cur, killed, unfinished=status.code == 0 and bool(cur.flying) and pending is None)
         with contextlib.suppress(OSError):
             self.lock.clear_child()
         self._after_exit(cur, pending)
@@ -622,7 +622,7 @@ class Supervisor:
     def _say_exit(self, cur: Attempt, killed: list[int], *, unfinished: bool) -> None:
         """The one line that says how an attempt ended (``unfinished``: exit 0 with a step in flight, a crash)."""
         assert cur.status is not None
-        step = cur.in_flight
+        step = cur.ended_in
         where = f" in step {step}" if step else ""
         self.say(f"attempt {cur.number} exited with {cur.status.describe()}{where} after {cur.uptime_s:.1f} s"
                  + (f" ({cur.reason})" if cur.reason else "")
@@ -734,7 +734,7 @@ class Supervisor:
         recent = self.attempts[-self.opts.give_up_after :]
         summary = [
             {"attempt": a.number, "code": a.status.code if a.status else None,
-             "signal": a.status.signal if a.status else None, "step": a.in_flight,
+             "signal": a.status.signal if a.status else None, "step": a.ended_in,
              "uptime_s": a.uptime_s, "reason": a.reason, "error": a.last_error}
             for a in recent
         ]

@@ -234,3 +234,37 @@ def test_a_run_begun_without_a_supervisor_goes_on_numbering_its_attempts(tmp_pat
     assert [s["attempt"] for s in sup.events("spawn")] == [3]
     starts = [r["attempt"] for r in map(orjson.loads, (run_dir / "journal.jsonl").read_bytes().splitlines()) if r["kind"] == "start"]
     assert starts == [1, 2, 3]
+
+
+GATHER_AGENT = '''
+import asyncio, sys
+from supervisor import Run
+
+async def search(q):
+    if q == "q3":
+        raise ConnectionError("upstream reset while fetching q3")
+    await asyncio.sleep(30)  # the others are still in flight when q3's error ends the agent
+
+async def main():
+    with Run.open(sys.argv[1]) as run:
+        await asyncio.gather(*(run.astep("search", search, f"q{i}") for i in range(6)))
+
+asyncio.run(main())
+'''
+
+
+@pytest.mark.timeout(60)
+def test_a_crash_of_concurrent_steps_names_the_step_that_failed_not_the_first_in_flight(tmp_path: Path) -> None:
+    """Six searches in flight, the fourth raises and ends the agent: the exit line, its event and the give-up
+    lines name search #3 and what it raised (they named search #0, the first in flight, issue 26 item 12)."""
+    agent = tmp_path / "agent.py"
+    agent.write_text(GATHER_AGENT)
+    run_dir = tmp_path / "run"
+    with Supervised(run_dir, [PY, str(agent), str(run_dir)], "--give-up-after", "2", "--backoff-initial", "0.05") as sup:
+        assert sup.wait(45) != 0
+    crashes = [e for e in sup.events("exit") if e["code"] != 0]
+    assert len(crashes) == 2
+    assert all(e["step"] == "search #3 (it raised ConnectionError; 5 more in flight)" for e in crashes), crashes
+    err = sup.stderr()
+    assert "attempt 1 exited with code 1 in step search #3 (it raised ConnectionError; 5 more in flight)" in err
+    assert "attempt 2: code 1 after" in err and "in step search #3 (it raised ConnectionError" in err
