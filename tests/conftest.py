@@ -21,8 +21,10 @@ SAMPLE_AGENT = ROOT / "sample_runs" / "research_agent.py"
 @pytest.fixture(autouse=True)
 def _own_config_dir(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
     """Each test gets an empty config directory: the dashboard's saved settings (theme, layout, time format)
-    of whoever runs the suite must not change what a test sees, and no test may write the user's."""
+    of whoever runs the suite must not change what a test sees, and no test may write the user's. The same
+    for the cache (the price table's copy)."""
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path_factory.mktemp("config")))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
 
 
 _MYPY: list[tuple[subprocess.Popen[bytes], IO[bytes]]] = []

@@ -16,6 +16,7 @@ import orjson
 from ..core.rundir import check_readable_run_dir
 from ..views.compare import SAME, Comparison, Row, Totals, compare_runs
 from ..views.fmt import fmt_cost, fmt_duration, fmt_tokens
+from ..views.value_diff import format_value_diff
 
 EXIT_SAME, EXIT_DIFFER = 0, 1
 SAME_RUN = 3
@@ -91,8 +92,6 @@ def _where(r: Row) -> str:
 
 def _detail(r: Row) -> list[str]:
     """What differs in the first divergence: the inputs' or outputs' changes, or the error."""
-    from ..replay.runner import format_value_diff
-
     a, b = r.a, r.b
     if a is None or b is None:
         return []

@@ -5,7 +5,7 @@ against a scratch copy of the run directory in a private temporary directory:
 a replay never writes into the run directory, whatever the agent does (an
 agent that does not use the SDK would run its real work and append to the
 journal it is given). Its SDK serves steps from the journal and writes a report
-(see :mod:`supervisor.replay.session`; the protocol is in the README) to that
+(see :mod:`supervisor.replay.session`; the protocol is in docs/replay-fork.md) to that
 temporary directory. This module copies the run, starts the child, reads the
 report, checks that the original is unchanged byte for byte, formats the
 result, and judges the outcome:
@@ -32,7 +32,6 @@ resume those runs.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 import re
@@ -46,15 +45,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-import orjson
-
 from ..core import llm_calls, rundir
-from ..core import state as state_mod
 from ..core.command import portable_program, recorded_cwd, retarget_command
 from ..core.records import preview
 from ..core.redact import argv_is_redacted
 from ..errors import ReplayError, RunDirError, SupervisorError
 from ..supervise.process import stop_tree
+from ..views.value_diff import format_value_diff
 from .session import ENV_REPLAY_REPORT, ReplayMode, read_report
 
 EXIT_OK = 0
@@ -406,32 +403,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
 # --------------------------------------------------------------------------- formatting
 
 
-def _show(value: Any, width: int) -> str:
-    """A preview in which a string is quoted, so that an empty or blank one is visible."""
-    return preview(orjson.dumps(value).decode() if isinstance(value, str) else value, width)
-
-
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}" + ("" if n == 1 else "s")
-
-
-def format_value_diff(old: Any, new: Any, indent: str = "    ", labels: tuple[str, str] = ("recorded", "new")) -> list[str]:
-    """Lines showing how ``old`` became ``new``: path-level changes, long texts as a unified diff (its two
-    sides named ``labels``)."""
-    lines: list[str] = []
-    for c in state_mod.diff(old, new):
-        where = c.pointer or "/"
-        if c.op == "added":
-            lines.append(f"{indent}+ {where}: {_show(c.new, 100)}")
-        elif c.op == "removed":
-            lines.append(f"{indent}- {where}: {_show(c.old, 100)}")
-        elif isinstance(c.old, str) and isinstance(c.new, str) and ("\n" in c.old + c.new or len(c.old) + len(c.new) > 100):
-            lines.append(f"{indent}~ {where}:")
-            udiff = difflib.unified_diff(c.old.splitlines(), c.new.splitlines(), *labels, lineterm="", n=2)
-            lines.extend(f"{indent}  {line}" for line in udiff)
-        else:
-            lines.append(f"{indent}~ {where}: {_show(c.old, 48)} -> {_show(c.new, 48)}")
-    return lines
 
 
 def format_divergence(d: dict[str, Any]) -> list[str]:
@@ -480,7 +453,7 @@ def format_result(res: ReplayResult) -> list[str]:
         lines.append(
             f"replay FAILED: the agent did not report a replay: it does not use the SDK or the replay protocol "
             f"(it exited with code {res.returncode} and wrote no ${ENV_REPLAY_REPORT}; "
-            "open the run with supervisor.Run, or see 'The replay protocol' in the README)"
+            "open the run with supervisor.Run, or see 'The replay protocol' in docs/replay-fork.md)"
         )
         return lines
     for d in r.get("divergences", []):

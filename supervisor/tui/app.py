@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.terminal_theme import TerminalTheme
+from textual.actions import parse as parse_action
 from textual.app import SystemCommand
 from textual.binding import Binding, BindingType
 from textual.reactive import Reactive
@@ -289,10 +290,14 @@ class SupervisorApp(FirstFrameApp):
             keys += [(b, None) for b in TimelineView.BINDINGS]
         seen: set[str] = set()
         for item, owner in keys:
-            if not isinstance(item, Binding) or item.action in seen or item.action in ("app.quit", "app.back"):
+            # a key without a name (dashboard ``_why``: it only says why its action is off) is no command
+            if not isinstance(item, Binding) or not item.description or item.action in seen or item.action in ("app.quit", "app.back"):
                 continue
             if owner is None:
                 owner = screen.query_one(TimelineView)
+            namespace, name, params = parse_action(item.action)
+            if not namespace and owner.check_action(name, params) is False:
+                continue  # off here, as in the footer (a diff's Files without a workspace)
             seen.add(item.action)
             key = item.key_display or item.key.split(",")[0]
             yield SystemCommand(f"{item.description} ({key})", item.tooltip or item.description, partial(owner.run_action, item.action))

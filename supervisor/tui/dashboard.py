@@ -2,7 +2,7 @@
 
 No file is read on the UI thread after the first screen (the tail, before the
 first frame): a reading worker takes what the files gained whenever the watcher
-(or a 2 s safety net) wakes it and posts it (``FilesRead``); the UI thread
+(or, while the run may be running, a 2 s safety net: ``dashboard_watch``) wakes it and posts it (``FilesRead``); the UI thread
 applies it to the model. The state pane, search, status and control run in
 workers too and hand their results back the same way.
 
@@ -47,6 +47,7 @@ from .dashboard_filter import FilterKeys
 from .dashboard_navigation import Navigation
 from .dashboard_pauses import PauseKeys, pause_marks
 from .dashboard_rows import RowKeys
+from .dashboard_watch import FileWatch
 from .detail import JsonPane
 from .key_footer import KeyFooter
 from .pane_tabs import Panes
@@ -76,12 +77,14 @@ _WAKE_SLICE_S = 0.25
 
 def _why(key: str, message: str) -> Binding:
     """A key's second binding, hidden: where ``check_action`` turns its first off (and the footer leaves it out), the
-    key says why in one line instead of nothing (an ``app.`` action: the palette lists no such entry)."""
+    key says why in one line instead of nothing (no description: the palette, ``App.get_system_commands``, lists
+    only named keys)."""
     return Binding(key, f"app.notify({message!r}, '', 'warning')", show=False)
 
 
 class DashboardScreen(
-    Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys, ExportKeys, RunControl, PauseKeys, FrameGatedScreen
+    Navigation, DetailPanes, FilesDetail, FilterKeys, RowKeys, ExportKeys, RunControl, PauseKeys, FileWatch,
+    FrameGatedScreen,
 ):
     """One run, live or replayed: the screen, its layout, its first frame and its reading workers (each group of
     keys is a mixin of its own module, ``dashboard_state`` says which)."""
@@ -103,12 +106,17 @@ class DashboardScreen(
             tooltip="Start 'supervise' again on this stopped or failed run, with its recorded command (asks first)",
         ),
         _why("S", "S starts a stopped or failed run again; not a running or succeeded run, nor a bare journal"),
-        Binding("slash", "search", "Search", key_display="/", tooltip="Search the raw JSON of every record (smart case); n / N move"),
+        Binding("slash", "search", "Search", key_display="/",
+                tooltip="Search the records (smart case; output:T, error:T, inputs:T, step:, model:, attempt: scope it); n / N move"),
         Binding("n", "search_next(1)", "Next match", show=False, tooltip="The next search match (wraps around)"),
         Binding("N", "search_next(-1)", "Prev match", show=False, tooltip="The previous search match (wraps around)"),
         Binding("ampersand", "filter", "Filter", key_display="&",
-                tooltip="Show only the rows that match a text, kind:K, step:GLOB or errors; !term hides; Esc clears"),
-        Binding("escape", "clear_filter", "Clear filter", key_display="Esc", tooltip="Show every row again"),
+                tooltip="Show only the rows that match: a text, output:T, error:T, step:GLOB, model:M, attempt:N, kind:K, "
+                "errors; !term hides; Esc clears"),
+        # Esc closes what is open and never quits (as in lazygit, k9s and lnav); q goes back or quits
+        Binding("escape", "close", "Close", key_display="Esc",
+                tooltip="Close what is open: the search, the filter, a pane's focus, this run (back to the runs list)"),
+        _why("escape", "nothing to close: q quits"),
         Binding("e", "error(1)", "Next error", show=False, tooltip="The next failed step, crash, hang or give-up"),
         Binding("E", "error(-1)", "Prev error", show=False, tooltip="The previous failed step, crash, hang or give-up"),
         Binding("exclamation_mark", "first_error", "First error", show=False, key_display="!",
@@ -124,11 +132,15 @@ class DashboardScreen(
         Binding("y", "copy", "Copy", show=False, tooltip="Copy the selected row's record (its JSON line) to the clipboard"),
         Binding("Y", "copy_value", "Copy value", show=False,
                 tooltip="Copy the value: the state at the row on the State tab, else the step's output or error"),
-        Binding("w", "export", "Export", show=False,
-                tooltip="Write the filtered rows, else the bookmarked rows, else the selected row to a JSONL file"),
+        Binding("w", "toggle_wrap", "Wrap", show=False,
+                tooltip="Wrap long values in every pane, or let them run off to the right (Left/Right scroll; kept in settings.json)"),
+        Binding("W", "export", "Export", show=False,
+                tooltip="Write the filtered rows, else the bookmarked rows, else the selected row to a JSONL file (was w)"),
         Binding("d", "diff", "Diff", tooltip="Diff the state: this row against the marked row, else the previous checkpoint"),
         _why("d", "nothing to diff: the run has no records"),
         Binding("m", "mark", "Mark", show=False, tooltip="Mark this record as the other side of a diff"),
+        Binding("g", "gantt", "Gantt", show=False,
+                tooltip="The selected record's attempt on a time axis: steps in flight, overlaps, retries grouped"),
         Binding("r", "rollback", "Rollback", tooltip="Roll back to the selected checkpoint (asks first)"),
         _why("r", "no checkpoint to roll back to in this run"),
         Binding("F", "fork", "Fork", show=False, tooltip="Fork the run at the selected record into a new run directory (asks first)"),
@@ -142,7 +154,7 @@ class DashboardScreen(
         Binding("t", "app.toggle_time", "Time", show=False, tooltip="Absolute or relative times (since the run's first record)"),
         Binding("T", "app.toggle_theme", "Theme", show=False, tooltip="Dark or light theme (kept in settings.json)"),
         Binding("L", "app.cycle_layout", "Layout", show=False, tooltip="Panes side by side, stacked, or by width (kept in settings.json)"),
-        Binding("q,escape", "back", "Back", key_display="q", tooltip="Back to the runs list, or quit from the first screen"),
+        Binding("q", "back", "Back", key_display="q", tooltip="Back to the runs list, or quit from the first screen"),
     ]
 
     DEFAULT_CSS = """
@@ -192,6 +204,10 @@ class DashboardScreen(
         self._log_tail = AgentLogTail(None if bare else self.run_dir / rundir.AGENT_LOG)
         self._stop_watch = asyncio.Event()
         self._wake = threading.Event()
+        self.quiet = False
+        self._status_timer: Timer | None = None
+        self._watching = False
+        self._watch_failed = False
         self._state_timer: Timer | None = None
         self.bookmarks = Bookmarks()
         self.filter_pass: FilterPass | None = None
@@ -326,7 +342,7 @@ class DashboardScreen(
         else:
             self.call_after_refresh(self._start_work)
         if not self.replay:
-            self.set_interval(1.0, self.poll_status)
+            self.start_status_poll()
         self.poll_status()
         if not self._status_known:  # the status comes from a worker: the record count now (else it was shown)
             self.refresh_status()
@@ -340,7 +356,7 @@ class DashboardScreen(
         self.scan()
         self._wake.set()  # the first read takes the agent log and what was appended since the tail
         self.read_files()
-        self.watch_files()  # importing watchfiles (anyio) takes ~0.1 s
+        self.start_watch()  # importing watchfiles (anyio) takes ~0.1 s
 
     def on_unmount(self) -> None:
         self._stop_watch.set()
@@ -365,33 +381,27 @@ class DashboardScreen(
         self.update_detail()
         self._keys_changed()
 
-    @work(exclusive=True, group="watch", exit_on_error=False)
-    async def watch_files(self) -> None:
-        """Wake the reading worker when a file of the run changes (watchfiles, a few ms)."""
-        import watchfiles
-
-        if not self.run_dir.is_dir():
-            return
-        async for _changes in watchfiles.awatch(
-            self.run_dir, debounce=5, step=5, stop_event=self._stop_watch, recursive=False, rust_timeout=500
-        ):
-            self.files_changed()
-
     def files_changed(self) -> None:
         """Ask the reading worker to read now (it takes everything appended since its last read)."""
         self._wake.set()
 
     @work(thread=True, exclusive=True, group="read", exit_on_error=False)
     def read_files(self) -> None:
-        """Read what the files gained (records, events, agent output) when woken, at least every 2 s; post it."""
+        """Read what the files gained (records, events, agent output) when woken, at least every 2 s (a finished
+        run's: only when woken, ``dashboard_watch``); post it."""
         worker = get_current_worker()
         idle = 0.0
+        quiet = False
         while not worker.is_cancelled:
-            if not self._wake.wait(_WAKE_SLICE_S):
+            if not self._wake.wait(None if quiet else _WAKE_SLICE_S):
                 idle += _WAKE_SLICE_S
                 if idle < SAFETY_NET_S:
                     continue
             idle = 0.0
+            # taken at a read: the first read after the run went quiet (the safety net's at the latest) takes
+            # what changed while the watcher restarted with its slow step; the unmount (it stops the watcher) ends
+            # a quiet wait for good (the app waits for this thread at exit)
+            quiet = self.quiet and not self._stop_watch.is_set()
             self._wake.clear()  # a change from now on wakes the next round
             if worker.is_cancelled:
                 return
@@ -459,11 +469,13 @@ class DashboardScreen(
         if status.live != self.status.live or status.state != self.status.state:
             self.refresh_bindings()  # R, X and S work by whether a supervisor runs the run
         self.status = status
+        self.set_quiet(self.quiet_for(status))
         self.take_status_pause(status)
         running = status.live or status.state in ("running", "starting", "stopping", "unknown")
         if running != self.timeline.agent_running:
             self.timeline.agent_running = running
             self.timeline.refresh()
+        self.tick_while(running)
         self.refresh_status()
 
     def refresh_status(self) -> None:
@@ -493,6 +505,12 @@ class DashboardScreen(
     def on_follow_changed(self, message: TimelineView.FollowChanged) -> None:
         self.refresh_status()
 
+    def action_gantt(self) -> None:
+        """``g``: the Gantt view of the selected record's attempt (its module imported when first opened)."""
+        from .gantt_screen import open_gantt
+
+        open_gantt(self)
+
     # ------------------------------------------------------------------ keys per mode
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Which keys work now (the footer shows only those): ``False`` hides and disables a key.
@@ -509,6 +527,8 @@ class DashboardScreen(
             return not self.replay
         if action == "clear_filter":
             return self.filter_pass is not None
+        if action == "close":
+            return self.can_close()
         if action == "start_again":
             return self._startable()
         if action == "rollback":
@@ -528,5 +548,7 @@ class DashboardScreen(
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """A worker that died shows its error instead of failing silently."""
-        report_worker_error(self, event, "live updates stopped" if event.worker.group == "read" else "")
+        told = report_worker_error(self, event, "live updates stopped" if event.worker.group == "read" else "")
+        if told and event.worker.group == "watch":
+            self.watch_failed()
 

@@ -9,12 +9,15 @@ from textual.message import Message
 from textual.worker import get_current_worker
 
 from ..errors import SupervisorError
+from . import settings as settings_mod
 from .dashboard_state import DashboardState
 from .detail import JsonPane
 from .timeline import describe_event
 
 STATE_DELAY = 0.05
 """Seconds the cursor rests before the state pane is recomputed."""
+RETRY_LOOKBACK = 64
+"""How many records before a tool call are looked at for its earlier failed tries."""
 
 
 # a plain class, not a dataclass: each dataclass costs ~0.3 ms of the start
@@ -46,11 +49,49 @@ class DetailPanes(DashboardState):
         elif kind == "rec":
             ent = self.model.record(i)
             label = "abandoned branch (a later rollback cut it off)" if self.model.is_abandoned(i) else ""
-            pane.show_entry(ent, label)
+            pane.show_entry(ent, label, self.earlier_tries(i, ent))
         else:
             pane.show_text("empty run: no records yet", "dim")
         self.schedule_state()
         self.schedule_files()
+
+    def earlier_tries(self, seq: int, ent: Any) -> list[dict[str, Any]]:
+        """A tool call's earlier failed tries: the records of the same call (name, occurrence, parent) that failed,
+        among the ``RETRY_LOOKBACK`` records before it (a retry follows its failure closely)."""
+        call = ent.get("call") if isinstance(ent, dict) else None
+        if not isinstance(call, dict) or call.get("kind") != "tool" or "step" not in ent:
+            return []
+        self.model.fetch(seq - RETRY_LOOKBACK, seq)
+        same = (ent.get("step"), ent.get("k", 0), ent.get("parent"))
+        out = []
+        for s in range(max(0, seq - RETRY_LOOKBACK), seq):
+            r = self.model.entry(s)
+            if (isinstance(r, dict) and r.get("error") is not None and r.get("kind", "step") == "step"
+                    and (r.get("step"), r.get("k", 0), r.get("parent")) == same):
+                out.append(r)
+        return out
+
+    def action_toggle_wrap(self) -> None:
+        """Wrap long values in every pane, or let them run off to the right (the panes scroll sideways); kept in
+        settings.json."""
+        settings = getattr(self.app, "settings", None)
+        wrap = not (settings.wrap if settings is not None else JsonPane.wrap)
+        if settings is not None:
+            settings.wrap = wrap
+            problem = settings_mod.save(settings, getattr(self.app, "settings_path", None))
+            if problem:
+                self.notify(problem, severity="warning")
+        self.apply_wrap(wrap)
+        self.notify("long values wrap" if wrap else "long values run off to the right: Left/Right scroll the focused pane",
+                    timeout=2)
+
+    def apply_wrap(self, wrap: bool) -> None:
+        for pane in self.query(JsonPane):
+            pane.set_wrap(wrap)
+        for log in self.query("#agent-log"):
+            set_wrap = getattr(log, "set_wrap", None)
+            if set_wrap is not None:
+                set_wrap(wrap)
 
     def schedule_state(self) -> None:
         """Compute the state pane's value once the cursor rests a moment: holding j, or a burst in

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 from textual import work
 from textual.worker import get_current_worker
 
-from ..views.scan import Region, search_journal, search_regions
 from .dashboard_state import DashboardState
 from .pane_tabs import Panes
 
 if TYPE_CHECKING:
+    from ..views.filters import RowFilter
     from .prompt import Prompt
 
 
@@ -84,21 +84,59 @@ class Navigation(DashboardState):
         self.app.push_screen(HelpScreen(self.replay))
 
     def action_back(self) -> None:
-        prompt = self.prompt
-        if prompt.is_open:
-            prompt.action_close()
-            return
-        if self.filter_pass is not None:  # Esc clears the filter first (q too: never quit from a filtered view)
-            self.action_clear_filter()
+        """``q``: back to the runs list, or quit from the first screen (a filter or search stays as it is)."""
+        if self.prompt.is_open:
+            self.prompt.action_close()
             return
         if len(self.app.screen_stack) > 1:  # opened from the runs list (the bottom screen)
             self.app.pop_screen()
         else:
             self.app.exit()
 
+    def _over_the_list(self) -> bool:
+        """This screen was opened from the runs list (a screen under it; a modal over it does not count)."""
+        stack = self.app.screen_stack
+        return self in stack and stack.index(self) > 0
+
+    def _pane_focused(self) -> bool:
+        """A widget other than the timeline has the focus (a detail pane)."""
+        return self.focused is not None and self.focused is not self.timeline
+
+    def can_close(self) -> bool:
+        """Whether Esc has something to close: a pane's focus, the search, the filter, this screen (an open prompt
+        closes itself: its own Esc comes first)."""
+        return self._pane_focused() or bool(self.search_query) or self.filter_pass is not None or self._over_the_list()
+
+    def action_close(self) -> None:
+        """Esc closes the innermost thing open, one a press, and never quits (lazygit, k9s and lnav do not):
+        the prompt, then a pane's focus (back to the timeline), the search, the filter, then this screen when the
+        runs list opened it. With nothing open the key's second binding says that q quits."""
+        if self.prompt.is_open:
+            self.prompt.action_close()
+        elif self._pane_focused():
+            self.timeline.focus()
+        elif self.search_query:
+            self.clear_search()
+        elif self.filter_pass is not None:
+            self.action_clear_filter()
+        elif self._over_the_list():
+            self.app.pop_screen()
+        self.refresh_bindings()
+
+    def clear_search(self) -> None:
+        """Forget the search: its matches are no longer marked, n and N have none (a running one is cancelled)."""
+        self.workers.cancel_group(self, "search")
+        self.search_query = ""
+        self.search_hits = []
+        self.timeline.matches = set()
+        self.timeline.refresh()
+        self.notify("search cleared", timeout=2)
+
     # ------------------------------------------------------------------ prompt: search and go to
     def action_search(self) -> None:
-        self.prompt.open("search", "search the raw JSON of every record (smart case), Enter to run, Esc to cancel")
+        from ..views.filters import SYNTAX
+
+        self.prompt.open("search", f"search: {SYNTAX}; smart case; Enter runs, Esc cancels")
 
     def action_goto(self) -> None:
         self.prompt.open("goto", "go to seq (a number, or a checkpoint name), Enter to jump")
@@ -112,10 +150,7 @@ class Navigation(DashboardState):
 
     def on_prompt_entered(self, message: Prompt.Entered) -> None:
         if message.mode == "search":
-            self.search_query = message.text
-            self.notify(f"searching for {message.text!r}…", timeout=2)
-            # a copy of the regions, taken here: the UI thread appends to them as records come
-            self.run_search(message.text, list(self.model.regions) if self.model.scanned else None)
+            self.start_search(message.text)
         elif message.mode == "goto":
             self.goto(message.text)
         elif message.mode == "filter":
@@ -145,29 +180,46 @@ class Navigation(DashboardState):
                 return
         self.notify(f"{text!r} is neither a seq nor a checkpoint name", severity="error")
 
+    def start_search(self, text: str) -> None:
+        """Parse the query with the filter's parser (one syntax for both) and search in a worker."""
+        from ..views.filters import parse_filter
+
+        try:
+            flt = parse_filter(text)
+        except ValueError as e:
+            self.notify(str(e), severity="error", timeout=8)
+            return
+        self.search_query = flt.text
+        self.notify(f"searching for {flt.describe()}…", timeout=2)
+        self.run_search(flt)
+
     @work(thread=True, exclusive=True, group="search", exit_on_error=False)
-    def run_search(self, query: str, regions: list[Region] | None) -> None:
-        """Search every record's raw text in a thread (the scan's regions, else the whole journal)."""
+    def run_search(self, flt: RowFilter) -> None:
+        """Test every committed record against the query in a thread (the filter's forward pass, from the start)."""
+        from ..views.filters import new_pass
+
         worker = get_current_worker()
-
-        def cancelled() -> bool:
-            return worker.is_cancelled
-
-        if regions is not None:
-            hits = search_regions(regions, query, cancelled)
-        else:
-            hits = search_journal(self.path, query, cancelled)
+        hits, _ = new_pass(flt, self.path).advance(lambda: worker.is_cancelled)
         if not worker.is_cancelled:
-            self.app.call_from_thread(self._search_done, query, hits)
+            self.app.call_from_thread(self._search_done, flt, hits)
 
-    def _search_done(self, query: str, hits: list[int]) -> None:
+    def _shown_hits(self, hits: list[int]) -> int:
+        """How many hits have a row: a begin folded into its step's row is found in the step's record (the SDK's
+        step record repeats its begin's name and inputs), so it is not counted, nor gone to, twice."""
+        m = self.model
+        return sum(1 for s in hits if not m.is_folded_begin(s))
+
+    def _search_done(self, flt: RowFilter, hits: list[int]) -> None:
+        if flt.text != self.search_query:
+            return  # cleared (Esc) or replaced since
         self.search_hits = hits
         self.timeline.matches = set(hits)
         self.timeline.refresh()
-        if not hits:
-            self.notify(f"no match for {query!r}", severity="warning")
+        n = self._shown_hits(hits)
+        if not n:
+            self.notify(f"no match for {flt.describe()}", severity="warning")
             return
-        self.notify(f"{len(hits)} match{'es' if len(hits) != 1 else ''} for {query!r} (n / N)", timeout=8)
+        self.notify(f"{n} match{'es' if n != 1 else ''} for {flt.describe()} (n / N, Esc clears)", timeout=8)
         if self.model.filter is not None:  # within the filter: the matches it shows
             row = self._seq_row(hits, self.timeline.cursor - 1, True)
             row = row if row is not None else self._seq_row(hits, -1, True)
@@ -177,8 +229,17 @@ class Navigation(DashboardState):
                 self.timeline.move_to(row)
             return
         cur = self.timeline.selected_seq() or 0
-        nxt = self.model.next_in(hits, cur - 1, True)
-        self.timeline.move_to_seq(nxt if nxt is not None else hits[0])
+        nxt = self._next_hit(cur - 1, True)
+        self.timeline.move_to_seq(nxt if nxt is not None else self._next_hit(-1, True) or hits[0])
+
+    def _next_hit(self, seq: int, forward: bool) -> int | None:
+        """The next (previous) hit after ``seq`` that has a row of its own (not a folded begin); ``None``: none."""
+        m = self.model
+        while True:
+            target = m.next_in(self.search_hits, seq, forward)
+            if target is None or not m.is_folded_begin(target):
+                return target
+            seq = target
 
     def action_search_next(self, direction: int) -> None:
         if not self.search_hits:
@@ -197,11 +258,15 @@ class Navigation(DashboardState):
                 self.timeline.move_to(row)
             return
         cur = self.timeline.selected_seq() or 0
-        target = self.model.next_in(self.search_hits, cur, direction > 0)
+        fwd = direction > 0
+        target = self._next_hit(cur, fwd)
         if target is None:  # wrap around, as less does with a message
-            target = self.search_hits[0] if direction > 0 else self.search_hits[-1]
+            target = self._next_hit(-1 if fwd else self.search_hits[-1] + 1, fwd)
             self.notify("search wrapped", timeout=1)
-        k = self.search_hits.index(target) + 1 if len(self.search_hits) < 100_000 else None
+        if target is None:
+            return
+        small = len(self.search_hits) < 100_000
+        k = self._shown_hits(self.search_hits[: self.search_hits.index(target) + 1]) if small else None
         self.timeline.move_to_seq(target)
         if k is not None:
-            self.notify(f"match {k} of {len(self.search_hits)}", timeout=1)
+            self.notify(f"match {k} of {self._shown_hits(self.search_hits)}", timeout=1)

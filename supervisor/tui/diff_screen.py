@@ -3,17 +3,20 @@ workspace, its files at the two points too (a Files tab: the summary, then each 
 
 Default points: the selected record against the previous effective checkpoint
 (``d``); mark another record with ``m`` to diff against it instead.
+
+The Changes tab is side by side (old left, new right) from ``SIDE_COLUMNS`` columns, stacked below, or as the
+layout setting says (``L`` turns it over for this screen). A string with lines is diffed as text, with the
+function ``replay --verify`` prints (``views.value_diff``); no value is cut, a long one wraps.
 """
 
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
@@ -22,55 +25,19 @@ from textual.screen import Screen
 from textual.widgets import Static, TabbedContent, TabPane
 from textual.worker import Worker, get_current_worker
 
-from ..core import state as state_mod
-from ..core.records import Kind, preview
+from ..core.records import Kind
+from ..core.state import json_copy
 from ..errors import SupervisorError
-from ..views.fmt import dumps_pretty
 from ..views.timeline import TimelineModel
+from ..views.value_diff import ValueChange
+from .diff_text import changes_text, diff_views, side_by_side, stacked
 from .key_footer import KeyFooter
 
+__all__ = ["SIDE_COLUMNS", "DiffScreen", "changes_text"]
 
-def changes_text(changes: list[state_mod.Change]) -> Text:
-    """Path-level changes: added green, removed red, changed yellow, with values."""
-    t = Text()
-    if not changes:
-        t.append("no changes", style="dim")
-        return t
-    for c in changes:
-        ptr = c.pointer or "/"
-        if c.op == "added":
-            t.append(f"+ {ptr}: ", style="bold green")
-            t.append(preview(c.new, 100) + "\n", style="green")
-        elif c.op == "removed":
-            t.append(f"- {ptr}: ", style="bold red")
-            t.append(preview(c.old, 100) + "\n", style="red")
-        else:
-            t.append(f"~ {ptr}: ", style="bold yellow")
-            t.append(preview(c.old, 48), style="red")
-            t.append(" → ", style="dim")
-            t.append(preview(c.new, 48) + "\n", style="green")
-    return t
-
-
-def unified_text(a: Any, b: Any, label_a: str, label_b: str) -> Text:
-    """A unified diff of the two documents as indented JSON."""
-    la = dumps_pretty(a).splitlines()
-    lb = dumps_pretty(b).splitlines()
-    t = Text()
-    for line in difflib.unified_diff(la, lb, label_a, label_b, lineterm="", n=3):
-        style = ""
-        if line.startswith("+++") or line.startswith("---"):
-            style = "bold"
-        elif line.startswith("@@"):
-            style = "cyan"
-        elif line.startswith("+"):
-            style = "green"
-        elif line.startswith("-"):
-            style = "red"
-        t.append(line + "\n", style=style)
-    if not t:
-        t.append("the two states are identical", style="dim")
-    return t
+SIDE_COLUMNS = 120
+"""From this width (with the layout setting ``auto``) the Changes tab is side by side: each side gets about 58
+columns, as wide as the stacked view's values at 80 (the dashboard's panes need 160: they are three)."""
 
 
 class DiffScreen(Screen[None]):
@@ -81,13 +48,14 @@ class DiffScreen(Screen[None]):
         Binding("c", "tab('changes')", "Changes"),
         Binding("u", "tab('unified')", "Unified"),
         Binding("f", "tab('files')", "Files", tooltip="The workspace's files at the two points (a run with a workspace)"),
-        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("L", "layout", "Side/stacked", tooltip="The changes side by side or stacked (this screen only)"),
+        Binding("question_mark", "help", "Help", key_display="?", tooltip="This screen's keys"),
     ]
 
     DEFAULT_CSS = """
     DiffScreen #diff-title { height: 1; background: $panel; padding: 0 1; text-style: bold; }
     DiffScreen TabbedContent, DiffScreen TabPane, DiffScreen VerticalScroll { height: 1fr; }
-    DiffScreen VerticalScroll > Static { width: auto; }
+    DiffScreen VerticalScroll > Static { width: 1fr; }
     """
 
     @dataclass
@@ -96,6 +64,8 @@ class DiffScreen(Screen[None]):
 
         changes: Text
         unified: Text
+        items: list[ValueChange] | None = None
+        """The changes themselves (``None``: the states could not be computed), drawn side by side on wide screens."""
 
     class FilesComputed(Message):
         """The workspace's diff between the two points, computed in a worker after the state's."""
@@ -117,6 +87,11 @@ class DiffScreen(Screen[None]):
         """The plain text of both views once computed (for tests and copy)."""
         self.files_plain = ""
         """The Files tab's plain text once computed (``""``: not yet, or no workspace)."""
+        self.side: bool | None = None
+        """Side by side (``True``), stacked (``False``), or by the width (``None``, from the layout setting)."""
+        self.side_shown = False
+        """Whether the Changes tab shows the changes side by side now."""
+        self._computed: DiffScreen.Computed | None = None
 
     def _label(self, seq: int) -> str:
         if seq < 0:
@@ -143,6 +118,8 @@ class DiffScreen(Screen[None]):
         yield KeyFooter()  # the dashboard's footer: one widget, the same look
 
     def on_mount(self) -> None:
+        layout = getattr(getattr(self.app, "settings", None), "layout", "auto")
+        self.side = {"side": True, "stacked": False}.get(layout)
         self.compute(self.a, self.b, self.label_a, self.label_b)
 
     @work(thread=True, exclusive=True, group="diff", exit_on_error=False)
@@ -150,17 +127,17 @@ class DiffScreen(Screen[None]):
         """The two states and their diff (a thread: each state may replay many patches); posts ``Computed``."""
         worker = get_current_worker()
         try:
-            sa = self.model.state_at(a) if a >= 0 else {}
+            # a copy: the model's cursor applies the next patches to the state it answered, in place
+            sa = json_copy(self.model.state_at(a)) if a >= 0 else {}
             sb = self.model.state_at(b) if b >= 0 else {}
         except (ValueError, OSError, SupervisorError, KeyError, IndexError, TypeError) as e:
             msg = Text(f"cannot compute the states: {e}", style="yellow")
             self.post_message(self.Computed(msg, msg))
             return
-        changes = changes_text(state_mod.diff(sa, sb))
-        unified = unified_text(sa, sb, label_a, label_b)
+        items, changes, unified = diff_views(sa, sb, label_a, label_b)
         if worker.is_cancelled:
             return
-        self.post_message(self.Computed(changes, unified))
+        self.post_message(self.Computed(changes, unified, items))
         if self.workspace:
             files = _files_diff(self.model.run_dir, a, b, label_a, label_b)
             if not worker.is_cancelled:
@@ -168,9 +145,35 @@ class DiffScreen(Screen[None]):
 
     @on(Computed)
     def _show(self, message: Computed) -> None:
+        self._computed = message
         self.changes_plain, self.unified_plain = message.changes.plain, message.unified.plain
-        self.query_one("#changes-body", Static).update(message.changes)
+        self._draw_changes()
         self.query_one("#unified-body", Static).update(message.unified)
+
+    def _wants_side(self) -> bool:
+        return self.side if self.side is not None else self.size.width >= SIDE_COLUMNS
+
+    def _draw_changes(self) -> None:
+        """The Changes tab, side by side or stacked as ``side`` and the width say."""
+        got = self._computed
+        if got is None:
+            return
+        self.side_shown = got.items is not None and bool(got.items) and self._wants_side()
+        body = self.query_one("#changes-body", Static)
+        if self.side_shown and got.items is not None:
+            body.update(side_by_side(got.items, self.label_a, self.label_b))
+        else:
+            body.update(stacked(got.items) if got.items is not None else got.changes)  # or why there is no diff
+
+    def on_resize(self, event: events.Resize) -> None:
+        if self._computed is not None and self._computed.items and self._wants_side() != self.side_shown:
+            self._draw_changes()
+
+    def action_layout(self) -> None:
+        """Side by side or stacked, the other way from what is shown (this screen only: the setting stays)."""
+        self.side = not self.side_shown
+        self._draw_changes()
+        self.notify("changes side by side" if self.side_shown else "changes stacked", timeout=2)
 
     @on(FilesComputed)
     def _show_files(self, message: FilesComputed) -> None:
@@ -196,9 +199,10 @@ class DiffScreen(Screen[None]):
         self.query_one(TabbedContent).active = tab
 
     def action_help(self) -> None:
-        from .help_screen import HelpScreen
+        from .help_screen import DIFF_KEYS, HelpScreen
 
-        self.app.push_screen(HelpScreen(False))
+
+        self.app.push_screen(HelpScreen(False, keys=DIFF_KEYS, title="Diff keys"))
 
 
 def _files_diff(run_dir: Path, a: int, b: int, label_a: str, label_b: str) -> Text:

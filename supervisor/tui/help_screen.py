@@ -1,4 +1,4 @@
-"""The help screen (``?``): every key, grouped as in lnav and k9s."""
+"""The help screen (``?``): every key of the screen it was opened from, grouped as in lnav and k9s."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         [
             ("j / k / ↓ / ↑", "next / previous row"),
             ("PgDn / PgUp / space / b", "page down / up"),
-            ("g / G / Home / End", "first / last row (G turns follow on)"),
+            ("Home / G / End", "first / last row (G and End turn follow on)"),
             ("f", "follow new records on / off (off when you move up, as tail -f and lnav)"),
             (":", "go to a seq (negative counts from the end) or a checkpoint name"),
             ("e / E", "next / previous error: a failed step, or a crash, hang or give-up of the supervisor"),
@@ -33,12 +33,14 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
     (
         "Search and filter",
         [
-            ("/", "search the raw JSON of every record (smart case)"),
+            ("/", "search every record (smart case; a model call's conversation only with inputs:word), "
+                  "with the terms & takes; begin rows stay folded"),
             ("n / N", "next / previous match, with wrap-around"),
             ("&", "filter: show only the rows that pass every term: a text (smart case; \"two words\" quoted), "
-                  "kind:step,checkpoint (event: supervisor rows, bad: damaged lines), step:search:* (a glob), errors; "
+                  "output:T, error:T, inputs:T (that field holds T), step:search:* (a glob), model:M, attempt:N, "
+                  "kind:step,checkpoint (event: supervisor rows, bad: damaged lines), errors; "
                   "!term filters out. & again edits it"),
-            ("Esc", "clear the filter (q too, while a filter is on)"),
+            ("Esc", "clear the search or the filter; Esc closes the innermost open thing and never quits"),
         ],
     ),
     (
@@ -48,7 +50,7 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
             ("u / U", "next / previous bookmark, with wrap-around"),
             ("y", "copy the row's record (its JSON line) to the clipboard (OSC 52; in tmux: set-clipboard on)"),
             ("Y", "copy the value: on the State tab the state, else the step's output (or error)"),
-            ("w", "write rows to a JSONL file (asks for the path): the filtered rows, else the bookmarked, else the selected"),
+            ("W", "write rows to a JSONL file (asks for the path): the filtered rows, else the bookmarked, else the selected"),
         ],
     ),
     (
@@ -59,6 +61,10 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
             ("d", "diff the state (and the workspace's files, when the run has a workspace): selected row against "
                   "the marked row, else the previous checkpoint"),
             ("m", "mark the row as the other side of a diff (again: unmark)"),
+            ("w", "wrap long values in every pane, or let them run off to the right (kept in settings.json)"),
+            ("g", "timeline (Gantt) of the selected row's attempt: steps in flight, their overlap, retries grouped under their step"),
+            ("Tab", "focus the detail pane; there: ←/→ scroll sideways (unwrapped), / searches its text, n / N move, "
+                    "h shows a model call's earlier messages, v its raw record"),
         ],
     ),
     (
@@ -94,11 +100,65 @@ KEYS: list[tuple[str, list[tuple[str, str]]]] = [
         [
             ("Enter", "open the selected run (runs list)"),
             ("?", "this help"),
-            ("q / Esc", "back; quit from the first screen"),
+            ("Esc", "close what is open (a search, a filter, a pane's focus, a screen); never quits"),
+            ("q", "back; quit from the first screen"),
             ("ctrl+p", "command palette: every action by name"),
         ],
     ),
 ]
+
+
+RUNS_KEYS: list[tuple[str, list[tuple[str, str]]]] = [
+    (
+        "Runs list",
+        [
+            ("j / k / ↓ / ↑", "next / previous run (newest activity first; the list is read again every 2 s)"),
+            ("Enter", "open the selected run's dashboard (mouse: click the run)"),
+            ("m", "mark the selected run to compare (◆; two at most, a third drops the oldest; again: unmark)"),
+            ("c", "compare the two marked runs step by step (one marked: against the selected run)"),
+            ("ctrl+p", "command palette: every action by name"),
+            ("?", "this help"),
+            ("q", "quit"),
+        ],
+    ),
+    (
+        "Columns",
+        [
+            ("run", "the run directory's name (runs/<run>); too long for the screen, it loses its middle (…)"),
+            ("status", "coloured as in the dashboard: green running or succeeded; yellow backoff, paused, stopped; "
+                       "red crashed or failed; ● a supervisor watches the run now"),
+            ("steps", "finished steps of the effective history (- for a journal over 256 MB)"),
+            ("attempts", "agent processes started (run.json)"),
+            ("activity", "the last write to the run directory"),
+            ("command", "the agent's command (run.json): the rest of the width; too long, it loses its middle (…)"),
+        ],
+    ),
+]
+"""The runs list's keys and what its columns mean."""
+
+DIFF_KEYS: list[tuple[str, list[tuple[str, str]]]] = [
+    (
+        "Diff",
+        [
+            ("c / u / f", "Changes (path by path) / Unified (the two states as JSON) / Files (a run with a workspace)"),
+            ("L", "Changes side by side or stacked (this screen; by default side by side from 120 columns, or as the "
+                  "layout setting says)"),
+            ("↓ / ↑ / PgDn / PgUp", "scroll"),
+            ("?", "this help"),
+            ("q / Esc", "back to the dashboard"),
+        ],
+    ),
+    (
+        "Reading it",
+        [
+            ("+ / - / ~", "a path added (green), removed (red), changed (yellow); values are whole, long ones wrap"),
+            ("text", "a string with lines (code, a prompt) or a long one is diffed line by line, as "
+                     "'replay --verify' prints it; side by side the changed words are marked"),
+            ("⋯ N unchanged lines", "lines left out between changes (two are kept around each)"),
+        ],
+    ),
+]
+"""The diff screen's keys."""
 
 
 class HelpScreen(ModalScreen[None]):
@@ -111,18 +171,24 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen > VerticalScroll { width: 100; max-width: 95%; height: 90%; border: thick $accent; background: $surface; padding: 0 1; }
     """
 
-    def __init__(self, replay: bool) -> None:
+    def __init__(self, replay: bool = False, *, keys: list[tuple[str, list[tuple[str, str]]]] = KEYS,
+                 title: str = "") -> None:
         super().__init__()
         self.replay = replay
+        self.keys = keys
+        """The groups of keys shown: the dashboard's (``KEYS``), the runs list's or the diff screen's."""
+        self.title_text = title
 
     def compose(self) -> ComposeResult:
         table = Table(show_header=False, box=None, expand=True, padding=(0, 1))
         table.add_column(style="bold cyan", no_wrap=True)
         table.add_column()
+        if self.title_text:
+            table.add_row(f"[b]{self.title_text}[/b]", "")
         if self.replay:
             table.add_row("", "[b]Replay mode[/b]: the cursor is 'now'; the state pane shows the state as of now "
                           "and later rows are dimmed. Read-only, except an offline rollback (asks first).")
-        for group, keys in KEYS:
+        for group, keys in self.keys:
             table.add_row(f"[u]{group}[/u]", "")
             for key, what in keys:
                 table.add_row(key, what)

@@ -1,5 +1,5 @@
 """The one-line prompt at the bottom of the dashboard: ``:`` goes to a seq or a checkpoint, ``/`` searches,
-``&`` filters, ``w`` asks where to write rows."""
+``&`` filters, ``W`` asks where to write rows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The dashboard's settings (theme, layout, time format), kept in the user's config directory.
+"""The dashboard's settings (theme, layout, time format, wrapping of long values), kept in the user's config directory.
 
 ``$XDG_CONFIG_HOME/agent-supervisor/settings.json``, else
 ``~/.config/agent-supervisor/settings.json``: one JSON object, written
@@ -27,15 +27,17 @@ WIDE_COLUMNS = 160
 class Settings:
     """The dashboard's settings (a plain class, not a dataclass: one costs ~0.3 ms of the start)."""
 
-    __slots__ = ("layout", "theme", "time")
+    __slots__ = ("layout", "theme", "time", "wrap")
 
-    def __init__(self, theme: str = DARK, layout: str = "auto", time: str = "absolute") -> None:
+    def __init__(self, theme: str = DARK, layout: str = "auto", time: str = "absolute", wrap: bool = True) -> None:
         self.theme = theme
         self.layout = layout
         self.time = time
+        self.wrap = wrap
+        """Long values wrap in the detail panes (else they scroll sideways); ``w`` toggles it."""
 
-    def as_dict(self) -> dict[str, str]:
-        return {"theme": self.theme, "layout": self.layout, "time": self.time}
+    def as_dict(self) -> dict[str, str | bool]:
+        return {"theme": self.theme, "layout": self.layout, "time": self.time, "wrap": self.wrap}
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Settings) and self.as_dict() == other.as_dict()
@@ -43,7 +45,7 @@ class Settings:
     __hash__ = None  # type: ignore[assignment]  # mutable, as the dataclass was
 
     def __repr__(self) -> str:
-        return f"Settings(theme={self.theme!r}, layout={self.layout!r}, time={self.time!r})"
+        return f"Settings(theme={self.theme!r}, layout={self.layout!r}, time={self.time!r}, wrap={self.wrap!r})"
 
 
 def config_path() -> Path:
@@ -69,6 +71,8 @@ def load(path: Path | None = None) -> Settings:
         s.layout = data["layout"]
     if data.get("time") in TIMES:
         s.time = data["time"]
+    if isinstance(data.get("wrap"), bool):
+        s.wrap = data["wrap"]
     return s
 
 

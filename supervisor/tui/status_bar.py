@@ -42,6 +42,32 @@ _STATE_CLASS = {
     "failed": "status--error",
     "rolled back": "status--accent",
 }
+STATE_CLASSES = ("status--ok", "status--warn", "status--error", "status--accent", "status--id")
+"""The component classes a state is coloured with, here and in the runs list."""
+
+
+_ENDED = ("succeeded", "failed", "stopped")
+
+
+def may_grow(status: RunStatus) -> bool:
+    """Whether an agent may still write the run: a supervisor watches it (and has not ended), an agent runs it on
+    its own (``running`` from the files: it holds the journal's lock), or nothing says (``unknown``: a bare journal,
+    which any program may be appending to)."""
+    return status.state in ("running", "unknown") or (status.live and status.state not in _ENDED)
+
+
+def _unwatched(state: str) -> str:
+    """What the bar says of a run no supervisor watches: an agent running on its own is ``not supervised`` (no
+    restart on a crash, no R or X); an ended run whose state does not say it stopped is ``agent not running``;
+    ``succeeded`` and ``failed`` say it themselves, and of a bare journal (``unknown``) nothing is known."""
+    if state == "running":
+        return "not supervised"
+    return "" if state in ("succeeded", "failed", "unknown") else "agent not running"
+
+
+def state_class(state: str) -> str:
+    """The component class that colours ``state`` (the runs list's status column too)."""
+    return _STATE_CLASS.get(state, "status--id")
 
 
 class UsageTotals:
@@ -237,9 +263,24 @@ class StatusBar(Static):
         """The run's totals from the usage worker (``None`` until it found usage in the journal)."""
         self._usage_started = False
         self._usage_wake = threading.Event()
+        self._usage_poll: float | None = self.USAGE_POLL_S
+        """How often the usage worker looks for new records; ``None``: only when woken (a finished run)."""
+        self._closing = False
         self._prices_told = False
 
     def on_unmount(self) -> None:
+        self._closing = True
+        self._usage_wake.set()
+
+    def set_polling(self, on: bool) -> None:
+        """Look for new usage every ``USAGE_POLL_S`` (a run that may be running), or not at all (a finished run:
+        the dashboard turns it on again when the run is started again)."""
+        self._usage_poll = self.USAGE_POLL_S if on else None
+        if on:
+            self.wake_usage()
+
+    def wake_usage(self) -> None:
+        """Bring the totals up to date now (the dashboard's watcher saw a change while nothing polls)."""
         self._usage_wake.set()
 
     def scanned(self, result: ScanResult) -> None:
@@ -288,7 +329,10 @@ class StatusBar(Static):
                         self.app.call_from_thread(self._show_usage, totals)
             except OSError:
                 pass  # the files moved under us (a rotation, a deleted run): the next round reads again
-            self._usage_wake.wait(self.USAGE_POLL_S)
+            if self._usage_wake.wait(self._usage_poll):
+                self._usage_wake.clear()  # woken: by the polling turned on again, or by the unmount
+            if self._closing:
+                return
 
     def _load_prices(self) -> Any:
         """The price function (genai-prices imported here, in the worker: 0.4 s); the rows are priced from now on."""
@@ -370,7 +414,9 @@ class StatusBar(Static):
         if not status.live:
             if f.get("attempt") is not None:
                 parts.fig(7, "attempt", f.get("attempt"))
-            parts.add(2, ("no supervisor", parts.label))
+            words = _unwatched(status.state)
+            if words:
+                parts.add(2, (words, parts.label))
             return
         parts.fig(3, "pid", f.get("pid") or "-")
         parts.fig(7, "attempt", f.get("attempt", "-"))
@@ -411,6 +457,8 @@ class StatusBar(Static):
             parts.add(11, ("RUN DIRECTORY DELETED", self._st("status--alarm")))
         if a["replay_now"] is not None:
             parts.add(11, (f"REPLAY now #{a['replay_now']}", Style(reverse=True, bold=True)))
+        elif not may_grow(a["status"]):
+            return  # a finished run gets no new records: following it means nothing
         elif a["follow"]:
             parts.add(11, ("FOLLOW", self._st("status--ok")))
         else:

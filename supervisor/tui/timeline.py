@@ -12,7 +12,7 @@ steps only: the key is not shown otherwise).
 from __future__ import annotations
 
 import sys
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, ClassVar
 
 import orjson
@@ -26,9 +26,10 @@ from textual.reactive import reactive
 from textual.strip import Strip
 
 from ..core.events import is_error_event
-from ..core.records import BadLine, Kind, Record, preview, step_name
+from ..core.records import BadLine, Kind, Record, step_name
 from ..core.wire import CHANGED_INPUTS
 from ..views.fmt import fmt_cost, fmt_ms, fmt_tokens
+from ..views.row_text import answer_text, args_preview, call_error, call_name, elapsed, parse_ts, plain, pv, telling_arg
 from ..views.timeline import TimelineModel
 from .textual_hooks import SizeHookedScrollView
 
@@ -56,17 +57,9 @@ def _time(ts: Any) -> str:
     return s[:12]
 
 
-def _parse_ts(ts: Any) -> datetime | None:
-    try:
-        t = datetime.fromisoformat(str(ts).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
-
-
 def _relative(ts: Any, origin: datetime | None) -> str:
     """``+MM:SS.mmm`` (``+H:MM:SS`` past an hour) since ``origin``; the absolute time if either is unreadable."""
-    t = _parse_ts(ts) if origin is not None else None
+    t = parse_ts(ts) if origin is not None else None
     if t is None or origin is None:
         return _time(ts)
     sec = (t - origin).total_seconds()
@@ -77,48 +70,8 @@ def _relative(ts: Any, origin: datetime | None) -> str:
     return f"{sign}{int(sec // 3600)}:{int(sec % 3600 // 60):02d}:{int(sec % 60):02d}"
 
 
-def _args_preview(inputs: Any, width: int = 120) -> str:
-    """A call's inputs as its arguments (``"q1", 3, limit=5``); ``""`` for none (no "null")."""
-    if inputs is None or inputs == {}:
-        return ""
-    if isinstance(inputs, dict) and set(inputs) <= {"args", "kwargs"}:
-        args, kwargs = inputs.get("args") or [], inputs.get("kwargs") or {}
-        if isinstance(args, list) and isinstance(kwargs, dict):
-            if not args and not kwargs:
-                return ""
-            parts = [_pv(a, width) if not isinstance(a, str) else _pv(orjson.dumps(a[: width * 2]).decode(), width) for a in args[:8]]
-            parts += [f"{k}={_pv(v, width)}" for k, v in list(kwargs.items())[:8]]
-            text = ", ".join(parts)
-            return text if len(text) <= width else text[: width - 1] + "…"
-    return _pv(inputs, width)
-
-
-def _call_name(info: dict[str, Any], width: int) -> str:
-    """A call's provider and model in ``width`` columns: the model alone when both do not fit (it matters more)."""
-    name = f"{info.get('provider', '?')} {info.get('model') or '?'}"
-    if len(name) > width:
-        name = str(info.get("model") or "?")
-    return name if len(name) <= width else name[: width - 1] + "…"
-
-
-def _call_error(err: Any) -> str:
-    """A failed call's error in a line: its HTTP status, type and message (or the error as text)."""
-    if not isinstance(err, dict):
-        return str(err)
-    status = err.get("status")
-    head = f"{status} " if status else ""
-    return head + f"{err.get('type', 'error')}: {err.get('message', '')}".rstrip(": ")
-
-
 PREVIEW_CHARS = 320
 """A row's preview of an output or arguments: long enough for a 320-column terminal."""
-
-
-def _pv(value: Any, width: int = 120) -> str:
-    """``records.preview`` that cuts a long string before working on it (a 50 MB output renders fast)."""
-    if isinstance(value, str) and len(value) > width * 2:
-        value = value[: width * 2]
-    return preview(value, width)
 
 
 def describe_event(ev: dict[str, Any]) -> str:
@@ -144,19 +97,6 @@ def describe_event(ev: dict[str, Any]) -> str:
     return f"── supervisor: {name} " + ", ".join(p for p in parts if p)
 
 
-def _elapsed(ts: Any, now: datetime | None = None) -> str:
-    """Time since an ISO-8601 UTC ``ts`` (a running step's), e.g. ``3.2s`` or ``4m05s``; ``""`` if unreadable."""
-    t = _parse_ts(ts)
-    if t is None:
-        return ""
-    sec = max(0.0, ((now or datetime.now(UTC)) - t).total_seconds())
-    if sec < 60:
-        return f"{sec:.1f}s"
-    if sec < 3600:
-        return f"{int(sec // 60)}m{int(sec % 60):02d}s"
-    return f"{int(sec // 3600)}h{int(sec % 3600 // 60):02d}m"
-
-
 class TimelineView(SizeHookedScrollView, can_focus=True):
     """Rows of the run; the cursor row is the selected record (in replay mode: "now")."""
 
@@ -165,7 +105,7 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         Binding("k,up", "cursor(-1)", "Up", show=False, tooltip="Select the previous row"),
         Binding("pagedown,space", "page(1)", "Page down", show=False, tooltip="Move a screen down the timeline"),
         Binding("pageup,b", "page(-1)", "Page up", show=False, tooltip="Move a screen up the timeline"),
-        Binding("g,home", "top", "Top", show=False, tooltip="Go to the first record"),
+        Binding("home", "top", "Top", show=False, tooltip="Go to the first record"),
         Binding("G,end", "bottom", "Bottom", show=False, tooltip="Go to the last record (live: and follow new ones)"),
         Binding("a", "toggle_begins", "Begins", tooltip="Show begin rows (each folded into its step's row by default)"),
         Binding("z", "toggle_fold", "Fold", tooltip="Fold a parent step's nested rows into its row, or unfold them"),
@@ -264,7 +204,7 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         if self.model.rows:
             self.cursor = self.model.rows - 1 if (self.follow or not self.replay) else 0
         if not self.replay:
-            self.set_interval(1.0, self._tick)
+            self.tick_timer = self.set_interval(1.0, self._tick)  # paused while no agent runs (dashboard_watch)
 
     def _tick(self) -> None:
         if self._running_shown:
@@ -430,7 +370,7 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
             ts = first.get("ts") if isinstance(first, dict) else None
             if ts is None:
                 ts = _first_ts(self.model.source)
-            self._origin_ts = (_parse_ts(ts) if ts else None) or False
+            self._origin_ts = (parse_ts(ts) if ts else None) or False
         return self._origin_ts if isinstance(self._origin_ts, datetime) else None
 
     def tell_read_error(self) -> None:
@@ -513,8 +453,9 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
 
     @property
     def _seq_w(self) -> int:
-        """The seq column's width: the run's largest seq (at least 3 digits)."""
-        return max(3, len(str(max(0, self.model.count - 1))))
+        """The seq column's width: the run's largest seq (at least 3 digits), twice over when rows show ranges."""
+        digits = len(str(max(0, self.model.count - 1)))
+        return max(3, 2 * digits + 1 if self.model.ranges else digits)
 
     def _is_future(self, row: int) -> bool:
         return row > self.cursor
@@ -534,8 +475,12 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
                 turns = answer_turns(rec)
                 value = " ".join(t.text for t in turns).replace("\n", " ⏎ ") if turns else ""
                 text = self._previews[k] = value[:PREVIEW_CHARS]
-            else:
-                text = self._previews[k] = _args_preview(value, PREVIEW_CHARS) if key == "inputs" else _pv(value, PREVIEW_CHARS)
+            elif key == "inputs":
+                text = self._previews[k] = args_preview(value, PREVIEW_CHARS)
+            elif key == "output" and _is_model_call(rec):  # the answer's text, not {"content":"…
+                text = self._previews[k] = answer_text(value, PREVIEW_CHARS)
+            else:  # a value without JSON's quotes and braces (the Record tab has the JSON)
+                text = self._previews[k] = plain(value, PREVIEW_CHARS)
         return text
 
     # ------------------------------------------------------------------ model calls (llm.jsonl)
@@ -557,7 +502,7 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         style = self._fg("timeline--model")
         nw = self._name_width()
         segs.append(Segment(f"{'◇ llm':10} ", style))
-        segs.append(Segment(f"{_call_name(info, nw):{nw}} ", style))
+        segs.append(Segment(f"{call_name(info, nw):{nw}} ", style))
         segs.append(Segment(f"{fmt_ms(rec.get('dur_ms')):>7} "))
         key = -2 - call.order
         usage = self._usage_cells(rec, key)
@@ -566,7 +511,7 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         err = rec.get("error")
         if err is not None:
             st = self._fg("timeline--error")
-            return [*segs, Segment("✗ ", st), Segment(_pv(_call_error(err)), st)]
+            return [*segs, Segment("✗ ", st), Segment(pv(call_error(err)), st)]
         return segs + self._call_answer(rec, info, key)
 
     def _call_answer(self, rec: Record, info: dict[str, Any], key: int) -> list[Segment]:
@@ -597,7 +542,10 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
     def _record_segments(self, seq: int) -> list[Segment]:
         ent = self.model.entry(seq)
         mark = "▸" if self.mark == seq else " "
-        head = f"{mark}{seq:>{self._seq_w}} "
+        # the seqs the row stands for (its folded begin, then its step): numbers that skip would look like missing
+        # rows, and row numbers would not be the seqs that :, log and rollback --to take
+        first = self.model.first_seq_of_row(seq)
+        head = f"{mark}{seq if first == seq else f'{first}-{seq}':>{self._seq_w}} "
         muted = self._fg("timeline--muted")
         if ent is None:
             text = "…" if not self.model.has(seq) else "(blank line)"
@@ -666,10 +614,17 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         segs = [Segment(head), Segment(f"{self._time_cell(rec.get('ts')):12} ", self._fg("timeline--muted"))]
         segs.append(Segment(f"{label:10} ", style))
         tree = self.model.tree
-        if tree is not None:  # a nested step's row: indented, its tree mark; a parent's: its fold mark
-            name = tree.label(rec, name)
-        segs.append(Segment(f"{name if len(name) <= nw else name[: nw - 1] + '…':{nw}} ", style))
-        segs.append(Segment(f"{dur_s:>7} "))
+        # a nested step's row: indented, its tree mark; a parent's: its fold mark
+        lead = tree.label(rec, "") if tree is not None else ""
+        if kind == Kind.CHECKPOINT and not dur_s:  # its name in full: the duration's cells too, more if it needs
+            segs.append(Segment(f"{lead + name:{nw + 8}} ", style))
+        else:
+            arg = self._telling(kind, rec)
+            in_cell = len(lead) + len(name) + 1 + len(arg) <= nw  # else it leads the tail: never cut short there
+            segs += self._name_cell(lead, name, arg if in_cell else "", nw, style)
+            segs.append(Segment(f"{dur_s:>7} "))
+            if in_cell:
+                arg = ""
         folded = tree.hidden_rows(int(rec.get("seq", -1)), self.model.hidden, self.model.show_begins) if tree else None
         if folded is not None:
             segs.append(Segment(f"+{folded} row{'s' if folded != 1 else ''} folded ", self._fg("timeline--mark")))
@@ -680,12 +635,38 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         if files:  # the workspace's files its step changed (the Files tab lists them)
             segs.append(Segment(f"✎{files} ", self._fg("timeline--mark")))
         if kind == Kind.STEP:
-            segs += self._step_tail(rec, name)
+            segs += self._step_tail(rec, arg)
         elif kind == Kind.BEGIN:
             segs += self._begin_tail(rec)
         else:
             segs.append(self._other_tail(kind, rec))
         return segs
+
+    def _name_cell(self, lead: str, name: str, arg: str, width: int, style: Style) -> list[Segment]:
+        """The name column: ``lead`` (a nested row's tree marks), the name, then a tool call's telling argument
+        (muted) in what is left; a long name keeps its action type and its end, where two names differ
+        (``fetch:…/q7/page``)."""
+        room = width - len(lead)
+        if len(name) > room:
+            head = name[: name.index(":") + 1] if 0 < name.find(":") < room // 2 else ""
+            name = head + "…" + name[len(name) - (room - len(head) - 1):] if head else name[: room - 1] + "…"
+        segs = [Segment(lead + name, style)]
+        used = len(lead) + len(name)
+        left = width - used - 1
+        if arg and left >= 4:
+            arg = " " + (arg if len(arg) <= left else arg[: left - 1] + "…")
+            segs.append(Segment(arg, self._fg("timeline--muted")))
+            used += len(arg)
+        segs.append(Segment(" " * (width + 1 - used)))
+        return segs
+
+    @staticmethod
+    def _telling(kind: str, rec: Record) -> str:
+        """A tool call's telling argument (its first short string input), shown after its name."""
+        call = rec.get("call")
+        if kind not in (Kind.STEP, Kind.BEGIN) or not isinstance(call, dict) or call.get("kind") != "tool":
+            return ""
+        return telling_arg(rec.get("inputs"))
 
     def _label(self, kind: str, rec: Record) -> tuple[str, str, Style]:
         """The kind column, the name column and their style; a model call shows its model, a tool call its tool
@@ -712,30 +693,33 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         tool = call.get("tool")
         return "⚙ tool", (tool if isinstance(tool, str) and tool else name) + where, self._fg("timeline--tool")
 
-    def _step_tail(self, rec: Record, name: str) -> list[Segment]:
-        """A step's error, or ✓ (≠ if served with changed inputs), its usage when narrow, and its output."""
-        if rec.get("error") is not None:
+    def _step_tail(self, rec: Record, arg: str) -> list[Segment]:
+        """A step's error, or ✓ (≠ if served with changed inputs), its usage when narrow, and its output; ``arg``
+        (a tool call's telling argument the name column had no room for) before the error or the output."""
+        failed = rec.get("error") is not None
+        out = "" if failed else self._cached_preview(rec, "output")
+        said = [Segment(f"{arg} → " if arg and (out or failed) else f"{arg} " if arg else "", self._fg("timeline--muted"))]
+        if failed:
             err = rec["error"]
             msg = err.get("message", err) if isinstance(err, dict) else err
             if isinstance(err, dict) and err.get("type") and isinstance(msg, str):
                 msg = f"{err['type']}: {msg}"
             st = self._fg("timeline--error")
-            return [Segment("✗ ", st), Segment(_pv(msg), st)]
+            return [Segment("✗ ", st), *said, Segment(pv(msg), st)]
         segs = []
         pos = rec.get("pos")
-        if isinstance(pos, int) and pos in self.model.changed_inputs and self.model.changed_inputs[pos] == name:
+        if isinstance(pos, int) and self.model.changed_inputs.get(pos) == step_name(rec):
             segs.append(Segment("≠ ", self._fg("timeline--mark")))  # served with changed inputs
         segs.append(Segment("✓ ", self._fg("timeline--checkpoint")))
         segs += self._inline_usage(rec)
-        segs.append(Segment(self._cached_preview(rec, "output")))
-        return segs
+        return [*segs, *said, Segment(out)]
 
     def _begin_tail(self, rec: Record) -> list[Segment]:
         """A begin's status (running, interrupted, or folded into its step's row: shown with every row) and inputs."""
         status = self.model.begin_status(int(rec.get("seq", -1)), rec.get("attempt"))
         if status == "running" and not self.replay and self.agent_running:
             self._running_shown = True
-            first = Segment(f"⟳ running {_elapsed(rec.get('ts'))} ", self._fg("timeline--mark"))
+            first = Segment(f"⟳ running {elapsed(rec.get('ts'))} ", self._fg("timeline--mark"))
         elif status == "running" and not self.replay:
             first = Segment("⟳ no step record (the agent is not running) ", self._fg("timeline--mark"))
         elif status == "running":
@@ -758,7 +742,7 @@ class TimelineView(SizeHookedScrollView, can_focus=True):
         if kind == Kind.CHECKPOINT:
             return Segment(f"  {rec.get('file', '')}", self._fg("timeline--muted"))
         rest = {k: v for k, v in rec.items() if k not in ("kind", "seq", "ts", "id", "pos")}
-        return Segment("  " + _pv(rest))
+        return Segment("  " + pv(rest))
 
 
 def _first_ts(source: Any) -> Any:
@@ -775,6 +759,11 @@ def _first_ts(source: Any) -> Any:
     except (OSError, ValueError):
         return None
     return rec.get("ts") if isinstance(rec, dict) else None
+
+
+def _is_model_call(rec: Record) -> bool:
+    call = rec.get("call")
+    return isinstance(call, dict) and call.get("kind") == "model"
 
 
 def _call_place(call: dict[str, Any]) -> str:

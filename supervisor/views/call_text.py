@@ -24,7 +24,10 @@ import orjson
 
 from ..core.llm_calls import event_data
 
-__all__ = ["Turn", "answer_turns", "call_facts", "request_turns"]
+__all__ = [
+    "Turn", "answer_turns", "body_turns", "call_facts", "chat_turn", "content_text", "request_turns", "response_turn",
+    "tool_call_line", "tool_result_line",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,17 +62,17 @@ def _args(value: Any) -> str:
     return _json(value)
 
 
-def _tool_call(name: Any, args: Any, call_id: Any = None) -> str:
+def tool_call_line(name: Any, args: Any, call_id: Any = None) -> str:
     ident = f"  [{call_id}]" if call_id else ""
     return f"→ tool call {name or '?'}({_args(args)}){ident}"
 
 
-def _tool_result(content: Any, call_id: Any = None) -> str:
+def tool_result_line(content: Any, call_id: Any = None) -> str:
     ident = f" [{call_id}]" if call_id else ""
-    return f"← tool result{ident}: {_content(content)}"
+    return f"← tool result{ident}: {content_text(content)}"
 
 
-def _content(content: Any) -> str:
+def content_text(content: Any) -> str:
     """A message's content: a string, or the text of its parts (OpenAI and Anthropic parts; others as JSON)."""
     if content is None:
         return ""
@@ -82,14 +85,14 @@ def _content(content: Any) -> str:
 
 def _part(p: Any) -> str:
     if not isinstance(p, dict):
-        return _content(p)
+        return content_text(p)
     t = p.get("type")
     if t in ("text", "input_text", "output_text") and isinstance(p.get("text"), str):
         return str(p["text"])
     if t == "tool_use":
-        return _tool_call(p.get("name"), p.get("input"), p.get("id"))
+        return tool_call_line(p.get("name"), p.get("input"), p.get("id"))
     if t == "tool_result":
-        return _tool_result(p.get("content"), p.get("tool_use_id"))
+        return tool_result_line(p.get("content"), p.get("tool_use_id"))
     if t in ("image_url", "input_image", "image"):
         return f"[{t}]"
     if t == "refusal":
@@ -99,15 +102,15 @@ def _part(p: Any) -> str:
     return _json(p)
 
 
-def _chat_message(m: Any) -> Turn:
+def chat_turn(m: Any) -> Turn:
     """An OpenAI chat message (request or answer) or an Anthropic message."""
     if not isinstance(m, dict):
-        return Turn("?", _content(m))
+        return Turn("?", content_text(m))
     role = str(m.get("role") or "?")
     lines = []
-    text = _content(m.get("content"))
+    text = content_text(m.get("content"))
     if role == "tool":
-        lines.append(_tool_result(m.get("content"), m.get("tool_call_id")))
+        lines.append(tool_result_line(m.get("content"), m.get("tool_call_id")))
     elif text:
         lines.append(text)
     if isinstance(m.get("refusal"), str) and m["refusal"]:
@@ -115,28 +118,28 @@ def _chat_message(m: Any) -> Turn:
     for tc in m.get("tool_calls") or ():
         if isinstance(tc, dict):
             fn = _dict(tc.get("function"))
-            lines.append(_tool_call(fn.get("name"), fn.get("arguments"), tc.get("id")))
+            lines.append(tool_call_line(fn.get("name"), fn.get("arguments"), tc.get("id")))
     if isinstance(m.get("function_call"), dict):  # the legacy single function call
         fc = m["function_call"]
-        lines.append(_tool_call(fc.get("name"), fc.get("arguments")))
+        lines.append(tool_call_line(fc.get("name"), fc.get("arguments")))
     return Turn(role, "\n".join(lines))
 
 
-def _response_item(item: Any) -> Turn:
+def response_turn(item: Any) -> Turn:
     """An item of the Responses API's ``input`` or ``output``."""
     if not isinstance(item, dict):
-        return Turn("user", _content(item))
+        return Turn("user", content_text(item))
     t = item.get("type")
     if t == "function_call":
-        return Turn("assistant", _tool_call(item.get("name"), item.get("arguments"), item.get("call_id")))
+        return Turn("assistant", tool_call_line(item.get("name"), item.get("arguments"), item.get("call_id")))
     if t == "function_call_output":
-        return Turn("tool", _tool_result(item.get("output"), item.get("call_id")))
+        return Turn("tool", tool_result_line(item.get("output"), item.get("call_id")))
     if t == "reasoning":
         summary = item.get("summary")
         text = "\n".join(_part(s) for s in summary) if isinstance(summary, list) else ""
         return Turn("reasoning", text or "(reasoning)")
     if "role" in item or t == "message":
-        return Turn(str(item.get("role") or "assistant"), _content(item.get("content")))
+        return Turn(str(item.get("role") or "assistant"), content_text(item.get("content")))
     return Turn(str(t or "?"), _json(item))
 
 
@@ -178,24 +181,24 @@ def request_turns(rec: Mapping[str, Any]) -> list[Turn]:
 def _chat_request(body: dict[str, Any]) -> list[Turn]:
     """An OpenAI Chat Completions request: its ``messages``."""
     messages = body.get("messages")
-    return [_chat_message(m) for m in messages] if isinstance(messages, list) else []
+    return [chat_turn(m) for m in messages] if isinstance(messages, list) else []
 
 
 def _responses_request(body: dict[str, Any]) -> list[Turn]:
     """An OpenAI Responses request: its ``instructions`` (as the system prompt), then its ``input`` (a string or
     items)."""
-    out = [Turn("system", _content(body["instructions"]))] if body.get("instructions") is not None else []
+    out = [Turn("system", content_text(body["instructions"]))] if body.get("instructions") is not None else []
     inp = body.get("input")
     if isinstance(inp, str):
         out.append(Turn("user", inp))
     elif isinstance(inp, list):
-        out += [_response_item(i) for i in inp]
+        out += [response_turn(i) for i in inp]
     return out
 
 
 def _messages_request(body: dict[str, Any]) -> list[Turn]:
     """An Anthropic Messages request: its ``system`` prompt, then its ``messages``."""
-    system = [Turn("system", _content(body["system"]))] if body.get("system") is not None else []
+    system = [Turn("system", content_text(body["system"]))] if body.get("system") is not None else []
     return system + _chat_request(body)
 
 
@@ -243,16 +246,21 @@ def answer_turns(rec: Mapping[str, Any]) -> list[Turn]:
     return _body_turns(_api(rec), body)
 
 
+def body_turns(body: Any) -> list[Turn]:
+    """An answer body of any of the three APIs, told by its shape (an SDK step's output)."""
+    return _body_turns("other", body)
+
+
 def _body_turns(api: str, body: Any) -> list[Turn]:
     """An answer's body by its shape: Chat Completions' ``choices``, Responses' ``output`` items, an Anthropic
     message; else the body as it is (its text, or JSON)."""
     if isinstance(body, dict):
         if isinstance(body.get("choices"), list):
-            return [_chat_message(c.get("message")) for c in body["choices"] if isinstance(c, dict)]
+            return [chat_turn(c.get("message")) for c in body["choices"] if isinstance(c, dict)]
         if isinstance(body.get("output"), list):
-            return [_response_item(i) for i in body["output"]]
+            return [response_turn(i) for i in body["output"]]
         if api == "messages" or body.get("type") == "message":
-            return [_chat_message({"role": body.get("role", "assistant"), "content": body.get("content")})]
+            return [chat_turn({"role": body.get("role", "assistant"), "content": body.get("content")})]
     return [Turn("answer", _json(body) if not _is_text(body) else str(body["$text"]))]
 
 
@@ -302,9 +310,9 @@ class _Stream:
         """The answer: the completed response's output items, else one assistant turn of text and tool calls."""
         completed = self.completed
         if completed is not None and isinstance(completed.get("output"), list) and completed["output"]:
-            return [_response_item(i) for i in completed["output"]]
+            return [response_turn(i) for i in completed["output"]]
         lines = ["".join(self.text)] if self.text else []
-        lines += [_tool_call(tl.name, tl.args, tl.id) for tl in self.tools.values()]
+        lines += [tool_call_line(tl.name, tl.args, tl.id) for tl in self.tools.values()]
         return [Turn("assistant", "\n".join(lines))] if lines else []
 
 

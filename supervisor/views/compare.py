@@ -1,6 +1,6 @@
 """Two runs side by side: their effective histories aligned by step identity, a verdict per step, and totals.
 
-A step's identity is the one resume uses (README, "Matching on resume" and "Nested steps"): its name and
+A step's identity is the one resume uses (docs/sdk.md, "Async and concurrent steps": matching on resume and nested steps): its name and
 occurrence ``k``, then its parent's identity for a nested step. Both runs' calls are taken in call order
 (position); a step both runs have is one row, wherever it sits; a step only one run has is placed after the
 common steps that precede it in that run (so an inserted step shows where it was inserted). Each row says:

@@ -47,7 +47,11 @@ class RunInfo:
     last_activity: float
     live: bool
 
-
+    @property
+    def name(self) -> str:
+        """What the runs list calls the run: its directory's name (``id``, ``run.json``'s, may be one word for many
+        runs, such as ``run`` for every run an agent started by hand)."""
+        return self.path.name
 
 
 def _count_steps(run: Path, paths: list[Path]) -> str:

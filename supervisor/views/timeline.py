@@ -575,6 +575,24 @@ class TimelineModel(NestedRows):
             return t.no_row(seq, self.show_begins)
         return not self.show_begins and seq in self._hidden
 
+    @property
+    def ranges(self) -> bool:
+        """Rows show the seqs they stand for (``3-4``: a folded begin and its step): begins folded, no filter (its
+        gaps are its own, its bar says so), no nested row out of seq order."""
+        return not self.show_begins and self.filter is None and len(self._hidden) > 0 and not (self.tree and self.tree.moved)
+
+    def first_seq_of_row(self, seq: int, limit: int = 4096) -> int:
+        """The first seq record ``seq``'s row stands for: the folded begins right before it (``:`` on any goes to
+        it), so the numbers down the rows skip none; ``seq`` when none or without :attr:`ranges`."""
+        first = seq
+        while self.ranges and first > 0 and seq - first < limit and (first - 1) in self._hidden:
+            first -= 1
+        return first
+
+    def is_folded_begin(self, seq: int) -> bool:
+        """A begin folded into its step's row: a search goes to the step's row, never turns begin rows on."""
+        return not self.show_begins and seq in self._hidden
+
     def visible_index(self, seq: int) -> int:
         """The row of record ``seq`` among the records' rows (a folded begin: its step's, the next row; a finished
         parent's step: its begin's)."""

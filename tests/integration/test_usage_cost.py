@@ -136,12 +136,14 @@ def test_unknown_model_or_provider_has_no_cost_never_a_wrong_one() -> None:
 def test_without_genai_prices_costs_are_none(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "genai_prices", None)  # import genai_prices raises ImportError
     monkeypatch.setattr(pricing, "_calc", pricing._UNSET)
+    monkeypatch.setattr(pricing, "_table", pricing._UNSET)  # the price cache is not read without genai-prices
     assert step_cost(_model_rec("gpt-4o", "openai", 1200, 300, 200)) is None
     assert not pricing.available()
     monkeypatch.setattr(pricing, "_calc", pricing._UNSET)  # the next test imports it again
+    monkeypatch.setattr(pricing, "_table", pricing._UNSET)
 
 
-def test_pricing_imports_genai_prices_only_to_price_usage() -> None:
+def test_pricing_imports_genai_prices_only_to_price_usage(tmp_path: Path) -> None:
     code = (
         "import sys\n"
         "from supervisor.export.pricing import step_cost\n"
@@ -152,7 +154,8 @@ def test_pricing_imports_genai_prices_only_to_price_usage() -> None:
         "step_cost({'step': 'm', 'usage': [{'model': 'gpt-4o', 'input_tokens': 1}]})\n"
         "assert 'genai_prices' in sys.modules\n"
     )
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=clean_env(), timeout=30)
+    env = {**clean_env(), "XDG_CACHE_HOME": str(tmp_path)}  # an empty price cache: the model is priced first here
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=30)
     assert r.returncode == 0, r.stderr
 
 

@@ -31,7 +31,7 @@ def test_syntax_and_one_line_errors() -> None:
     assert f.terms[0].kinds == {"step", "checkpoint"} and f.terms[2].negate
     assert f.describe() == "kind:checkpoint,step and step:search:* and not errors and 'two words'"
     assert parse_filter("text:kind:step").terms[0].value == "kind:step"
-    for bad, says in (("kind:nope", "unknown kind 'nope'"), ('"open', "cannot read the filter"), ("  ", "an empty filter"),
+    for bad, says in (("kind:nope", "unknown kind 'nope'"), ('"open', "cannot read '\"open': No closing"), ("  ", "nothing to look for"),
                       ("kind:errors", "errors is a term of its own")):
         with pytest.raises(ValueError, match=says):
             parse_filter(bad)

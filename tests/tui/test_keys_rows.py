@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 import pytest
+from textual.actions import parse as parse_action
 
 from supervisor.tui.app import make_app
 from supervisor.tui.confirm import ConfirmScreen
@@ -105,7 +106,7 @@ async def test_errors_reach_failed_steps_crashes_hangs_and_give_ups(tmp_path: Pa
     async with app.run_test(size=SIZE) as pilot:
         await until(pilot, lambda: caught_up(app), what="scan")
         d = dash(app)
-        await pilot.press("g")
+        await pilot.press("home")
         seen = []
         for _ in range(6):
             await pilot.press("e")
@@ -182,8 +183,8 @@ async def test_filter_shows_matching_rows_follows_new_records_and_esc_clears(tmp
         await pilot.press("space", *"late", "enter")
         await until(pilot, lambda: d.model.filter is not None and d.model.filter.text == "errors late", what="edited")
         assert d.model.rows == 1 and what(d) == "#8"
-        # q and Esc clear the filter first (they do not leave the screen); the cursor keeps its record
-        await pilot.press("q")
+        # Esc clears the filter (it never leaves the screen nor quits); the cursor keeps its record
+        await pilot.press("escape")
         assert d.model.filter is None and app.screen is d and d.model.rows == everything + 2
         assert what(d) == "#8" and not d.query_one("#filter-bar").display
         await pilot.press("ampersand", *"!kind:event", "enter")
@@ -191,6 +192,9 @@ async def test_filter_shows_matching_rows_follows_new_records_and_esc_clears(tmp
         assert d.model.rows == d.model.count
         await pilot.press("escape")
         assert d.model.filter is None and app.screen is d
+        await pilot.press("escape")  # nothing open: Esc says that q quits, and stays
+        await until(pilot, lambda: any("q quits" in n for n in notes(app)), what="the hint")
+        assert app.screen is d and app.is_running
 
 
 async def test_bookmarks_copy_and_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -204,7 +208,7 @@ async def test_bookmarks_copy_and_export(tmp_path: Path, monkeypatch: pytest.Mon
         await pilot.press("u")
         await until(pilot, lambda: any("no bookmarks" in n for n in notes(app)), what="no bookmarks yet")
         # bookmark #7, the hang row and #1
-        await pilot.press("colon", *"7", "enter", "B", "g", "e", "e", "e")
+        await pilot.press("colon", *"7", "enter", "B", "home", "e", "e", "e")
         assert what(d) == "hang"
         await pilot.press("B", "colon", *"1", "enter", "B")
         assert len(d.bookmarks) == 3
@@ -231,27 +235,27 @@ async def test_bookmarks_copy_and_export(tmp_path: Path, monkeypatch: pytest.Mon
         await pilot.press("Y")
         assert orjson.loads(app.clipboard) == d.state_shown[0]  # type: ignore[index]
         assert any("copied the state as of #2" in n for n in notes(app))
-        # w writes the bookmarked rows, in row order; the supervisor row as supervisor.jsonl holds it
-        await pilot.press("w")
+        # W writes the bookmarked rows, in row order; the supervisor row as supervisor.jsonl holds it
+        await pilot.press("W")
         assert d.query_one("#prompt").value == "troubled-rows.jsonl"
         await pilot.press("enter")
         out = tmp_path / "troubled-rows.jsonl"
         await until(pilot, lambda: any(f"wrote 3 rows to {out}" in n for n in notes(app)), what="export")
         lines = out.read_bytes().splitlines()
         assert lines[0] == raw[1] and orjson.loads(lines[1])["event"] == "hang" and lines[2] == raw[7]
-        # with a filter, w writes the filtered rows; an existing file is replaced only when confirmed
+        # with a filter, W writes the filtered rows; an existing file is replaced only when confirmed
         await pilot.press("ampersand")
         d.query_one(Prompt).value = "kind:step !errors"
         await pilot.press("enter")
         await until(pilot, lambda: d.model.filter is not None, what="filter")
-        await pilot.press("w", "enter")
+        await pilot.press("W", "enter")
         await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), what="replace asks")
         await pilot.press("n")
         assert out.read_bytes().splitlines() == lines
-        await pilot.press("w", "enter", "y")
+        await pilot.press("W", "enter", "y")
         await until(pilot, lambda: any("wrote 4 rows" in n for n in notes(app)), what="filtered export")
         assert out.read_bytes().splitlines() == [raw[1], raw[3], raw[5], raw[7]]
-        await pilot.press("w")
+        await pilot.press("W")
         d.query_one(Prompt).value = str(tmp_path / "nowhere" / "x.jsonl")  # as typed (a key a character is slow)
         await pilot.press("enter")
         await until(pilot, lambda: any("no directory" in n for n in notes(app)), what="bad path said")
@@ -266,7 +270,7 @@ async def test_footer_shows_only_the_keys_that_work(tmp_path: Path) -> None:
         keys = shown_keys(d)
         assert {"f", "slash", "ampersand", "colon", "d", "q"} <= keys
         assert "S" not in keys and "r" not in keys  # succeeded; no checkpoint
-        assert d.active_bindings["escape"].binding.action == "back"  # no filter to clear
+        assert d.active_bindings["escape"].binding.action.startswith("app.notify(")  # nothing to close: a hint
         # the footer draws those keys, in the bindings' order, each action once, the palette's key on the right
         line = footer_line(d)
         assert " ? Help  f Follow  / Search  & Filter " in line and " d Diff " in line and " q Back " in line
@@ -282,13 +286,14 @@ async def test_footer_shows_only_the_keys_that_work(tmp_path: Path) -> None:
         await until(pilot, lambda: " / Search" not in footer_line(d), what="the footer in the prompt")
         await pilot.press("escape", "ampersand", *"errors", "enter")
         await until(pilot, lambda: d.model.filter is not None, what="filter")
-        assert d.active_bindings["escape"].binding.action == "clear_filter"
+        assert d.active_bindings["escape"].binding.action == "close"  # the filter
         # the palette says what each key does, not its name again
         titles = {c.title: c.help for c in app.get_system_commands(d)}
+        assert all(not t.startswith("(") for t in titles), titles  # every entry named (no "(S)" of a hidden key)
         for b in DashboardScreen.BINDINGS:
             assert not isinstance(b, tuple)
-            if b.action.startswith("app."):
-                continue
+            if b.action.startswith("app.") or d.check_action(*parse_action(b.action)[1:]) is False:
+                continue  # an action that is off now is not offered, as in the footer
             key = b.key_display or b.key.split(",")[0]
             help_text = titles[f"{b.description} ({key})"]
             assert help_text != b.description and len(help_text) > len(b.description), b
@@ -320,7 +325,7 @@ async def test_search_and_jumps_stay_within_the_filter(tmp_path: Path) -> None:
         await pilot.press("ampersand", *"kind:start", "enter")
         await until(pilot, lambda: d.model.filter is not None, what="filter")
         assert rows(d) == ["#0", "#4", "#6"]
-        await pilot.press("g", "slash", *"attempt", "enter")  # every record holds it: the matches the filter shows
+        await pilot.press("home", "slash", *"attempt", "enter")  # every record holds it: the matches the filter shows
         await until(pilot, lambda: d.search_hits, what="search")
         assert what(d) == "#0"
         await pilot.press("n")
@@ -355,7 +360,7 @@ async def test_a_journal_that_shrinks_under_the_dashboard_is_said_not_a_crash(tm
         told = lambda: [n for n in notes(app) if "shrank while being read" in n or "fewer than the 8000 shown" in n]  # noqa: E731
         await until(pilot, told, what="the notice")
         assert app.is_running and isinstance(app.screen, DashboardScreen)
-        await pilot.press("g")  # the lines still there are shown as before
+        await pilot.press("home")  # the lines still there are shown as before
         await until(pilot, lambda: "s0" in "".join(d.timeline.render_line(y).text for y in range(3)), what="the first rows")
         # said once; and the reading worker no longer reads again at once, round after round (it did, forever)
         reads = d.model.applied_reads

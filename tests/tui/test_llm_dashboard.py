@@ -49,27 +49,31 @@ async def test_calls_are_rows_by_time_with_their_marks_and_a_readable_detail(tmp
         err_style = tl.get_component_rich_style("timeline--error")
         strip = tl.render_line(5 - int(tl.scroll_y))
         assert any("429" in seg.text and seg.style is not None and seg.style.color == err_style.color for seg in strip)
-        # the streamed call's detail: its messages one by one, the assembled answer, the facts, the raw record
+        # the streamed call's detail: the assembled answer first, the facts, the request's messages; raw on demand
         await pilot.press("i", "j", "j", "j", "j")
         assert tl.selected() == ("call", 1)
         pane = d.query_one("#record-pane", JsonPane)
         await until(pilot, lambda: "model call c1" in pane.text, what="the call's detail")
         text = pane.text
-        order = ["── request", "system: You are a careful research assistant.", "user: find durable agents",
-                 "tool: ← tool result [call_1]: two results", "── answer", "assistant: Durable agents resume.",
-                 "status  200", "tokens  1.3k in → 5 out", "latency", "model  openai gpt-4o-mini (chat API)",
-                 "streamed  yes", "answer  live", "── raw record", '"events"']
+        order = ["── answer", "Durable agents resume.", "── usage", "status  200", "tokens  1.3k in → 5 out", "latency",
+                 "model  openai gpt-4o-mini (chat API)", "streamed  yes", "answer  live", "── conversation",
+                 "system: You are a careful research assistant.", "user: find durable agents",
+                 "tool: ← tool result [call_1]: two results", "▸ raw record"]
         at = [text.find(s) for s in order]
         assert -1 not in at and at == sorted(at), list(zip(order, at, strict=True))
-        assert '\\"content\\"' not in text.split("── raw record")[0]  # readable, not an escaped JSON string
+        assert '"events"' not in text  # the raw record on demand (v)
+        pane.action_toggle_raw()
+        await until(pilot, lambda: '"events"' in pane.text, what="the raw record")
+        assert '\\"content\\"' not in pane.text.split("── raw record")[0]  # readable, not an escaped JSON string
+        pane.action_toggle_raw()
         # the call an attempt was served from, and the failed one
         await pilot.press("k", "k")
         await until(pilot, lambda: "model call c0" in pane.text, what="c0's detail")
         assert "served  from this record to attempt 2" in pane.text
-        assert "assistant: → tool call web_search({\"q\":\"durable\"})  [call_1]" in pane.text
+        assert "── tool calls (1)" in pane.text and '→ web_search({"q":"durable"})  [call_1]' in pane.text
         await pilot.press("j", "j", "j")
         await until(pilot, lambda: "model call c2" in pane.text, what="c2's detail")
-        assert "── error" in pane.text and "error: rate_limit_error: Rate limit reached" in pane.text
+        assert "✗ rate_limit_error: Rate limit reached" in pane.text
         assert "status  429 ✗ HTTPError: Too Many Requests" in pane.text
 
 
@@ -93,4 +97,4 @@ async def test_a_call_appended_while_the_dashboard_runs_appears(tmp_path: Path) 
         await until(pilot, lambda: d.model.rows == n + 1, what="the new call's row")
         assert d.model.row_item(d.model.rows - 1)[0] == "call"  # after the last record, by its time
         await until(pilot, lambda: "model call c5" in d.query_one("#record-pane", JsonPane).text, what="follow shows it")
-        assert "assistant: Hello from Claude" in d.query_one("#record-pane", JsonPane).text
+        assert "── answer\nHello from Claude" in d.query_one("#record-pane", JsonPane).text

@@ -102,7 +102,7 @@ async def test_every_text_colour_meets_aa(theme: str, rolled_back_run: Path, tmp
         await _check(app, pilot, "last row", problems)
         await pilot.press("exclamation_mark")
         await _check(app, pilot, "first failed step", problems)
-        await pilot.press("g", "j", "j", "j", "j", "j")
+        await pilot.press("home", "j", "j", "j", "j", "j")
         await _check(app, pilot, "rows near the top", problems)
         await pilot.press("slash", *"summarize", "enter")
         await until(pilot, lambda: app.screen.timeline.matches, what="the search")  # type: ignore[attr-defined]

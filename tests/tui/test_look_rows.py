@@ -48,7 +48,7 @@ async def test_selection_covers_the_whole_row(rolled_back_run: Path) -> None:
     async with app.run_test(size=(120, 36)) as pilot:
         await until(pilot, lambda: caught_up(app), what="scan")
         tl = app.screen.query_one(TimelineView)
-        await pilot.press("g")
+        await pilot.press("home")
         cursor_bg = tl.get_component_rich_style("timeline--cursor").bgcolor
         for key in ("j", "j", "j"):  # start row, then step rows with ✓
             await pilot.press(key)
@@ -87,19 +87,20 @@ async def test_model_and_tool_rows_and_run_totals(model_run: Path) -> None:
         assert "tokens 9.7k $0.04" in text and "saved by resume 4.7k $0.02" in text, text
         tl = app.screen.query_one(TimelineView)
         await pilot.pause()
-        row = tl.render_line(_row_of(tl, "   2 ")).text
+        # each row shows the seqs it stands for (its folded begin, then its step): no gap in the numbers
+        row = tl.render_line(_row_of(tl, "   1-2 ")).text
         assert "◇ model" in row and " gpt-4o " in row and "1.2k→340" in row and "$0.0064" in row, row
-        row = tl.render_line(_row_of(tl, "   4 ")).text
-        assert "⚙ tool" in row and " web_search " in row and "✓ [" in row, row
-        row = tl.render_line(_row_of(tl, "  14 ")).text
+        row = tl.render_line(_row_of(tl, "   3-4 ")).text  # the query, then the results without JSON's quotes
+        assert "⚙ tool" in row and " web_search " in row and "✓ durable agents → title: Durable execution, url: " in row, row
+        row = tl.render_line(_row_of(tl, " 13-14 ")).text
         assert "claude-sonnet-4-5" in row and "4.1k→900" in row, row
-        row = tl.render_line(_row_of(tl, "  16 ")).text
+        row = tl.render_line(_row_of(tl, " 15-16 ")).text
         assert "write_report" in row and "→" not in row  # a plain step: no tokens
         # at 80 columns the tokens follow the ✓, and the status bar is still one line with the totals
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
-        row = tl.render_line(_row_of(tl, "  14 ")).text
-        assert "claude-sonnet-4… " in row and "✓ 4.1k→900 $0.03 # Repor" in row, row
+        row = tl.render_line(_row_of(tl, " 13-14 ")).text
+        assert "claude-sonnet-4… " in row and "✓ 4.1k→900 $0.03 # Rep" in row, row  # the seq range takes two columns
         text = str(bar.render())
         assert bar.region.height == 1 and "9.7k tok $0.04" in text and "saved 4.7k" in text, text
 
@@ -112,12 +113,13 @@ async def test_traceback_is_code_and_begin_rows_have_no_null(model_run: Path) ->
         await pilot.pause()
         text = app.screen.query_one("#record-pane", JsonPane).text
         lines = text.splitlines()
-        assert lines[0] == "✗ TimeoutError: fetch_page timed out after 30s"
-        assert lines[1] == "Traceback (most recent call last):"
-        assert lines[2] == '  File "agent.py", line 41, in fetch_page'  # real lines, not one escaped JSON string
+        assert lines[0] == "── arguments"  # a tool call: its arguments, then its error
+        at = lines.index("✗ TimeoutError: fetch_page timed out after 30s")
+        assert lines[at + 1] == "Traceback (most recent call last):"
+        assert lines[at + 2] == '  File "agent.py", line 41, in fetch_page'  # real lines, not one escaped JSON string
         assert "\\n" not in text and '"traceback": "(the traceback is shown above, as code)"' in text
         tl = app.screen.query_one(TimelineView)
-        await pilot.press("a", "g")  # begin rows shown
+        await pilot.press("a", "home")  # begin rows shown
         await pilot.pause()
         rows = [tl.render_line(y).text for y in range(tl.size.height)]
         begin = next(r for r in rows if r.startswith("  15 "))  # write_report's begin: no inputs at all

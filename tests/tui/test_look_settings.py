@@ -38,6 +38,9 @@ def test_round_trip_and_bad_files(config_home: Path) -> None:
     assert oct(path.parent.stat().st_mode & 0o777) == "0o700"
     path.write_text('{"layout": "diagonal", "time": "relative", "extra": 1}')
     assert settings_mod.load() == Settings(time="relative")  # a bad value keeps its default, the rest is taken
+    assert settings_mod.save(Settings(wrap=False)) == "" and settings_mod.load() == Settings(wrap=False)
+    path.write_text('{"wrap": "no"}')
+    assert settings_mod.load() == Settings()  # wrap is a boolean or the default (wrapped)
     path.write_text("not json")
     assert settings_mod.load() == Settings()
     path.parent.chmod(0o500)
@@ -73,7 +76,7 @@ async def test_keys_change_and_keep_settings(rolled_back_run: Path, config_home:
         assert app.settings.time == "relative"
         await pilot.pause()
         rows = [tl.render_line(y).text for y in range(tl.size.height)]
-        assert any(r.startswith("   7 +00:00.228 ") for r in rows), rows  # seq 7 (17.336) is 0.228 s after seq 0 (17.108)
+        assert any(r.startswith("     7 +00:00.228 ") for r in rows), rows  # seq 7 (17.336) is 0.228 s after seq 0 (17.108)
         dark_rows = tl.render_line(0)
         await pilot.press("T")
         assert app.theme == LIGHT
@@ -91,7 +94,7 @@ async def test_keys_change_and_keep_settings(rolled_back_run: Path, config_home:
         await pilot.press("L")  # side -> stacked
         await pilot.pause()
         assert not app.screen.has_class("-wide")
-        assert json.loads(path.read_text()) == {"theme": LIGHT, "layout": "stacked", "time": "relative"}
+        assert json.loads(path.read_text()) == {"theme": LIGHT, "layout": "stacked", "time": "relative", "wrap": True}
     app = make_app(rolled_back_run)
     assert (app.theme, app.settings.layout, app.settings.time) == (LIGHT, "stacked", "relative")
     async with app.run_test(size=(200, 50)) as pilot:
@@ -113,5 +116,5 @@ async def test_auto_layout_by_width(rolled_back_run: Path) -> None:
         status = app.screen.query_one("#status")
         assert status.region.height == 1
         text = str(status.render())
-        assert len(text) <= 78 and "succeeded" in text and "26" in text and "FOLLOW" in text, text
+        assert len(text) <= 78 and "succeeded" in text and "26" in text and "FOLLOW" not in text, text  # finished
         assert app.screen.query_one("#timeline").region.height >= 10

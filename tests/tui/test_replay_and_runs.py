@@ -172,5 +172,5 @@ async def test_replay_opens_every_recorded_sample_run(tmp_path: Path) -> None:
             await until(pilot, lambda: f"state as of #{last} (now)" in state.text, what=f"{src.name}: final state")
             want = history.state_at(run, h, last)
             assert orjson.loads(state.text.split("\n", 1)[1]) == want
-            await pilot.press("g")
+            await pilot.press("home")
             assert d.timeline.selected_seq() == 0

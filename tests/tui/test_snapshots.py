@@ -112,7 +112,7 @@ def test_light_theme_80x24(snap_compare) -> None:  # type: ignore[no-untyped-def
 
     async def before(pilot: Pilot) -> None:
         await _ready(pilot)
-        await pilot.press("g", *"jjjjjj")  # spawn, start, plan, checkpoint, search:q1, search:q2 (interrupted), the exit
+        await pilot.press("home", *"jjjjjj")  # spawn, start, plan, checkpoint, search:q1, search:q2 (interrupted), the exit
         await _ready(pilot)
 
     assert snap_compare(sample_app(theme=LIGHT), terminal_size=(80, 24), run_before=before)
