@@ -16,9 +16,11 @@ _EPILOG = """examples:
   agent-supervisor export runs/demo --otlp-endpoint http://localhost:4318
   OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 agent-supervisor export runs/demo
 
-One trace per run (its id derived from the run id: exporting again gives the same ids); a span for the
-run, one per attempt, one per step (model calls as GenAI 'chat MODEL' spans, tools as 'execute_tool NAME').
-Inputs and outputs only with --content, after redaction.
+One trace per run (its ids derived from run.json's uid, random per run: exporting again gives the same
+ids, two runs of one directory name never share them); a span for the run, one per attempt, one per step
+(model calls as GenAI 'chat MODEL' spans, tools as 'execute_tool NAME'). Inputs and outputs only with
+--content, after redaction (model calls' messages also as gen_ai.input.messages/output.messages).
+The resource: OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME, for --otlp and --otlp-endpoint alike.
 """
 
 
@@ -76,7 +78,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         run_id = _run_id(run_dir)
         sender = OtlpSender(run_id, args.otlp_endpoint)  # a missing extra: a user error naming the install
     run_id, spans = otlp.build_spans(run_dir, content=args.content, price=_price())
-    trace = otlp.trace_id(run_id)
+    trace = spans[-1].trace_id  # the root's: derived from run.json's uid (else the run id)
     if args.otlp is not None:
         n = otlp.write_otlp_json_spans(run_id, spans, args.otlp)
         print(f"wrote {n} spans of run {run_id} to {args.otlp} (trace id {trace})")

@@ -290,17 +290,36 @@ class TextLog:
 
 def json_lines(items: Iterable[stream.Row]) -> list[bytes]:
     """``log --json``'s lines of ``items``: a writer line as its bytes (no decode, no encode), any other record
-    encoded; ``"abandoned": true`` added on an abandoned branch (``--all``)."""
+    encoded; ``"abandoned": true`` added on an abandoned branch (``--all``); ``"cost_usd"`` added to a step with
+    usage the price table knows (:func:`~supervisor.export.pricing.step_cost`, as ``log``, ``cost`` and the
+    exporter price it)."""
     out: list[bytes] = []
     add = out.append
     dumps, opt, tail = orjson.dumps, orjson.OPT_NON_STR_KEYS, wire.ABANDONED_TAIL
     for item in items:
         raw = item[3]
         if raw is not None:
+            if b'"usage"' in raw:  # only then parsed
+                raw = _with_cost(raw)
             add(raw[:-1] + tail if item[5] else raw)
         else:
             line = dict(item[4] or ())
             if item[5]:
                 line["abandoned"] = True
+            cost = step_cost(line) if "usage" in line else None
+            if cost is not None:
+                line["cost_usd"] = cost
             add(dumps(line, option=opt))
     return out
+
+
+def _with_cost(raw: bytes) -> bytes:
+    """A writer line with its step's ``cost_usd`` appended (the line as it is when it has none)."""
+    try:
+        rec = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return raw
+    cost = step_cost(rec) if isinstance(rec, dict) else None
+    if cost is None or not raw.endswith(b"}"):
+        return raw
+    return raw[:-1] + b',"cost_usd":' + orjson.dumps(cost) + b"}"

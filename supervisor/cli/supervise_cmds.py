@@ -21,6 +21,7 @@ from ..supervise import notify
 from ..supervise.control import run_status
 from ..supervise.metrics import format_size, parse_size
 from ..supervise.persister import is_resource_error
+from ..supervise.process import TRACEPARENT_MODES
 from ..supervise.rollback import rollback
 from ..supervise.supervisor import EXIT_RESOURCES, Options, Supervisor
 from ..views.fmt import fmt_cost
@@ -121,6 +122,10 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:
     p.add_argument("--otlp-endpoint", metavar="URL",
                    help="export the run's spans live over OTLP/HTTP to URL, e.g. http://localhost:4318 (headers from "
                         "OTEL_EXPORTER_OTLP_HEADERS; needs the [otlp] extra)")
+    p.add_argument("--traceparent", choices=TRACEPARENT_MODES, default="auto",
+                   help="give the agent its attempt's W3C TRACEPARENT so its own OpenTelemetry spans join the run's "
+                        "trace: auto (default) with --otlp-endpoint, on without it too, replace an inherited one "
+                        "as well, off")
     add_notify_options(p)
     add_llm_proxy_options(p, flag=True)
     add_workspace_options(p)
@@ -227,6 +232,7 @@ def cmd_supervise(args: argparse.Namespace) -> int:
         from ..supervise.otlp_live import OtlpLive
 
         sup.otlp = OtlpLive(sup.run_dir, sup.run_id, args.otlp_endpoint, known_records=sup.journal.records).start()
+    sup.traceparent = ("on" if args.otlp_endpoint else "off") if args.traceparent == "auto" else args.traceparent
     _announce_llm_proxy(sup)
     _attach_notifier(sup, notify_settings)
     return sup.run()

@@ -1,24 +1,33 @@
 """A run as OpenTelemetry spans, and as one OTLP/JSON ``ExportTraceServiceRequest`` (no dependency).
 
-One trace per run; its id is derived from the run id, and every span id from the
-run id and what the span stands for (``run``, ``attempt:N``, ``step:SEQ``), so
-exporting a run twice gives the same ids (a backend sees the same spans again,
-not a second trace). The shape:
+One trace per run; its id is derived from ``run.json``'s ``uid`` (random, written when the run was created;
+a run from before uids: its run id), and every span id from it and what the span stands for (``run``,
+``attempt:N``, ``attempt:N:started``, ``step:SEQ``), so exporting a run twice gives the same ids (a backend
+sees the same spans again, not a second trace) and two runs of one directory name never share one. The shape:
 
-- a root span for the run (``run <id>``): run.json's status, command, token and
-  cost totals and what resuming saved;
+- a root span for the run (``run <id>``): run.json's status (OK: succeeded, ERROR: failed, else UNSET),
+  command, token and cost totals (``gen_ai.aggregated_usage.*``, not ``gen_ai.usage.*``: a backend summing
+  these over a trace counts each call once) and what resuming saved; a GenAI workflow span
+  (``gen_ai.operation.name`` ``invoke_workflow``, ``gen_ai.agent.name``, ``gen_ai.conversation.id`` and
+  ``session.id`` the run's uid);
 - a child span per attempt (``attempt N``), from its spawn (or its ``start``
   record) to its exit: attempt number, resume, replayed steps, pid, exit code or
   signal; a crash (a non-zero exit other than 75, a signal) is an ERROR status;
   the supervisor's restarts, backoffs, hangs, memory limits, rollbacks, pauses
-  are span events, and the journal's checkpoints and rollbacks too;
+  are span events, and the journal's checkpoints and rollbacks too; an agent span
+  (``invoke_agent``, the same agent and session attributes);
+- under it a short ``attempt N started`` span at its spawn, the parent of the attempt's steps (and of the
+  agent's own spans: :func:`attempt_span_context` gives ``TRACEPARENT``): the live exporter sends it at once,
+  so the steps it sends while the attempt runs are never orphans;
 - a span per step from its ``begin`` record to its ``step`` record, under its
-  attempt; a nested step's (its records' ``parent`` names the begin of the step
+  attempt's ``started`` span; a step on a branch a rollback abandoned has ``agent_supervisor.abandoned``;
+  a nested step's (its records' ``parent`` names the begin of the step
   it runs in) under its enclosing step's span. Model calls (``call.kind == "model"``) follow the OpenTelemetry GenAI
   semantic conventions (span ``chat {model}``, kind CLIENT, ``gen_ai.operation.name``,
   ``gen_ai.provider.name``, ``gen_ai.request.model``, ``gen_ai.response.model``,
   ``gen_ai.usage.input_tokens``/``output_tokens``/``cache_read.input_tokens``), tool
-  calls ``execute_tool {name}`` with ``gen_ai.tool.name`` and ``gen_ai.tool.call.id``.
+  calls ``execute_tool {name}`` with ``gen_ai.tool.name`` and ``gen_ai.tool.call.id``; providers by the
+  conventions' names (``gcp.gemini``, ``aws.bedrock``...), the provider the tokens were counted for.
   A failed step has an ERROR status and an ``exception`` event; a begin whose
   attempt ended without its step is ERROR ``interrupted``;
 - a span per model call the proxy recorded (``llm.jsonl``, span id from ``llm:SEQ``, its seq in that file), a
@@ -28,7 +37,9 @@ not a second trace). The shape:
   ``llm call diverged``) are events of the attempt. The calls' tokens count in the root's totals and each served
   call in saved by resume (:meth:`~supervisor.core.usage.UsageFold.add_call`). Inputs and outputs are
   exported only with ``content=True``, after redaction (:class:`~supervisor.core.redact.Redactor`:
-  the exporting environment's secret values and token shapes).
+  the exporting environment's secret values and token shapes); a model call's also in GenAI form
+  (``gen_ai.input.messages``, ``gen_ai.output.messages``, ``gen_ai.system_instructions``:
+  :mod:`supervisor.export.genai`). Its response id and finish reasons are always there where recorded.
 
 :class:`SpanBuilder` takes records and events one at a time and hands back the
 spans that are finished, so the supervisor's live exporter (``supervise
@@ -39,12 +50,10 @@ integers as decimal strings, enums as integers.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,88 +67,64 @@ from ..core.journal_reader import JournalReader
 from ..core.pairing import Pairing
 from ..core.records import Kind, Record, step_name
 from ..core.redact import Redactor
-from ..core.usage import Price, RunUsage, UsageFold, call_of, usage_entries
+from ..core.usage import Price, UsageFold, call_of, usage_entries
+from . import genai
+from .spans import (
+    ATTEMPT_EVENTS,
+    EXIT_RESTART,
+    FINAL_STATUSES,
+    KIND_CLIENT,
+    KIND_INTERNAL,
+    SCOPE,
+    STATUS_ERROR,
+    STATUS_OK,
+    STATUS_UNSET,
+    Span,
+    SpanEvent,
+    _call_attrs,
+    _error_on,
+    _scalar,
+    agent_name,
+    id_key,
+    provider_name,
+    resource_attributes,
+    root_status,
+    span_id,
+    trace_id,
+    ts_ns,
+    usage_attributes,
+)
 
 __all__ = [
+    "FINAL_STATUSES",
+    "KIND_CLIENT",
+    "KIND_INTERNAL",
     "SCOPE",
+    "STATUS_ERROR",
+    "STATUS_OK",
+    "STATUS_UNSET",
     "Span",
     "SpanBuilder",
     "SpanEvent",
+    "attempt_span_context",
     "build_spans",
     "export_request",
+    "id_key",
+    "resource_attributes",
     "span_id",
     "trace_id",
+    "ts_ns",
     "write_otlp_json",
     "write_otlp_json_spans",
 ]
 
-SCOPE = "agent-supervisor"
-"""The instrumentation scope name (and the default ``service.name``)."""
-KIND_INTERNAL, KIND_CLIENT = 1, 3
-"""OTLP ``Span.SpanKind`` values."""
-STATUS_UNSET, STATUS_OK, STATUS_ERROR = 0, 1, 2
-EXIT_RESTART = 75
-"""An agent exit that asks for a restart (a rollback the SDK requested): not a crash."""
-ATTEMPT_EVENTS = frozenset(
-    {"backoff", "hang", "memory-limit", "rollback", "give-up", "stop", "pause", "resume", "resource-error"}
-)
-"""Supervisor events that become events of the attempt span they name (``restart``: of the attempt it ends)."""
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def trace_id(run_id: str) -> str:
-    """The run's trace id: 32 lowercase hex digits derived from the run id (never all zero)."""
-    return _hex_id(f"agent-supervisor trace {run_id}", 16)
-
-
-def span_id(run_id: str, key: str) -> str:
-    """A span's id: 16 lowercase hex digits derived from the run id and ``key`` (``run``, ``attempt:3``, ``step:12``)."""
-    return _hex_id(f"agent-supervisor span {run_id} {key}", 8)
-
-
-def _hex_id(text: str, n: int) -> str:
-    h = hashlib.sha256(text.encode()).hexdigest()[: 2 * n]
-    return h if h.strip("0") else "0" * (2 * n - 1) + "1"  # an all-zero id is invalid
-
-
-def ts_ns(ts: Any) -> int | None:
-    """Unix nanoseconds of a record's ``ts`` (ISO 8601, or a number of seconds or milliseconds)."""
-    if isinstance(ts, str) and ts:
-        try:
-            t = datetime.fromisoformat(ts)
-        except ValueError:
-            return None
-        if t.tzinfo is None:
-            t = t.replace(tzinfo=UTC)
-        d = t - _EPOCH
-        return (d.days * 86_400 + d.seconds) * 1_000_000_000 + d.microseconds * 1000
-    if isinstance(ts, (int, float)) and not isinstance(ts, bool) and ts > 0:
-        return int(ts * 1e9) if ts < 1e11 else int(ts * 1e6)
-    return None
-
-
-@dataclass
-class SpanEvent:
-    name: str
-    time_ns: int
-    attributes: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Span:
-    """One span, neutral to its encoding (OTLP/JSON here, the SDK's ReadableSpan in ``otlp_http``)."""
-
-    trace_id: str
-    span_id: str
-    parent_id: str | None
-    name: str
-    start_ns: int
-    end_ns: int
-    kind: int = KIND_INTERNAL
-    attributes: dict[str, Any] = field(default_factory=dict)
-    events: list[SpanEvent] = field(default_factory=list)
-    status_code: int = STATUS_UNSET
-    status_message: str = ""
+def attempt_span_context(run_dir: Path, attempt: int) -> tuple[str, str]:
+    """``(trace id, span id)`` of attempt ``attempt``'s ``attempt N started`` span: sent when the attempt is
+    spawned, the parent of its steps' spans (and of the agent's own spans, given as ``TRACEPARENT``), so they
+    are never orphans while the run goes on. Ids as the exporters emit them (the first attempt of that number)."""
+    meta = rundir.read_run_json(run_dir)
+    key = id_key(meta, str(meta.get("id") or run_dir.name))
+    return trace_id(key), span_id(key, f"attempt:{attempt}:started")
 
 
 @dataclass
@@ -159,21 +144,14 @@ class _Attempt:
     exited: bool = False
     status: tuple[int, str] = (STATUS_UNSET, "")
     emitted: bool = False
+    announced: bool = False
+    """Its ``attempt N started`` span went out."""
     interrupted: list[Record] = field(default_factory=list)
     """Begins of this attempt whose step never came (their spans end with the attempt)."""
 
     def see(self, ns: int) -> None:
         self.start_ns = ns if self.start_ns is None else min(self.start_ns, ns)
         self.end_ns = ns if self.end_ns is None else max(self.end_ns, ns)
-
-
-def _scalar(v: Any) -> Any:
-    """An attribute value OTLP takes: str, bool, int, float, or a list of one of them; else JSON text."""
-    if isinstance(v, (str, bool, int, float)):
-        return v
-    if isinstance(v, list) and v and all(isinstance(x, str) for x in v):
-        return v
-    return orjson.dumps(v, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
 class SpanBuilder:
@@ -204,14 +182,15 @@ class SpanBuilder:
         """Fed as the run happens (the supervisor's exporter): an attempt's span goes out when the next
         attempt is spawned. Otherwise (the files, the journal before the events) all go out at :meth:`finish`."""
         """The time of a record without a readable ``ts`` before any that has one (default: now)."""
-        self.trace = trace_id(run_id)
-        self.root = span_id(run_id, "run")
         self.meta = dict(meta or {})
+        self.key = id_key(self.meta, run_id)
+        self.trace = trace_id(self.key)
+        self.root = span_id(self.key, "run")
         self.content = content
         self.redactor = redactor if redactor is not None else (Redactor() if content else None)
-        self.price = price
+        self.price = _last_of(price) if price is not None else None
         self.abandoned = abandoned or set()
-        self.usage = UsageFold(price)
+        self.usage = UsageFold(self.price)
         self.attempts: dict[str, _Attempt] = {}
         self.latest: dict[int, str] = {}  # attempt number -> key of its latest instance
         self.cur: str | None = None  # the attempt of the last start record
@@ -268,11 +247,34 @@ class SpanBuilder:
             n = entry.get("attempt")
             if isinstance(n, int) and not isinstance(n, bool):
                 a = self._attempt(n, by="start")
-                a.started = a.emitted = True  # exported before: never again, and nothing attaches to it
+                a.started = a.emitted = a.announced = True  # exported before: never again, and nothing attaches to it
                 self.cur = a.key
 
     def _parent(self, attempt: str | None) -> str:
-        return span_id(self.run_id, f"attempt:{attempt}") if attempt is not None else self.root
+        """The parent of a step of ``attempt``: its ``attempt N started`` span (out since its spawn)."""
+        return span_id(self.key, f"attempt:{attempt}:started") if attempt is not None else self.root
+
+    def _announce(self, a: _Attempt) -> list[Span]:
+        """The attempt's ``attempt N started`` span, once, as soon as the attempt is known (its spawn or start):
+        a short child of the attempt's span and the parent of its steps, so a receiver holds a navigable tree
+        per attempt while the run goes on (the attempt's own span goes out when it ends, with its outcome)."""
+        if a.announced:
+            return []
+        a.announced = True
+        ns = a.start_ns if a.start_ns is not None else (self.first_ns or 0)
+        attrs = {"agent_supervisor.attempt": a.number, **a.attrs, **self.session_attrs()}
+        return [Span(self.trace, span_id(self.key, f"attempt:{a.key}:started"), span_id(self.key, f"attempt:{a.key}"),
+                     f"attempt {a.number} started", ns, ns, KIND_INTERNAL, attrs)]
+
+    def session_attrs(self) -> dict[str, Any]:
+        """What groups the run's spans as one session (Phoenix, Langfuse, Honeycomb): its unique id."""
+        sid = self.key.removeprefix("uid:")
+        return {"gen_ai.conversation.id": sid, "session.id": sid}
+
+    def agent_attrs(self, operation: str) -> dict[str, Any]:
+        """A GenAI agent span's attributes (``invoke_workflow``: the run; ``invoke_agent``: an attempt)."""
+        return {"gen_ai.operation.name": operation, "gen_ai.agent.name": agent_name(self.meta, self.run_id),
+                **self.session_attrs()}
 
     def _content(self, v: Any) -> str:
         raw = orjson.dumps(v, default=str, option=orjson.OPT_NON_STR_KEYS)
@@ -309,6 +311,7 @@ class SpanBuilder:
                     a.attrs["agent_supervisor.replayed_steps"] = rec["replayable_steps"]
                 if isinstance(rec.get("pid"), int):
                     a.attrs.setdefault("process.pid", rec["pid"])
+                out.extend(self._announce(a))
             return out
         attempt = self._key_of(att)
         if attempt is not None and attempt in self.attempts and not self.attempts[attempt].emitted:
@@ -407,7 +410,7 @@ class SpanBuilder:
         s = self._step_span(b, (b, attempt), attempt, end_ns, begin_only=True)
         enclosing = self.nested.pop(int(b.get("seq", -1)), None)
         if enclosing is not None:
-            s.parent_id = self.closed.get(enclosing) or span_id(self.run_id, f"step:{enclosing}")
+            s.parent_id = self.closed.get(enclosing) or span_id(self.key, f"step:{enclosing}")
         if interrupted:
             s.status_code, s.status_message = STATUS_ERROR, "interrupted: its attempt ended before the step finished"
         else:
@@ -478,13 +481,17 @@ class SpanBuilder:
         call = call_of(rec)
         kind, span_name = _call_attrs(call, attrs) if call is not None else (KIND_INTERNAL, name or "step")
         self._usage_attrs(rec, attrs)
-        s = Span(self.trace, span_id(self.run_id, key or f"step:{seq}"), self._parent(attempt), span_name,
+        s = Span(self.trace, span_id(self.key, key or f"step:{seq}"), self._parent(attempt), span_name,
                  start, max(end_ns, start), kind, attrs)
         err = rec.get("error")
         if rec.get("kind", Kind.STEP) == Kind.STEP and err is not None:
             _error_on(s, err, end_ns, transient=bool(rec.get("transient")))
+        if call is not None and call["kind"] == "model" and not begin_only:
+            _response_attrs(rec, attrs, proxied=key is not None)
         if self.content:
             self._content_attrs(rec, call, attrs, begin_only)
+            if call is not None and call["kind"] == "model":
+                self._genai_content(rec, attrs, proxied=key is not None, output=not begin_only)
         return s
 
     def _step_start(self, rec: Record, begin: tuple[Record, str | None] | None, end_ns: int, begin_only: bool) -> int:
@@ -504,7 +511,9 @@ class SpanBuilder:
         cached = sum(t.cached for _, _, t in entries)
         if cached:
             attrs["gen_ai.usage.cache_read.input_tokens"] = cached
-        resp = entries[0][0]
+        resp, provider = entries[0][0], entries[0][1]
+        if provider:  # what the tokens were counted as (a FunctionModel named like a real model: its provider)
+            attrs["gen_ai.provider.name"] = provider_name(provider)
         if resp:
             attrs["gen_ai.response.model"] = resp
             attrs.setdefault("gen_ai.request.model", resp)
@@ -524,6 +533,14 @@ class SpanBuilder:
             attrs["agent_supervisor.output"] = self._content(rec["output"])
             if tool:
                 attrs["gen_ai.tool.call.result"] = attrs["agent_supervisor.output"]
+
+    def _genai_content(self, rec: Record, attrs: dict[str, Any], *, proxied: bool, output: bool) -> None:
+        """A model call's messages as the GenAI conventions name them (redacted JSON text)."""
+        system, inputs, outputs = genai.call_content(rec) if proxied else genai.step_content(rec, output=output)
+        for value, name in ((system, "gen_ai.system_instructions"), (inputs, "gen_ai.input.messages"),
+                            (outputs if output else None, "gen_ai.output.messages")):
+            if value:
+                attrs[name] = self._content(value)
 
     # ------------------------------------------------------------------ supervisor events
     def event(self, ev: Mapping[str, Any]) -> list[Span]:
@@ -563,6 +580,7 @@ class SpanBuilder:
         a.attrs["agent_supervisor.resume"] = bool(ev.get("resume"))
         if isinstance(ev.get("pid"), int):
             a.attrs["process.pid"] = ev["pid"]
+        out.extend(self._announce(a))
         return out
 
     def _on_exit(self, n: int, ns: int, ev: Mapping[str, Any]) -> None:
@@ -594,19 +612,21 @@ class SpanBuilder:
 
     def _emit_attempt(self, a: _Attempt) -> list[Span]:
         """The attempt's span, and the spans of its interrupted steps (ending with it)."""
+        out = self._announce(a)
         a.emitted = True
         start = a.start_ns if a.start_ns is not None else (self.first_ns or 0)
         end = max(a.end_ns if a.end_ns is not None else start, start)
-        attrs = {"agent_supervisor.attempt": a.number, **a.attrs}
-        out = [s for b in a.interrupted for s in self._open_spans(b, a.key, end, interrupted=True)]
+        attrs = {"agent_supervisor.attempt": a.number, **a.attrs, **self.agent_attrs("invoke_agent")}
+        out += [s for b in a.interrupted for s in self._open_spans(b, a.key, end, interrupted=True)]
         a.interrupted.clear()
-        out.append(Span(self.trace, span_id(self.run_id, f"attempt:{a.key}"), self.root, f"attempt {a.number}",
+        out.append(Span(self.trace, span_id(self.key, f"attempt:{a.key}"), self.root, f"attempt {a.number}",
                         start, end, KIND_INTERNAL, attrs, list(a.events), *a.status))
         return out
 
     # ------------------------------------------------------------------ the end
-    def finish(self) -> list[Span]:
-        """The spans not finished yet: steps still open, attempts, and the root span."""
+    def finish(self, *, root: bool = True) -> list[Span]:
+        """The spans not finished yet: steps still open, attempts, and the root span (``root=False``: not it, the
+        live exporter's end when ``run.json`` has no final status: a later ``export`` sends it right)."""
         end = self.last_ns or 0
         out: list[Span] = []
         for _, (b, attempt) in sorted(self.begins.items()):
@@ -624,7 +644,8 @@ class SpanBuilder:
         for kids in self.children.values():  # (a begin dropped without its span: none is)
             out.extend(kids)
         self.children.clear()
-        out.append(self.root_span())
+        if root:
+            out.append(self.root_span())
         return out
 
     def root_span(self) -> Span:
@@ -640,29 +661,30 @@ class SpanBuilder:
         if self.attempts:
             attrs["agent_supervisor.run.attempts"] = len(self.attempts)
         attrs.update(usage_attributes(self.usage.result))
-        status = (STATUS_ERROR, str(meta.get("reason") or "failed")) if meta.get("status") == "failed" else (STATUS_UNSET, "")
+        attrs.update(self.agent_attrs("invoke_workflow"))
         return Span(self.trace, self.root, None, f"run {self.run_id}", start, max(end, start), KIND_INTERNAL,
-                    attrs, list(self.root_events), *status)
+                    attrs, list(self.root_events), *root_status(meta))
 
 
-def usage_attributes(u: RunUsage) -> dict[str, Any]:
-    """A run's totals as root span attributes (costs only where known)."""
-    attrs: dict[str, Any] = {
-        "gen_ai.usage.input_tokens": u.tokens.input,
-        "gen_ai.usage.output_tokens": u.tokens.output,
-        "agent_supervisor.saved.input_tokens": u.saved_tokens.input,
-        "agent_supervisor.saved.output_tokens": u.saved_tokens.output,
-        "agent_supervisor.saved.steps": u.saved_steps,
-    }
-    if u.tokens.cached:
-        attrs["gen_ai.usage.cache_read.input_tokens"] = u.tokens.cached
-    if u.cost_usd is not None:
-        attrs["agent_supervisor.cost_usd"] = u.cost_usd
-    if u.unpriced:
-        attrs["agent_supervisor.unpriced_steps"] = u.unpriced
-    if u.saved_cost_usd is not None:
-        attrs["agent_supervisor.saved.cost_usd"] = u.saved_cost_usd
-    return attrs
+def _response_attrs(rec: Record, attrs: dict[str, Any], *, proxied: bool) -> None:
+    """A model call's response id and finish reasons, where recorded."""
+    rid, reasons = (genai.call_response if proxied else genai.step_response)(rec)
+    if rid:
+        attrs["gen_ai.response.id"] = rid
+    if reasons:
+        attrs["gen_ai.response.finish_reasons"] = reasons
+
+
+def _last_of(price: Price) -> Price:
+    """``price`` remembering its last record's cost: the totals and the step's span price each step once."""
+    last: list[Any] = [None, None]
+
+    def priced(rec: Mapping[str, Any]) -> float | None:
+        if rec is not last[0]:
+            last[0], last[1] = rec, price(rec)
+        return last[1]  # type: ignore[no-any-return]
+
+    return priced
 
 
 def build_spans(
@@ -693,14 +715,6 @@ def build_spans(
         spans.extend(b.event(ev))
     spans.extend(b.finish())
     return run_id, spans
-
-
-def resource_attributes(run_id: str) -> dict[str, Any]:
-    """``service.name`` (``OTEL_SERVICE_NAME``, else ``agent-supervisor``) and the run id."""
-    return {
-        "service.name": os.environ.get("OTEL_SERVICE_NAME") or SCOPE,
-        "agent_supervisor.run.id": run_id,
-    }
 
 
 # ---------------------------------------------------------------------- OTLP/JSON
@@ -780,39 +794,3 @@ def write_otlp_json_spans(run_id: str, spans: list[Span], out: Path) -> int:
         tmp.unlink(missing_ok=True)
         raise
     return len(spans)
-
-
-def _call_attrs(call: dict[str, Any], attrs: dict[str, Any]) -> tuple[int, str]:
-    """A model or tool call's GenAI attributes; its span kind and name (``chat {model}``, ``execute_tool {name}``)."""
-    if call["kind"] == "model":
-        model = call.get("model") if isinstance(call.get("model"), str) else None
-        provider = call.get("provider") if isinstance(call.get("provider"), str) else None
-        attrs["gen_ai.operation.name"] = "chat"
-        if provider:
-            attrs["gen_ai.provider.name"] = provider
-        if model:
-            attrs["gen_ai.request.model"] = model
-        return KIND_CLIENT, f"chat {model}" if model else "chat"
-    tool = call.get("tool") if isinstance(call.get("tool"), str) else None
-    attrs["gen_ai.operation.name"] = "execute_tool"
-    attrs["gen_ai.tool.type"] = "function"
-    if tool:
-        attrs["gen_ai.tool.name"] = tool
-    cid = call.get("call_id")
-    if isinstance(cid, (str, int)) and not isinstance(cid, bool):
-        attrs["gen_ai.tool.call.id"] = str(cid)
-    return KIND_INTERNAL, f"execute_tool {tool}" if tool else "execute_tool"
-
-
-def _error_on(s: Span, err: Any, end_ns: int, *, transient: bool) -> None:
-    """A failed step: an ``exception`` event and an ERROR status on its span."""
-    etype = err.get("type") if isinstance(err, dict) else None
-    msg = err.get("message") if isinstance(err, dict) else err
-    ev: dict[str, Any] = {"exception.type": str(etype or "Error"), "exception.message": str(msg or "")}
-    if isinstance(err, dict) and isinstance(err.get("traceback"), str):
-        ev["exception.stacktrace"] = err["traceback"]
-    s.events.append(SpanEvent("exception", end_ns, ev))
-    s.status_code, s.status_message = STATUS_ERROR, str(msg or etype or "failed")
-    s.attributes["error.type"] = str(etype or "Error")
-    if transient:
-        s.attributes["agent_supervisor.transient"] = True

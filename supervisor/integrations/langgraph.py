@@ -77,6 +77,8 @@ try:
     )
     from langgraph.checkpoint.serde.base import SerializerProtocol
     from langgraph.errors import GraphBubbleUp
+
+    from .langgraph_served import give_back, hide_usage, hiding
 except ImportError as e:  # pragma: no cover - the extra is installed wherever the tests run
     raise ImportError(
         f"supervisor.integrations.langgraph needs LangGraph and LangChain core ({e}): "
@@ -812,6 +814,15 @@ class JournaledChatModel(BaseChatModel):
             )
         return self.bind(**bound.kwargs)
 
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        """``BaseChatModel.invoke``; a served call reaches the callbacks without its usage (``langgraph_served``)."""
+        with hiding() as held:
+            return give_back(super().invoke(input, config, **kwargs), held)
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        with hiding() as held:
+            return give_back(await super().ainvoke(input, config, **kwargs), held)
+
     def _identity(self, stop: list[str] | None, kwargs: dict[str, Any]) -> tuple[str, str | None]:
         ls = self.chat_model._get_ls_params(stop=stop, **kwargs)
         model = (
@@ -846,7 +857,7 @@ class JournaledChatModel(BaseChatModel):
         c, model, provider = self._step_args(messages, stop, kwargs)
         done, out = c.earlier()
         if done:
-            return result_from_json(out)
+            return hide_usage(result_from_json(out))
         live: list[ChatResult] = []  # the model's own result when it runs; rebuilt from the journal when served
 
         def call(_inputs: Any) -> dict[str, Any]:
@@ -856,7 +867,7 @@ class JournaledChatModel(BaseChatModel):
             return result_to_json(result)
 
         out = c.keep(self.supervisor_run.with_options(call=c.call).step(c.name, call, c.inputs))
-        return live[0] if live else result_from_json(out)
+        return live[0] if live else hide_usage(result_from_json(out))
 
     async def _agenerate(
         self,
@@ -868,7 +879,7 @@ class JournaledChatModel(BaseChatModel):
         c, model, provider = self._step_args(messages, stop, kwargs)
         done, out = c.earlier()
         if done:
-            return result_from_json(out)
+            return hide_usage(result_from_json(out))
         live: list[ChatResult] = []
 
         async def call(_inputs: Any) -> dict[str, Any]:
@@ -878,7 +889,7 @@ class JournaledChatModel(BaseChatModel):
             return result_to_json(result)
 
         out = c.keep(await self.supervisor_run.with_options(call=c.call).astep(c.name, call, c.inputs))
-        return live[0] if live else result_from_json(out)
+        return live[0] if live else hide_usage(result_from_json(out))
 
 
 def _tool_output_to_json(out: Any) -> Any:

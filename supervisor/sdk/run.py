@@ -8,7 +8,7 @@
 
 On resume (the run directory already has a journal) every finished step returns
 its recorded output without calling its function; the first step the journal
-does not have runs live. See README.md for the failure policy and exit codes.
+does not have runs live. See docs/sdk.md for the failure policy and exit codes.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class Run:
     """A run of an agent: its journal, its state and its checkpoints.
 
     Create it with :meth:`Run.open`. ``step`` may be called from several threads at once and
-    ``astep`` from concurrent tasks; see README.md for how overlapping steps are matched on resume.
+    ``astep`` from concurrent tasks; see docs/sdk.md for how overlapping steps are matched on resume.
     """
 
     def __init__(
@@ -116,6 +116,10 @@ class Run:
             self._steps.gate = Gate(self.run_dir, self._recorder, self._lock, resumed.pauses)
         self._call = self._steps.call  # run.step's one frame less (a million served steps go through it)
         self._recorder.append(self._start_record(len(resumed.steps)))
+        if os.environ.get("TRACEPARENT") and not self.replay_mode:  # the agent's own spans under the attempt's
+            from .trace_context import join_env_trace  # only then: `from supervisor import Run` stays as fast
+
+            join_env_trace()
 
     def _run_json(self) -> dict[str, Any]:
         """``run.json``, written first for a new run (not in a replay: it only reads)."""
@@ -327,7 +331,7 @@ class Run:
         model or tool call for the dashboard and the exporters (the step records' ``call`` field):
         ``{"kind": "model", "model": ..., "provider": ...}`` or ``{"kind": "tool", "tool": ..., "call_id": ...}``.
         ``overlap_retry=True``: a plain function's retry may start while its timed-out call still runs (Python
-        cannot stop it); by default the retry waits for it to end (see README.md, per-call options).
+        cannot stop it); by default the retry waits for it to end (see docs/sdk.md, per-call options).
         """
         return StepOptions(self._steps, _Opts(timeout, retries, retry_on, backoff, returns, call, overlap_retry))
 

@@ -4,9 +4,23 @@ The agent is not slowed: the SDK does nothing more; the supervisor's loop only
 queues what its journal watcher read and the events it wrote (one ``put`` each),
 and a thread of its own builds the spans (:class:`~supervisor.export.otlp.SpanBuilder`,
 the same spans as ``export``) and sends them in batches, at most every
-``interval`` seconds or ``batch`` spans. A step's span goes out once its step
-record is read, an attempt's when the next attempt is spawned, the rest and the
-run's root span when the supervisor ends. Sending never stops the run: a failure
+``interval`` seconds or ``batch`` spans. An attempt's ``attempt N started`` span
+goes out at its spawn (the parent of its steps: a receiver holds a navigable tree
+while the run goes on); a step's span once its step record is read and it is safe
+from a rollback (below); an attempt's own span (its outcome) when the next attempt
+is spawned; the rest when the supervisor ends, the run's root span only once
+``run.json`` holds the run's final status (never a "running" root: receivers keep
+the first copy of a span or set a trace's state on its first insert).
+
+Rollbacks: the spans of steps after the latest checkpoint are held (a rollback to
+it abandons them: the SDK's after a step failed in attempt after attempt, the
+supervisor's crash-loop one) until a later checkpoint is recorded or the run ends;
+a rollback marks the held spans of its abandoned branch (``agent_supervisor.abandoned``)
+before they go, so the first copy a receiver gets has the mark. Held at most
+:data:`HOLD_S` seconds and :data:`HOLD` spans (then the oldest go, and a later
+rollback cannot mark them), and a rollback to an older checkpoint than the latest
+(a manual one) finds the spans before the latest gone: ``export`` marks those.
+Sending never stops the run: a failure
 is reported once (:meth:`OtlpLive.take_reports`, which the loop writes to
 ``supervisor.jsonl``); the spans of a failed batch, and those finished in the
 ``pause`` seconds after a failure, are dropped (counted in :attr:`OtlpLive.dropped`),
@@ -30,7 +44,12 @@ from typing import TYPE_CHECKING, Any
 from ..core import rundir
 from ..core.journal_reader import JournalReader
 
-__all__ = ["OtlpLive"]
+__all__ = ["HOLD", "OtlpLive"]
+
+HOLD = 10_000
+"""Spans held at most while a rollback could abandon them (about 20 MB)."""
+HOLD_S = 120.0
+"""Seconds a span is held at most: a run without checkpoints still shows its steps while it runs."""
 
 if TYPE_CHECKING:  # imported when the thread starts: the exporter costs nothing until then
     from ..export.otlp import Span, SpanBuilder
@@ -114,6 +133,7 @@ class OtlpLive:
         self.url = sender.url
         builder = SpanBuilder(self.run_id, rundir.read_run_json(self.run_dir), price=step_cost, live=True)
         self._preload(builder)
+        self._hold = _Hold()
         pending: list[Span] = []
         next_send = time.monotonic() + self.interval
         stop = False
@@ -125,6 +145,7 @@ class OtlpLive:
             stop = item is _STOP
             if item is not None:
                 pending.extend(self._spans_of(builder, item))
+            pending.extend(self._hold.due(time.monotonic()))
             if pending and (stop or len(pending) >= self.batch or time.monotonic() >= next_send):
                 if stop:
                     self._paused_until = 0.0  # the last spans (the root among them) are tried whatever happened
@@ -143,23 +164,34 @@ class OtlpLive:
                 break
             builder.preload(ent)
 
-    @staticmethod
-    def _spans_of(builder: SpanBuilder, item: Any) -> list[Span]:
-        """The spans one queued item finishes: the stop (all that is left), journal records, or an event."""
+    def _spans_of(self, builder: SpanBuilder, item: Any) -> list[Span]:
+        """The spans to send after one queued item: the stop (all that is left), journal records, or an event."""
+        hold = self._hold
         if item is _STOP:
-            return builder.finish()
+            return hold.release() + builder.finish(root=self._final(builder))
         what, data = item
-        out: list[Span] = []
         if what == "e":
-            return builder.event(data)
+            return hold.event(data, builder.event(data))
         if what == "p":
             for rec in data:
                 builder.usage.add_call(rec)
-            return out
+            return []
+        out: list[Span] = []
         for rec in data:
             if isinstance(rec, dict):
-                out.extend(builder.record(rec) if what == "j" else builder.call(rec))
+                out.extend(hold.record(rec, builder.record(rec)) if what == "j" else hold.add(builder.call(rec)))
         return out
+
+    def _final(self, builder: SpanBuilder) -> bool:
+        """Whether ``run.json`` holds the run's final status now (then the root span says it)."""
+        from ..export.otlp import FINAL_STATUSES
+
+        try:
+            meta = rundir.read_run_json(self.run_dir)
+        except Exception:  # unreadable now: no root rather than a wrong one ('export' sends it)
+            return False
+        builder.meta.update(meta)
+        return meta.get("status") in FINAL_STATUSES
 
     def _send(self, sender: Any, spans: list[Any]) -> None:
         if time.monotonic() < self._paused_until:
@@ -184,3 +216,80 @@ class OtlpLive:
             "note": f"spans finished in the next {self.pause:g} s are dropped, then export is tried again; "
                     "later failures are not reported again",
         })
+
+
+class _Hold:
+    """The step spans a rollback could still abandon (see the module docstring), released and marked."""
+
+    def __init__(self) -> None:
+        self.spans: list[Span] = []
+        self.since: list[float] = []  # when each held span came (monotonic), in the same order
+        self.checkpoints: dict[str, tuple[int, int]] = {}  # name -> (seq, time) of its latest checkpoint record
+
+    def add(self, spans: list[Span]) -> list[Span]:
+        """Hold step and call spans (the others go now); the oldest go when more than :data:`HOLD` are held."""
+        out: list[Span] = []
+        now = time.monotonic()
+        for s in spans:
+            a = s.attributes
+            if "agent_supervisor.seq" in a or "agent_supervisor.llm.seq" in a:
+                self.spans.append(s)
+                self.since.append(now)
+            else:
+                out.append(s)
+        if len(self.spans) > HOLD:
+            out += self._take(HOLD // 2)
+        return out
+
+    def due(self, now: float) -> list[Span]:
+        """The spans held longer than :data:`HOLD_S`."""
+        n = 0
+        while n < len(self.since) and now - self.since[n] > HOLD_S:
+            n += 1
+        return self._take(n) if n else []
+
+    def _take(self, n: int) -> list[Span]:
+        out = self.spans[:n]
+        del self.spans[:n], self.since[:n]
+        return out
+
+    def release(self) -> list[Span]:
+        return self._take(len(self.spans))
+
+    def record(self, rec: dict[str, Any], spans: list[Span]) -> list[Span]:
+        """A journal record's spans: held; a checkpoint releases what is before it, a rollback marks its branch."""
+        from ..export.otlp import ts_ns
+
+        kind = rec.get("kind")
+        if kind == "checkpoint" and isinstance(rec.get("seq"), int):
+            self.checkpoints[str(rec.get("name"))] = (rec["seq"], ts_ns(rec.get("ts")) or 0)
+            return self.release() + self.add(spans)
+        if kind == "rollback":
+            cp = rec.get("checkpoint_seq")
+            cp_seq = cp if isinstance(cp, int) else self.checkpoints.get(str(rec.get("checkpoint")), (0, 0))[0]
+            self._mark(cp_seq, self._time_of(cp_seq))
+            return self.release() + self.add(spans)
+        return self.add(spans)
+
+    def event(self, ev: Mapping[str, Any], spans: list[Span]) -> list[Span]:
+        """A supervisor event's spans; its rollback (whose journal record may be read after the next spawn) marks
+        and releases what it abandoned."""
+        if ev.get("event") == "rollback":
+            cp = ev.get("checkpoint")
+            self._mark(*(self.checkpoints.get(str(cp), (0, 0)) if cp is not None else (0, 0)))
+            return self.release() + self.add(spans)
+        return self.add(spans)  # a spawn's: the attempts before it, and their interrupted steps (held)
+
+    def _time_of(self, seq: int) -> int:
+        return next((ns for s, ns in self.checkpoints.values() if s == seq), 0)
+
+    def _mark(self, cp_seq: int, cp_ns: int) -> None:
+        """Mark the held spans after the checkpoint at ``cp_seq`` (a call: made after its time), and their children."""
+        marked: set[str] = set()
+        for _ in range(2):  # children come before or after their parent in the list
+            for s in self.spans:
+                a = s.attributes
+                seq = a.get("agent_supervisor.seq")
+                if (seq > cp_seq if isinstance(seq, int) else s.start_ns >= cp_ns) or s.parent_id in marked:
+                    a["agent_supervisor.abandoned"] = True
+                    marked.add(s.span_id)

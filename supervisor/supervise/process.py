@@ -204,6 +204,28 @@ class ExitStatus:
         return f"signal {self.signal}" if self.signal else f"code {self.code}"
 
 
+# --------------------------------------------------------------------------- the agent's trace context
+
+TRACEPARENT = "TRACEPARENT"
+TRACESTATE = "TRACESTATE"
+TRACEPARENT_MODES = ("auto", "on", "replace", "off")
+"""``supervise --traceparent``: ``auto`` is ``on`` with ``--otlp-endpoint``, else ``off`` (the CLI decides)."""
+
+
+def set_traceparent(env: dict[str, str], run_dir: Path, attempt: int, mode: str) -> None:
+    """Give the agent the W3C ``TRACEPARENT`` of attempt ``attempt``'s span, so its own spans join the run's trace.
+
+    ``on``: unless ``env`` already has one (the user's: their trace wins, the agent's spans nest there);
+    ``replace``: whatever it has (its ``TRACESTATE``, another trace's, goes too); ``off``: untouched."""
+    if mode == "off" or (mode == "on" and env.get(TRACEPARENT)):
+        return
+    from ..export.otlp import attempt_span_context  # orjson only, no OpenTelemetry: cheap, and only when asked
+
+    trace_hex, span_hex = attempt_span_context(run_dir, attempt)
+    env[TRACEPARENT] = f"00-{trace_hex}-{span_hex}-01"
+    env.pop(TRACESTATE, None)
+
+
 class Child:
     """A spawned attempt: the ``Popen``, its pidfd and its output pipes."""
 

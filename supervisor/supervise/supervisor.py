@@ -85,6 +85,7 @@ from .process import (
     become_subreaper,
     kill_leftovers,
     reap_orphans,
+    set_traceparent,
 )
 from .reporting import RETRY_WRITE_S, Reporter
 from .rollback import live_rollback
@@ -153,6 +154,8 @@ class Supervisor:
         self._high_water: int | None = None  # effective steps before a crash-loop rollback
         self._loop_pause_until = 0.0
         self._otlp: OtlpLive | None = None
+        self.traceparent = "off"
+        """``on``/``replace``: the agent gets its attempt's ``TRACEPARENT`` (``process.set_traceparent``)."""
         self.llm_proxy: LlmProxy | None = None
         self._calls: CallsReader | None = None  # the live exporter's reader of llm.jsonl
         """``supervise --llm-proxy``: the model-call proxy, started before the first attempt, closed after the last."""
@@ -410,6 +413,7 @@ class Supervisor:
         env.update(self.workspace.env() if self.workspace is not None else {})
         # Python agents buffer a piped stdout: the terminal, agent.log and the hang watchdog would see nothing
         env.setdefault("PYTHONUNBUFFERED", "1")
+        set_traceparent(env, self.run_dir, self.attempt_no, self.traceparent)
         if self.llm_proxy is not None:
             self.llm_proxy.new_attempt(self.attempt_no)  # served what the files hold now (a rollback's cut too)
             env.update(self.llm_proxy.env())

@@ -29,7 +29,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from supervisor.core import rundir
 from supervisor.core.events import read_events
 from supervisor.core.journal_reader import JournalReader
-from supervisor.export.otlp import span_id, trace_id
+from supervisor.export.otlp import id_key, span_id, trace_id
 
 from ..conftest import ROOT, clean_env, wait_for
 
@@ -97,6 +97,16 @@ def receiver() -> Iterator[Receiver]:
 
 def spans_of(doc: dict[str, Any]) -> list[dict[str, Any]]:
     return [s for rs in doc["resourceSpans"] for ss in rs["scopeSpans"] for s in ss["spans"]]
+
+
+def key_of(run: Path) -> str:
+    """What the run's ids derive from: its run.json's uid (a sample run from before uids: its name)."""
+    return id_key(rundir.read_run_json(run), run.name)
+
+
+def is_attempt(name: str) -> bool:
+    """An attempt's own span (``attempt N``), not its ``attempt N started`` span."""
+    return name.startswith("attempt ") and not name.endswith(" started")
 
 
 def attrs(span: dict[str, Any]) -> dict[str, Any]:
@@ -186,22 +196,25 @@ def export_json(run: Path, out: Path, *extra: str, env: dict[str, str] | None = 
 @pytest.mark.parametrize("run", SAMPLES, ids=[p.name for p in SAMPLES])
 def test_every_sample_run_exports_valid_otlp_json(run: Path, tmp_path: Path) -> None:
     doc = export_json(run, tmp_path / "t.json")
-    spans = check_otlp_json(doc, run.name)
+    spans = check_otlp_json(doc, key_of(run))
     entries = [e for e in JournalReader(run).load() if isinstance(e, dict)]
     steps = [e for e in entries if e.get("kind") == "step"]
     by_name: dict[str, list[dict[str, Any]]] = {}
     for s in spans:
         by_name.setdefault(s["name"], []).append(s)
     starts = [e for e in entries if e.get("kind") == "start"]
-    attempts = [s for s in spans if s["name"].startswith("attempt ")]
-    assert len(attempts) == len(starts)
+    attempts = [s for s in spans if is_attempt(s["name"])]
+    started = {s["name"].removesuffix(" started"): s for s in spans if s["name"].endswith(" started")}
+    assert len(attempts) == len(starts) == len(started)
     root = next(s for s in spans if not s.get("parentSpanId"))
     assert root["spanId"] == span_id(run.name, "run") and root["name"] == f"run {run.name}"
     assert all(a["parentSpanId"] == root["spanId"] for a in attempts)
-    step_spans = [s for s in spans if s not in attempts and s is not root]
-    assert all(s["parentSpanId"] in {a["spanId"] for a in attempts} for s in step_spans)
+    assert all(started[a["name"]]["parentSpanId"] == a["spanId"] for a in attempts)
+    step_spans = [s for s in spans if s not in attempts and s is not root and s not in started.values()]
+    assert all(s["parentSpanId"] in {a["spanId"] for a in started.values()} for s in step_spans)
     if run.name == "clean":
-        assert len(step_spans) == len(steps) and all(s["status"]["code"] == 0 for s in spans)
+        assert len(step_spans) == len(steps) and all(s["status"]["code"] == 0 for s in spans if s is not root)
+        assert root["status"]["code"] == 1  # OK: the run succeeded
     if run.name == "crashed-resumed":
         # attempt 1 crashed in search:q2: an ERROR attempt, and the begun step interrupted
         a1 = by_name["attempt 1"][0]
@@ -212,7 +225,7 @@ def test_every_sample_run_exports_valid_otlp_json(run: Path, tmp_path: Path) -> 
         assert attrs(a2)["agent_supervisor.resume"] is True and attrs(a2)["agent_supervisor.replayed_steps"] == 2
         assert a2["status"]["code"] == 0
         q2 = sorted(by_name["search:q2"], key=lambda s: int(s["startTimeUnixNano"]))
-        assert [s["status"]["code"] for s in q2] == [2, 0] and q2[0]["parentSpanId"] == a1["spanId"]
+        assert [s["status"]["code"] for s in q2] == [2, 0] and q2[0]["parentSpanId"] == started["attempt 1"]["spanId"]
         assert len(step_spans) == len(steps) + 1
     if run.name == "rolled-back":
         failed = [s for s in step_spans if s["status"]["code"] == 2]
@@ -232,7 +245,7 @@ def test_every_sample_run_exports_valid_otlp_json(run: Path, tmp_path: Path) -> 
 def test_genai_spans_tokens_cost_and_failed_tool(tmp_path: Path) -> None:
     run = usage_run(tmp_path, "--fail", "tool:search")
     doc = export_json(run, tmp_path / "t.json")
-    spans = check_otlp_json(doc, "run")
+    spans = check_otlp_json(doc, key_of(run))
     names = [s["name"] for s in spans]
     for n in ("chat gpt-4o", "chat claude-sonnet-4-5", "chat gpt-4o-mini", "execute_tool write"):
         assert names.count(n) == 1, n
@@ -258,12 +271,16 @@ def test_genai_spans_tokens_cost_and_failed_tool(tmp_path: Path) -> None:
     # without --content no inputs nor outputs leave the machine
     assert b"prompt 0" not in (tmp_path / "t.json").read_bytes()
     root = attrs(next(s for s in spans if not s.get("parentSpanId")))
-    assert root["gen_ai.usage.input_tokens"] == 9000 and root["agent_supervisor.saved.input_tokens"] == 3200
+    # the run's totals under keys of their own: a backend summing gen_ai.usage.* over the trace counts each call once
+    assert "gen_ai.usage.input_tokens" not in root
+    assert root["gen_ai.aggregated_usage.input_tokens"] == 9000 and root["agent_supervisor.saved.input_tokens"] == 3200
     assert root["agent_supervisor.unpriced_steps"] == 1
     # the crashed model call: interrupted under attempt 1, then done under attempt 2
     llama = sorted((s for s in spans if s["name"] == "chat local-llama"), key=lambda s: int(s["startTimeUnixNano"]))
     assert [s["status"]["code"] for s in llama] == [2, 0]
-    assert llama[0]["parentSpanId"] == span_id("run", "attempt:1") and llama[1]["parentSpanId"] == span_id("run", "attempt:2")
+    key = key_of(run)
+    assert llama[0]["parentSpanId"] == span_id(key, "attempt:1:started")
+    assert llama[1]["parentSpanId"] == span_id(key, "attempt:2:started")
 
 
 def test_export_twice_gives_the_same_ids(tmp_path: Path) -> None:
@@ -326,7 +343,7 @@ def test_otlp_http_sends_the_same_spans_to_a_receiver(tmp_path: Path, receiver: 
     assert len(got) == len(want)
     ids = {s.span_id.hex(): s for s in got}
     assert set(ids) == {s["spanId"] for s in want}
-    assert {s.trace_id.hex() for s in got} == {trace_id("run")}
+    assert {s.trace_id.hex() for s in got} == {trace_id(key_of(run))}
     for w in want:  # same parent links, names, kinds, times and attributes as the file
         g = ids[w["spanId"]]
         assert g.parent_span_id.hex() == w.get("parentSpanId", "")
@@ -341,7 +358,7 @@ def test_otlp_http_sends_the_same_spans_to_a_receiver(tmp_path: Path, receiver: 
     receiver.requests.clear()
     assert cli(capsys, "export", str(run), "--otlp-endpoint", receiver.url)[0] == 0
     assert sorted(s.span_id.hex() for s in receiver.spans()) == first
-    assert {s.trace_id.hex() for s in receiver.spans()} == {trace_id("run")}
+    assert {s.trace_id.hex() for s in receiver.spans()} == {trace_id(key_of(run))}
 
 
 def test_otlp_http_from_the_environment_with_headers(tmp_path: Path, receiver: Receiver,
@@ -352,7 +369,7 @@ def test_otlp_http_from_the_environment_with_headers(tmp_path: Path, receiver: R
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-team=agents")
     code, _out, err = cli(capsys, "export", str(run))
     assert code == 0, err
-    assert len(receiver.spans()) == 9 and receiver.headers[0].get("x-team") == "agents"
+    assert len(receiver.spans()) == 11 and receiver.headers[0].get("x-team") == "agents"
 
 
 def test_otlp_http_failure_is_one_line_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -385,12 +402,13 @@ def test_an_attempt_that_died_before_its_start_record(tmp_path: Path) -> None:
         {"event": "exit", "attempt": 3, "ts": ts(7), "code": 0, "signal": None},
     ]))
     spans = check_otlp_json(export_json(run, tmp_path / "t.json"), "r")
-    attempts = {s["name"]: s for s in spans if s["name"].startswith("attempt ")}
+    attempts = {s["name"]: s for s in spans if is_attempt(s["name"])}
     assert sorted(attempts) == ["attempt 1", "attempt 2", "attempt 3"]
     assert attempts["attempt 2"]["status"] == {"code": 2, "message": "killed by signal SIGKILL"}
     assert attempts["attempt 3"]["status"]["code"] == 0 and attrs(attempts["attempt 3"])["process.exit.code"] == 0
     b = next(s for s in spans if s["name"] == "b")
-    assert b["parentSpanId"] == attempts["attempt 3"]["spanId"] == span_id("r", "attempt:3")
+    assert attempts["attempt 3"]["spanId"] == span_id("r", "attempt:3")
+    assert b["parentSpanId"] == span_id("r", "attempt:3:started")
 
 
 def test_hand_written_journal_exports_valid_otlp_json(tmp_path: Path) -> None:
@@ -430,13 +448,20 @@ def test_supervise_exports_finished_steps_live(tmp_path: Path, receiver: Receive
     p = _supervise(run, receiver.url, "--crash-in", "model:claude-sonnet-4-5", "--crash-marker", str(tmp_path / "m"),
                    "--wait-after", "model:local-llama", "--wait-file", str(go))
     try:
-        # attempt 1 crashed; attempt 2 waits after local-llama: its spans are out while the agent still runs
-        wait_for(lambda: any(s.name == "chat local-llama" for s in receiver.spans()), timeout=30,
-                 what="the live span of a finished step")
+        # attempt 1 crashed; attempt 2 waits after local-llama: the spans of steps before its checkpoint are out
+        # while the agent still runs, under attempt 2's started span (a live tree, no orphans)
+        def claude_of_attempt_2() -> bool:
+            by_id = {s.span_id.hex(): s for s in receiver.spans()}
+            return any(s.name == "chat claude-sonnet-4-5" and s.parent_span_id.hex() in by_id
+                       and by_id[s.parent_span_id.hex()].name == "attempt 2 started" for s in by_id.values())
+
+        wait_for(claude_of_attempt_2, timeout=30, what="the live span of a finished step")
         assert p.poll() is None
         names = [s.name for s in receiver.spans()]
         assert "attempt 1" in names  # exported when attempt 2 was spawned
-        assert f"run {run.name}" not in names  # the root goes out at the end
+        assert f"run {run.name}" not in names  # the root goes out at the end, with the final status
+        # local-llama ran after the checkpoint: held while a rollback could abandon it (issue 29, item 3)
+        assert "chat local-llama" not in names
         go.touch()
         _out, err = p.communicate(timeout=30)
     finally:
@@ -455,7 +480,12 @@ def test_supervise_exports_finished_steps_live(tmp_path: Path, receiver: Receive
     a1 = next(s for s in got if s.name == "attempt 1")
     assert a1.status.code == 2 and pb_attrs(a1)["process.exit.code"] == 1
     root = next(s for s in got if not s.parent_span_id)
-    assert pb_attrs(root)["gen_ai.usage.input_tokens"] == 9000
+    assert pb_attrs(root)["gen_ai.aggregated_usage.input_tokens"] == 9000
+    # sent once run.json said how the run ended (issue 29, item 2): never "running" and UNSET
+    assert pb_attrs(root)["agent_supervisor.run.status"] == "succeeded" and root.status.code == 1
+    assert pb_attrs(root)["gen_ai.operation.name"] == "invoke_workflow"
+    assert pb_attrs(a1)["gen_ai.operation.name"] == "invoke_agent" and pb_attrs(a1)["gen_ai.agent.name"] == "usage_agent"
+    assert pb_attrs(a1)["session.id"] == pb_attrs(root)["gen_ai.conversation.id"] == rundir.read_run_json(run)["uid"]
 
 
 def test_supervise_export_failure_is_reported_once_never_fatal(tmp_path: Path) -> None:
@@ -493,16 +523,16 @@ def test_a_later_supervisor_root_span_counts_the_whole_run(tmp_path: Path, recei
     names = sorted(s.name for s in receiver.spans())
     # no step ran: all were served from the journal. The supervisor goes on from the attempts the agent
     # made by hand (1 and 2, in the journal's start records): its attempt is 3
-    assert names == ["attempt 3", "run run"]
+    assert names == ["attempt 3", "attempt 3 started", "run run"]
     attempt = next(s for s in receiver.spans() if s.name == "attempt 3")
-    assert attempt.span_id.hex() == span_id("run", "attempt:3")
+    assert attempt.span_id.hex() == span_id(key_of(run), "attempt:3")
     doc = export_json(run, tmp_path / "t.json")
     assert {s["spanId"] for s in spans_of(doc)} >= {s.span_id.hex() for s in receiver.spans()}  # the same ids
-    assert sum(1 for s in spans_of(doc) if s["name"].startswith("attempt ")) == 3
+    assert sum(1 for s in spans_of(doc) if is_attempt(s["name"])) == 3
     file_root = next(s for s in spans_of(doc) if not s.get("parentSpanId"))
     want = attrs(file_root)
     got = pb_attrs(live_root)
-    for k in ("gen_ai.usage.input_tokens", "agent_supervisor.saved.input_tokens", "agent_supervisor.cost_usd",
+    for k in ("gen_ai.aggregated_usage.input_tokens", "agent_supervisor.saved.input_tokens", "agent_supervisor.cost_usd",
               "agent_supervisor.saved.cost_usd", "agent_supervisor.saved.steps"):
         assert got[k] == pytest.approx(want[k]), k
     assert want["agent_supervisor.saved.steps"] == 4  # each once: attempt 2 served 2 model steps, attempt 3 all 4

@@ -630,9 +630,9 @@ def test_missing_framework_says_what_to_install(monkeypatch: pytest.MonkeyPatch)
 def test_readme_example_runs_twice_as_it_says(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The README's LangGraph example, run twice as ``agent.py`` (in this process: test_readme runs it as a script)."""
-    readme = (ROOT / "README.md").read_text()
-    start = readme.index("```python", readme.index("### LangGraph")) + len("```python\n")
+    """The LangGraph example of docs/adapters.md, run twice as ``agent.py`` (in this process: test_readme runs it as a script)."""
+    readme = (ROOT / "docs" / "adapters.md").read_text()
+    start = readme.index("```python", readme.index("## LangGraph")) + len("```python\n")
     (tmp_path / "agent.py").write_text(readme[start : readme.index("```", start)])
     monkeypatch.chdir(tmp_path)
     for k in [k for k in os.environ if k.startswith("AGENT_SUPERVISOR_")]:

@@ -228,9 +228,9 @@ def test_supervise_resumes_a_crash_inside_a_tool_without_asking_the_model_again(
 
 def test_the_readme_example_resumes_as_the_readme_says(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """The README's "Pydantic AI" example run twice as ``agent.py`` (in this process): the second run serves all."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Pydantic AI"):]
+    """The "Pydantic AI" example of docs/adapters.md run twice as ``agent.py`` (in this process): the second run serves all."""
+    readme = (ROOT / "docs" / "adapters.md").read_text()
+    section = readme[readme.index("## Pydantic AI"):]
     block = section[section.index("```python\n") + len("```python\n"):]
     (tmp_path / "agent.py").write_text(block[: block.index("```")])
     monkeypatch.chdir(tmp_path)

@@ -215,7 +215,7 @@ def test_export_puts_a_call_under_the_step_it_was_made_in(proxied_run: Path, tmp
     second, _ = by_name[("chat gpt-4o-mini", "1")]
     assert second["parentSpanId"] != think["spanId"]
     root = attrs[-1]
-    assert root["gen_ai.usage.input_tokens"] == "12" and root["agent_supervisor.saved.input_tokens"] == "5"
+    assert root["gen_ai.aggregated_usage.input_tokens"] == "12" and root["agent_supervisor.saved.input_tokens"] == "5"
 
 
 def test_fork_copies_the_calls_and_its_proxy_serves_them(proxied_run: Path, tmp_path: Path, upstream: Upstream) -> None:

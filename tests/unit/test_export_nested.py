@@ -35,7 +35,8 @@ def _export(run: Path, out: Path) -> dict[str, dict[str, Any]]:
 def test_a_nested_steps_span_is_a_child_of_its_enclosing_steps(tmp_path: Path) -> None:
     run = sample(tmp_path / "run")
     by = _export(run, tmp_path / "t.json")
-    attempt = by["attempt 1"]["spanId"]
+    attempt = by["attempt 1 started"]["spanId"]  # the attempt's steps' parent, sent at its spawn
+    assert by["attempt 1 started"]["parentSpanId"] == by["attempt 1"]["spanId"]
     parent = {k: s.get("parentSpanId") for k, s in by.items()}
     assert parent["outer#8"] == attempt and parent["flat#10"] == attempt
     assert parent["inner#5"] == by["outer#8"]["spanId"] and parent["inner#7"] == by["outer#8"]["spanId"]
@@ -80,4 +81,4 @@ def test_failed_interrupted_and_late_nested_steps_keep_their_parent(tmp_path: Pa
     assert by["flaky#4"].parent_id == by["outer#6"].span_id
     assert by["slow#7"].parent_id == by["outer#6"].span_id
     assert by["inner#10"].parent_id == by["outer#9"].span_id == span_id(run.name, "step:9")
-    assert by["outer#9"].parent_id == span_id(run.name, "attempt:2")
+    assert by["outer#9"].parent_id == span_id(run.name, "attempt:2:started")

@@ -186,14 +186,14 @@ def test_spans_of_the_calls(run: Path) -> None:
     assert first.attributes["gen_ai.usage.cache_read.input_tokens"] == 40
     assert first.attributes["agent_supervisor.source"] == "llm"
     assert first.end_ns - first.start_ns == 300_000_000  # started .. ts
-    attempt1 = next(s for s in spans if s.name == "attempt 1")
+    attempt1 = next(s for s in spans if s.name == "attempt 1 started")  # the parent of the attempt's steps
     assert by[1].parent_id == attempt1.span_id  # made between steps
     assert by[2].status_code == 2 and by[2].events[0].name == "exception"
     assert by[3].attributes["agent_supervisor.abandoned"] is True
     attempt2 = next(s for s in spans if s.name == "attempt 2")
     assert [e.name for e in attempt2.events] == [llm_calls.SERVED_NOTE]
     root = spans[-1]
-    assert root.attributes["gen_ai.usage.input_tokens"] == 1107
+    assert root.attributes["gen_ai.aggregated_usage.input_tokens"] == 1107
     assert root.attributes["agent_supervisor.saved.input_tokens"] == 100
     assert len({s.span_id for s in spans}) == len(spans)
 

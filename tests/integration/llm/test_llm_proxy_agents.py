@@ -542,4 +542,5 @@ def test_live_export_sends_the_proxied_calls(tmp_path: Path) -> None:
     want = {s["spanId"] for s in spans_of(export_json(run_dir, tmp_path / "t.json"))}
     assert {s.span_id.hex() for s in calls} <= want  # the file export names the same spans
     root = next(s for s in got if not s.parent_span_id)
-    assert pb_attrs(root)["gen_ai.usage.input_tokens"] == sum(pb_attrs(s).get("gen_ai.usage.input_tokens", 0) for s in calls)
+    assert pb_attrs(root)["gen_ai.aggregated_usage.input_tokens"] == sum(
+        pb_attrs(s).get("gen_ai.usage.input_tokens", 0) for s in calls)
