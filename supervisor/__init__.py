@@ -1,6 +1,6 @@
 """agent-supervisor: durable, debuggable long-running AI agents with files alone.
 
-The SDK is ``from supervisor import Run``; see README.md.
+The SDK is ``from supervisor import Run``; see README.md and docs/sdk.md.
 """
 
 from __future__ import annotations

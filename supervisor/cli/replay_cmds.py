@@ -31,7 +31,7 @@ Without '-- CMD', the command and working directory recorded in run.json are use
 A replay writes nothing in RUN_DIR: the agent runs on a scratch copy of it (the
 arguments that name RUN_DIR are pointed at the copy), and a replay fails (exit 3)
 if the original changed or the agent reported no replay (it does not use the SDK
-or the replay protocol: see the README).
+or the replay protocol: see docs/replay-fork.md).
 """
 
 

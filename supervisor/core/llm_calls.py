@@ -1,7 +1,7 @@
 """The model calls the proxy recorded (``llm.jsonl``): their identity, their compacted bodies, their usage.
 
 The proxy (:mod:`supervisor.supervise.llm_proxy`) is the file's one writer; this module is what every reader
-and the proxy share, and imports no HTTP library. The layout (the README's run-directory section):
+and the proxy share, and imports no HTTP library. The layout (docs/run-directory.md, "Model calls"):
 
 - one record per finished call, of kind ``step`` (``step``: ``llm:<provider>:<model>``), with ``call``
   (``{"kind": "model", "via": "proxy", "provider", "model", "api", "stream"}``), ``key`` and ``k`` (the call's

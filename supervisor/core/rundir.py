@@ -1,6 +1,6 @@
 """The run directory: its paths, ``run.json``, permissions and atomic writes.
 
-The layout is the public contract described in README.md ("The run directory").
+The layout is the public contract described in docs/run-directory.md.
 Nothing here imports Textual.
 """
 
@@ -51,7 +51,7 @@ ENV_REPLAY = "AGENT_SUPERVISOR_REPLAY"
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 
-# Documented exit codes an agent may use (see README, "Exit codes").
+# Documented exit codes an agent may use (see docs/sdk.md, "Exit codes").
 EXIT_ROLLBACK = 75
 """The SDK appended a rollback record; restart me with the resume flag (EX_TEMPFAIL)."""
 EXIT_FAILED = 78

@@ -5,5 +5,5 @@ Each module imports its framework only inside itself: ``supervisor.integrations.
 ``.langgraph`` (``[langgraph]``). Importing this package imports none of them.
 
 Every model request and tool call becomes a journaled step (``run.astep``/``run.step``), marked with the
-step record's ``call`` field and, for model calls, ``run.usage``: see the README's "Framework adapters".
+step record's ``call`` field and, for model calls, ``run.usage``: see docs/adapters.md.
 """

@@ -14,7 +14,7 @@ name>`` whose output is the ``ModelResponse``; a streamed request is recorded wh
 the run's toolset in :class:`JournaledToolset` (a step ``tool:<tool name>`` per call). An agent run started inside
 a journaled tool call (a sub-agent a tool delegates to, wrapped or not) is journaled too, its steps the children of
 that tool's step. On resume the recorded responses and tool results are served: the model is not asked again and
-the tool functions are not called. See the README's "Framework adapters", "Pydantic AI".
+the tool functions are not called. See docs/adapters.md, "Pydantic AI".
 """
 
 from __future__ import annotations

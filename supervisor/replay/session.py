@@ -9,7 +9,7 @@ file. The SDK keeps a :class:`ReplaySession` that collects what happened
 writes that file when the run closes; the command reads it to print a summary
 and choose its exit code. The report is the only file a replay writes, and it
 is never inside the run directory (which is, besides, a scratch copy: see
-:mod:`supervisor.replay.runner`). The README's "replay protocol" documents the
+:mod:`supervisor.replay.runner`). docs/replay-fork.md's "replay protocol" documents the
 variables and the report's JSON for agents written in other languages.
 """
 
@@ -285,7 +285,7 @@ _REPORT_LISTS = ("divergences", "live", "new_steps", "input_changes")
 def read_report(path: Path) -> dict[str, Any] | None:
     """The report the agent wrote, or ``None`` if it wrote none (it crashed, or does not use the SDK).
 
-    An agent in another language writes it too (the README's replay protocol), so
+    An agent in another language writes it too (docs/replay-fork.md's replay protocol), so
     its shape is checked: a JSON object with ``"format": 1``, a string ``run_dir``,
     lists of objects where lists are expected, a string or null ``error``.
     """
@@ -294,10 +294,10 @@ def read_report(path: Path) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except orjson.JSONDecodeError as e:
-        raise ReplayError(f"the agent's replay report is not valid JSON ({e}); see 'The replay protocol' in the README") from None
+        raise ReplayError(f"the agent's replay report is not valid JSON ({e}); see 'The replay protocol' in docs/replay-fork.md") from None
     problem = _report_problem(doc)
     if problem:
-        raise ReplayError(f"the agent's replay report is not valid: {problem}; see 'The replay protocol' in the README")
+        raise ReplayError(f"the agent's replay report is not valid: {problem}; see 'The replay protocol' in docs/replay-fork.md")
     assert isinstance(doc, dict)
     return doc
 

@@ -48,7 +48,7 @@ class _Opts:
         self.returns = returns
         if call is not None:
             if not isinstance(call, dict) or call.get("kind") not in ("model", "tool"):
-                raise ValueError(f'call={call!r}: give a dict with "kind": "model" or "tool" (see the README)')
+                raise ValueError(f'call={call!r}: give a dict with "kind": "model" or "tool" (see docs/sdk.md)')
             try:
                 orjson.dumps(call)
             except TypeError as e:

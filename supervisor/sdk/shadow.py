@@ -141,7 +141,7 @@ class Shadow:
         """Give ``rec`` the patch from the shadow to ``run.state`` (none if equal), and move the shadow to it.
 
         fix_keys: the state's non-string keys become JSON's strings in place, so the state in memory after a
-        step is the state a resume gives (README, "State"). Most steps leave the state as it was: one dump of
+        step is the state a resume gives (docs/run-directory.md, "State"). Most steps leave the state as it was: one dump of
         the state, compared with the shadow's bytes (kept from the step before while the shadow is the same
         object), tells so at C speed. Only string keys are dumped so (others go to make_patch, which converts them).
         """

@@ -20,7 +20,7 @@ every process in the last child's session, every process whose environment
 names this supervisor and run directory, and the processes of the last ``tree``
 line that still have the same start time. What it cannot find: a process that
 left the session and cleared its environment less than a second before the
-supervisor died, where no cgroup is available (the README's section on
+supervisor died, where no cgroup is available (docs/supervise.md's section on
 process-tree cleanup lists what is caught where).
 
 The supervisor's side is ``Guardian`` below; the script part (``main``) uses the

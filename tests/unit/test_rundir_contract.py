@@ -32,13 +32,13 @@ def test_file_names_environment_and_exit_codes_are_the_documented_ones() -> None
 def test_record_kinds_are_the_documented_strings() -> None:
     assert [k.value for k in Kind] == ["start", "begin", "step", "checkpoint", "rollback", "fork", "note", "pause", "choice"]
     assert Kind.ROLLBACK == "rollback" and "rollback" in KINDS
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "run-directory.md").read_text()
     for k in Kind:
-        assert re.search(rf"`{k.value}`", readme), f"README does not document the record kind {k.value!r}"
+        assert re.search(rf"`{k.value}`", readme), f"docs/run-directory.md does not document the record kind {k.value!r}"
 
 
 def test_readme_names_every_run_directory_file() -> None:
-    readme = (ROOT / "README.md").read_text()
+    readme = (ROOT / "docs" / "run-directory.md").read_text()
     for name in ("run.json", "journal.jsonl", "supervisor.jsonl", "agent.log", "supervisor.lock", "control.sock",
                  "journal.lock", "checkpoints/"):
         assert name in readme, name
