@@ -11,10 +11,16 @@ one line each.
   once; asyncio with 16 ``aappend`` in flight against one awaited at a time;
 - SDK (if ``Run`` has ``astep``): ``asyncio.gather`` of 16 ``run.astep`` against the same
   16 awaited one at a time (target >= 10x), and sequential ``Run.step`` against the floor
-  (target <= 1.15x).
+  (target <= 1.15x);
+- SDK threads: ``run.step`` from 4, 16 and 64 threads at once against one thread alone,
+  each printed beside its bound (target: at least 0.8 of it), and beside what a hand-written
+  threaded group commit (one lock, one condition, the first waiter syncs) gains with as many
+  threads over one: what CPython threads reach on this machine with next to no CPU per append.
 
-With 16 in flight the gain is bounded by the CPU cost of one append (the GIL runs one
-at a time) against the cost of one sync: ``(cpu + sync) / (cpu + sync / 16)``. A disk
+With N in flight the gain is bounded by the CPU cost of one step ``c`` (the GIL runs one
+at a time) against the cost of one sync ``f``: ``N(c + f) / (Nc + f)``. ``c`` is measured
+in the same run as the wall time of a sequential ``Run.step`` on /dev/shm (its sync is
+nearly free there), ``f`` as the floor. A disk
 whose fdatasync is fast (a virtual disk with a write cache) shows a smaller ratio than
 a real one; the sync time is printed so the figures can be read. ``--slow-disk-us N``
 adds N microseconds to every fdatasync (a sleep, which like a real sync releases the
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import shutil
 import sys
@@ -45,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # run as a script: tes
 from benchutil import raw_sync_floor
 
 THREADS = 16
+SDK_THREADS = (4, 16, 64)
 
 
 def record(i: int) -> dict[str, Any]:
@@ -140,6 +148,84 @@ def sdk_seq(run: Run, n: int) -> float:
     return (time.perf_counter() - t0) / n
 
 
+def sdk_threads(run: Run, n: int, threads: int) -> float:
+    """``run.step`` from ``threads`` threads at once, ``n`` steps in all: seconds per step."""
+    per = max(1, n // threads)
+    start = threading.Barrier(threads + 1)
+
+    def work(x: int) -> dict[str, int]:
+        return {"value": x}
+
+    def worker(t: int) -> None:
+        start.wait()
+        for j in range(per):
+            run.step(f"t{t}", work, j)
+
+    pool = [threading.Thread(target=worker, args=(t,)) for t in range(threads)]
+    for t in pool:
+        t.start()
+    start.wait()
+    t0 = time.perf_counter()
+    for t in pool:
+        t.join()
+    return (time.perf_counter() - t0) / (per * threads)
+
+
+class HandWritten:
+    """The least a threaded group commit can be, written by hand: write under one lock; the first caller not
+    covered syncs (lock released), the others wait on one condition, all woken when a sync ends."""
+
+    def __init__(self, path: Path, line: bytes) -> None:
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.line = line
+        self.lock = threading.Lock()
+        self.synced_cond = threading.Condition(self.lock)
+        self.written = self.synced = 0
+        self.syncing = False
+
+    def append(self) -> None:
+        with self.lock:
+            os.write(self.fd, self.line)
+            self.written += 1
+            end = self.written
+            while self.synced < end:
+                if self.syncing:
+                    self.synced_cond.wait()
+                    continue
+                self.syncing, target = True, self.written
+                self.lock.release()
+                try:
+                    os.fdatasync(self.fd)
+                finally:
+                    self.lock.acquire()
+                self.synced, self.syncing = max(self.synced, target), False
+                self.synced_cond.notify_all()
+
+    def run(self, n: int, threads: int) -> float:
+        """Seconds per append, ``n`` appends from ``threads`` threads (1: this thread alone)."""
+        per = max(1, n // threads)
+
+        def work() -> None:
+            for _ in range(per):
+                self.append()
+
+        t0 = time.perf_counter()
+        if threads == 1:
+            work()
+        else:
+            pool = [threading.Thread(target=work) for _ in range(threads)]
+            for t in pool:
+                t.start()
+            for t in pool:
+                t.join()
+        return (time.perf_counter() - t0) / (per * threads)
+
+
+def bound(n: int, c: float, f: float) -> float:
+    """The most ``n`` in flight can gain over one at a time: ``n`` steps' CPU in turn, then one sync."""
+    return n * (c + f) / (n * c + f)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=800, help="appends per measurement per round")
@@ -163,6 +249,12 @@ def main() -> None:
         has_astep = hasattr(Run, "astep")
         run = Run.open(tmp / "sdk")
         run.step("warm", lambda: None)
+        seq_run = Run.open(tmp / "sdk-seq")  # never overlapped: its steps take the sequential path
+        seq_run.step("warm", lambda: None)
+        threaded = Run.open(tmp / "sdk-threads")  # its own run: one in which threads ran never syncs holding the lock
+        shm = Path(tempfile.mkdtemp(prefix="bench-group-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+        cpu_run = Run.open(shm / "sdk")
+        hand = HandWritten(tmp / "hand.jsonl", line)
         f = Figures()
         for _ in range(args.rounds):  # interleaved: each round takes every figure once
             f.take("floor", lambda: raw_sync_floor(tmp / "raw.jsonl", n, line))
@@ -170,12 +262,22 @@ def main() -> None:
             f.take("threads", lambda: thread_appends(w, n))
             f.take("async1", lambda: async_appends(w, n // 4, 1))
             f.take("async16", lambda: async_appends(w, n, THREADS))
-            f.take("step", lambda: sdk_seq(run, n // 2))
+            f.take("step", lambda: sdk_seq(seq_run, n // 2))
+            f.take("cpu", lambda: sdk_seq(cpu_run, n))
+            f.take("hand1", lambda: hand.run(n // 2, 1))
+            for k in SDK_THREADS:
+                f.take(f"threads{k}", functools.partial(sdk_threads, threaded, n, k))
+                f.take(f"hand{k}", functools.partial(hand.run, n, k))
             if has_astep:
                 f.take("astep1", lambda: sdk_gather(run, n // 4, gathered=False))
                 f.take("astep16", lambda: sdk_gather(run, n, gathered=True))
         w.close()
         run.close()
+        threaded.close()
+        seq_run.close()
+        cpu_run.close()
+        os.close(hand.fd)
+        shutil.rmtree(shm, ignore_errors=True)
         floor = f["floor"]
 
         def rate(name: str) -> str:
@@ -199,6 +301,17 @@ def main() -> None:
             )
         else:
             print("  (Run has no astep yet: the SDK figures for asyncio.gather are left out)")
+        c = f["cpu"]
+        print(f"  bound N(c+f)/(Nc+f): c = {c * 1e6:.1f} us (Run.step on /dev/shm), f = {floor * 1e6:.1f} us (the floor)")
+        if has_astep:
+            b = bound(THREADS, c, floor)
+            gain = f["astep1"] / f["astep16"]
+            print(f"  asyncio.gather of {THREADS} run.astep: {gain:.2f}x one at a time, bound {b:.2f}x: {gain / b:.2f} of it")
+        for k in SDK_THREADS:
+            b = bound(k, c, floor)
+            gain = f["step"] / f[f"threads{k}"]
+            print(f"  run.step from {k:2d} threads: {rate(f'threads{k}')}   {gain:.2f}x one thread, bound {b:.2f}x: "
+                  f"{gain / b:.2f} of it (target >= 0.8); hand-written, {k} threads: {f['hand1'] / f[f'hand{k}']:.2f}x one")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
