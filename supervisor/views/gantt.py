@@ -17,11 +17,11 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from ..core import wire
 from ..core.records import Record, step_name
+from . import row_text
 from .fmt import fmt_ms
 
 __all__ = [
@@ -41,13 +41,9 @@ _OUTCOME_WORD = {OK: "succeeded", FAILED: "failed", RUNNING: "running", INTERRUP
 
 
 def parse_ts(ts: Any) -> float | None:
-    """Seconds since the epoch of an ISO-8601 ``ts`` (``None``: absent or not a time)."""
-    if not isinstance(ts, str) or len(ts) < 19:
-        return None
-    try:
-        return datetime.fromisoformat(ts).timestamp()
-    except ValueError:
-        return None
+    """Seconds since the epoch of an ISO-8601 ``ts`` (``None``: absent or not a time): the rows' one reading."""
+    t = row_text.parse_ts(ts) if isinstance(ts, str) else None
+    return None if t is None else t.timestamp()
 
 
 @dataclass(slots=True)
