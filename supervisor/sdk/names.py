@@ -1,9 +1,11 @@
-"""``run.replayed`` and ``run.executed``: the names of the steps served and run, with flat memory."""
+"""Step names with flat memory: ``run.replayed`` and ``run.executed`` (the names of the steps served and run), and
+the calls so far per name (the ``k`` of a call's ``(name, k)`` identity)."""
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator, Sequence
+from itertools import islice
 from typing import Any
 
 
@@ -57,3 +59,72 @@ class StepNames(Sequence[str]):
         dropped = self._count - len(self._last)
         kept = repr(list(self._last))
         return f"[<{dropped} older names not kept>, {kept[1:]}" if dropped else kept
+
+
+class NameCounts(dict[str, int]):
+    """Calls so far per step name, for the ``k`` of each call's ``(name, k)`` identity, exact and in flat memory.
+
+    The newest :attr:`KEEP` names stay in the dict; past that the older half moves to a private temporary SQLite
+    file (deleted when closed), so an agent whose every step has a name of its own does not grow by a hundred
+    bytes a step. A name not in the dict is looked up there (:meth:`new`). Used under the run's lock.
+    """
+
+    KEEP = 4096
+    __slots__ = ("_db", "_keep")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._db: Any = None
+        self._keep = self.KEEP
+
+    def new(self, name: str) -> int:
+        """The count of a name not in the dict (0, or its count moved out), making room for it first."""
+        if len(self) >= self._keep:
+            self._spill()
+        if self._db is None:
+            return 0
+        row = self._db.execute("SELECT n FROM c WHERE name = ?", (_key(name),)).fetchone()
+        return 0 if row is None else int(row[0])
+
+    def give_back(self, name: str) -> None:
+        """One call fewer of ``name`` (a failed latest call gives its number back)."""
+        k = self.get(name)
+        if k is None:
+            k = self.new(name)
+        if k:
+            self[name] = k - 1
+
+    def _spill(self) -> None:
+        """Move the older half of the names to the file; where no file can be made, keep them here."""
+        import sqlite3  # only for the rare agent with thousands of step names: not on the SDK's import path
+
+        try:
+            if self._db is None:
+                db = sqlite3.connect("", check_same_thread=False, isolation_level=None)  # "": private, on disk
+                db.executescript(
+                    "PRAGMA cache_size = -256; PRAGMA journal_mode = OFF; PRAGMA synchronous = OFF;"
+                    "CREATE TABLE c (name BLOB PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;"
+                )
+                self._db = db
+            old = list(islice(self.items(), len(self) // 2))
+            self._db.execute("BEGIN")
+            self._db.executemany("INSERT OR REPLACE INTO c VALUES (?, ?)", [(_key(n), k) for n, k in old])
+            self._db.execute("COMMIT")
+        except sqlite3.Error:  # no temporary file here (a read-only temp dir): counted in memory, as before
+            if self._db is not None and self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            self._keep = 1 << 62
+            return
+        for n, _ in old:
+            del self[n]
+
+    def close(self) -> None:
+        """Delete the temporary file."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+def _key(name: str) -> bytes:
+    """A name as the file keeps it (bytes: a name may hold a lone surrogate)."""
+    return name.encode("utf-8", "surrogatepass")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 import orjson
 
 if TYPE_CHECKING:
+    from .names import NameCounts
     from .steps import Steps
 
 P = ParamSpec("P")
@@ -127,7 +128,7 @@ class Call:
         """The step's identity: its name and occurrence, then its parent's identity (nested steps)."""
         self.bid: str | None = None
         """The ``id`` of its ``begin`` record (its children's records name it as their ``parent``)."""
-        self.kids: dict[str, int] | None = None
+        self.kids: NameCounts | None = None
         """Calls so far per name of its children, in the current try: their occurrence ``k``."""
         self.extra: dict[str, Any] | None = None
         """Fields its step record gets from a person's answer at a pause (``given``, ``given_inputs``)."""

@@ -18,7 +18,7 @@ from ..core.records import Record
 from ..errors import JournalError, SupervisorError
 from .breaks import Gate
 from .exits import exit_agent
-from .names import StepNames
+from .names import NameCounts, StepNames
 from .options import CURRENT, Call, RetryPolicy, _is_async_fn, _Opts, asyncio_mod, call_async, call_sync, timed_out_of
 from .recorder import Recorder
 from .serve import AGAIN, LIVE, ReplayLive, Server
@@ -59,7 +59,7 @@ class Steps:
         self.key_prefix = key_prefix
         self.close = close
         self.pos = 0
-        self.counts: dict[str, int] = {}  # calls so far per step name: the k of the (name, k) identity
+        self.counts = NameCounts()  # calls so far per step name: the k of the (name, k) identity
         self.inflight = 0
         self.owner = get_ident()  # calls from another thread are concurrent (see Server.serve)
         self.executed = StepNames()
@@ -196,9 +196,11 @@ class Steps:
             counts, depth = self.counts, 0
         else:
             if parent.kids is None:
-                parent.kids = {}
+                parent.kids = NameCounts()
             counts, depth = parent.kids, parent.depth + 1
-        k = counts.get(name, 0)
+        k = counts.get(name)
+        if k is None:
+            k = counts.new(name)
         counts[name] = k + 1
         if not server.overlap and (self.inflight > depth or get_ident() != self.owner):  # its ancestors are no overlap
             server.overlap = True
@@ -413,14 +415,14 @@ class Steps:
             )
 
     # ------------------------------------------------------------------ bookkeeping (under the lock)
-    def _give_back(self, pos: int, name: str, counts: dict[str, int] | None) -> None:
+    def _give_back(self, pos: int, name: str, counts: NameCounts | None) -> None:
         """A call that failed and is the latest gives its position and its count (in ``counts``, its parent's
         or the run's) back: a sequential agent's failed step takes no position (as before steps could overlap),
         and the next call is numbered as it."""
         if self.pos == pos + 1:
             self.pos = pos
-            if counts is not None and counts.get(name):
-                counts[name] -= 1
+            if counts is not None:
+                counts.give_back(name)
 
     def _leave(self, c: Call, *, give_back: bool = True) -> None:
         """A call that ends without a record (its record not written, or cancelled).

@@ -35,13 +35,13 @@ def rss():
 LIVE_AGENT = RSS + """
 import sys
 from supervisor import Run
-n = int(sys.argv[2])
+n, distinct = int(sys.argv[2]), sys.argv[3] == "distinct"
 with Run.open(sys.argv[1]) as run:
     for i in range(n):
-        run.step("tick", lambda: None)
+        run.step(f"fetch:{i:09d}/a-longer-name" if distinct else "tick", lambda: None)
         if i + 1 in (20_000, n):
             print(i + 1, rss(), flush=True)
-    assert len(run.executed) == n and run.executed[-1] == "tick"
+    assert len(run.executed) == n
 """
 
 RESUME_AGENT = RSS + """
@@ -97,11 +97,13 @@ def write_journal(run_dir: Path, steps: int) -> None:
 
 
 @pytest.mark.timeout(90)
-def test_memory_stays_flat_over_100000_live_steps(fast_dir: Path) -> None:
-    rss = run_child(LIVE_AGENT, fast_dir / "run", STEPS)
+@pytest.mark.parametrize("names", ["one", "distinct"])
+def test_memory_stays_flat_over_100000_live_steps(fast_dir: Path, names: str) -> None:
+    rss = run_child(LIVE_AGENT, fast_dir / "run", STEPS, names)
     growth = rss[str(STEPS)] - rss["20000"]
-    # the old SDK grew by about 0.8 KiB a step here: 65 MiB between these two points
-    assert growth < 20 * MiB, f"RSS grew by {growth / MiB:.1f} MiB from step 20,000 to {STEPS:,}"
+    # the old SDK grew by about 0.8 KiB a step here: 65 MiB between these two points; with a name per step,
+    # its count of calls per name grew by about 100 bytes a step (+8.2 MiB)
+    assert growth < 1 * MiB, f"RSS grew by {growth / MiB:.1f} MiB from step 20,000 to {STEPS:,}"
     assert (fast_dir / "run" / "journal.jsonl").read_bytes().count(b"\n") == 1 + 2 * STEPS  # start, begin + step each
 
 
@@ -135,6 +137,58 @@ def test_step_names_count_every_step_and_keep_the_last(monkeypatch: pytest.Monke
     assert names != ["a", "b", "c", "d", "e"] and repr(names) == "[<2 older names not kept>, 'c', 'd', 'e']"
     with pytest.raises(IndexError, match="not kept"):
         names[1]
+
+
+def test_name_counts_are_exact_past_the_names_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The calls per name stay exact once the older names move to the temporary file, and come back from it."""
+    from supervisor.sdk.names import NameCounts
+
+    monkeypatch.setattr(NameCounts, "KEEP", 4)
+    counts, seen = NameCounts(), {}  # the same calls counted in a plain dict
+    names = ["a", "b", "lone \udc80 surrogate", "c", "a", "d", "e", "f", "a", "b", "g", "lone \udc80 surrogate", "b"]
+    for n in names * 3:
+        k = counts.get(n)
+        if k is None:
+            k = counts.new(n)
+        counts[n] = k + 1
+        assert k == seen.get(n, 0), n
+        seen[n] = k + 1
+        assert len(counts) <= 4
+    counts.give_back("g")  # moved out by the later names: given back through the file
+    seen["g"] -= 1
+    for n in sorted(seen):
+        assert (counts.get(n) or counts.new(n)) == seen[n], n
+    counts.close()
+
+
+def test_a_resume_serves_every_step_of_a_run_with_more_names_than_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Steps of many names, repeated and overlapping in threads (served by their ``(name, k)`` identity), past
+    the names kept in memory: the resume serves each one, none runs again."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from supervisor import Run
+    from supervisor.sdk.names import NameCounts
+
+    monkeypatch.setattr(NameCounts, "KEEP", 8)
+    calls: list[str] = []
+
+    def agent(run: Run) -> list[Any]:
+        def one(i: int) -> Any:
+            return run.step(f"name{i % 40}", lambda i=i: calls.append(f"{i}") or i)
+
+        with ThreadPoolExecutor(4) as pool:
+            return list(pool.map(one, range(200)))
+
+    with Run.open(tmp_path / "run") as run:
+        first = agent(run)
+    assert len(calls) == 200
+    calls.clear()
+    with Run.open(tmp_path / "run") as run:
+        again = agent(run)
+        assert len(run.replayed) == 200
+    assert calls == [] and sorted(again) == sorted(first) == list(range(200))
 
 
 def test_failures_in_a_row_are_counted_without_the_records(tmp_path: Path) -> None:
