@@ -230,10 +230,12 @@ class Child:
     """A spawned attempt: the ``Popen``, its pidfd and its output pipes."""
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str | None = None, *,
-                 cgroup: Cgroup | None = None, pass_fds: tuple[int, ...] = ()) -> None:
+                 cgroup: Cgroup | None = None, pass_fds: tuple[int, ...] = (),
+                 proc: subprocess.Popen[bytes] | None = None) -> None:
+        """Spawn ``argv``; or, with ``proc``, take the agent a standby (``standby.Standby``) has just exec'd."""
         self.argv = argv
         self.started = time.monotonic()
-        self.proc = subprocess.Popen(
+        self.proc = proc or subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

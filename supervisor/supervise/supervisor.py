@@ -91,6 +91,7 @@ from .reporting import RETRY_WRITE_S, Reporter
 from .rollback import live_rollback
 from .secrets import SecretsPipe
 from .signals import SignalInbox
+from .standby import Standby
 from .states import ProcessState, StateChange, StateMachine, StopRequest
 from .takeover import check_journal_free, record_start, stop_leftovers
 from .tree import AgentTree, is_ours
@@ -119,6 +120,8 @@ class Supervisor:
         self.argv = argv  # the real command, in memory only: files get redact_argv(argv)
         self.redactor = Redactor()  # secret env values; the agent's add_secret values come through the pipe
         self.secrets: SecretsPipe | None = None  # the current attempt's secrets pipe
+        self.standby: Standby | None = None
+        """The next attempt's process, made while this one runs: a restart is then one exec (``standby``)."""
         self.opts = opts
         self.cwd = cwd or os.getcwd()
         self.sm = StateMachine()
@@ -288,6 +291,7 @@ class Supervisor:
                     self._guarded("the control socket", self.server.pump)
                 self._guarded("the supervisor loop", self._timers)
         finally:
+            self._drop_standby()
             self._emergency_cleanup()
             self.signals.restore()
             self._close_files()
@@ -370,14 +374,47 @@ class Supervisor:
         env = self._child_env(resume)
         self._end_secrets()
         try:
-            self.secrets = SecretsPipe(self.redactor)
-            env.update(self.secrets.env())
-            child = Child(argv, env, cwd=self.cwd, cgroup=self.tree.cgroup, pass_fds=self.secrets.pass_fds)
+            proc = self._exec_standby(argv, env)
+            if proc is None:
+                self.secrets = SecretsPipe(self.redactor)
+                env.update(self.secrets.env())
+            assert self.secrets is not None
+            child = Child(argv, env, cwd=self.cwd, cgroup=self.tree.cgroup, pass_fds=self.secrets.pass_fds, proc=proc)
         except OSError as e:
             self._end_secrets()
             self._spawn_failed(e, reason)
             return
         self._started(child, argv, resume)
+
+    def _exec_standby(self, argv: list[str], env: dict[str, str]) -> Any:
+        """The attempt exec'd in the standby (its ``Popen``, ``self.secrets`` its pipe), or ``None``: no standby,
+        or it died (spawn anew). Raises ``OSError`` as ``Popen`` does when the command cannot be executed."""
+        standby, self.standby = self.standby, None
+        if standby is None:
+            return None
+        self.tree.helpers.discard(standby.pid)
+        self.secrets = standby.secrets
+        env.update(standby.secrets.env())
+        proc = standby.go(argv, env)
+        if proc is None:
+            self.secrets = None  # closed with the standby
+        return proc
+
+    def _make_standby(self) -> None:
+        """Start the next attempt's process now, off the restart path; none where it cannot be started."""
+        if self.standby is None:
+            try:
+                self.standby = Standby.make(self.cwd, self.tree.cgroup, SecretsPipe(self.redactor))
+            except OSError:
+                return  # out of descriptors: the restart spawns as before
+            if self.standby is not None:
+                self.tree.helpers.add(self.standby.pid)
+
+    def _drop_standby(self) -> None:
+        standby, self.standby = self.standby, None
+        if standby is not None:
+            self.tree.helpers.discard(standby.pid)
+            standby.drop()
 
     def _workspace_ready(self, reason: str) -> bool:
         """Before a spawn, the workspace's part (``WorkspaceHooks.before_spawn``). An error there stops the run
@@ -470,6 +507,7 @@ class Supervisor:
         assert events is not None
         self.report.run_json(attempts=self.attempt_no, status="running")
         self.report.persist.submit(events.flush)
+        self._make_standby()
 
     # ------------------------------------------------------------------ child I/O
     def _on_output(self, stream: str) -> None:

@@ -79,7 +79,7 @@ class AgentTree:
         extra = {p.pid for p in own_orphans(mine)}
         if child.cgroup is not None:
             # the cgroup is the whole tree; orphans outside it (none, unless they moved out) are added
-            members = child.cgroup.procs()
+            members = [pid for pid in child.cgroup.procs() if pid not in self.helpers]  # not the standby
             self.sample = self.sampler.sample(members=sorted(extra.union(members)))
         else:
             extra.discard(child.pid)
