@@ -13,7 +13,6 @@ and a ``checkpoint``/``abandoned`` line counts only once its journal record exis
 
 from __future__ import annotations
 
-import calendar
 import os
 import stat
 import time
@@ -29,6 +28,7 @@ from .events import read_events
 from .history import Fold
 from .journal_reader import JournalReader
 from .records import Record
+from .times import ts_ns
 from .workspace_apply import Change, apply_changes, check_paths, diff, summary, text_diff, umask
 from .workspace_ignore import DEFAULTS, GITIGNORE, Matcher, Rules
 from .workspace_store import Entry, Manifest, Pending, SnapshotRef, Store, hash_fd, link_or_copy, store_file
@@ -511,18 +511,6 @@ def _base(run_dir: Path, fold: Fold, cuts: list[tuple[int, int]]) -> tuple[int, 
     return None if start is None else (-1, start, False)
 
 
-def _ts_ns(ts: Any) -> int:
-    """An event's ISO-8601 UTC ``ts`` in nanoseconds (0 if it is not one)."""
-    if not isinstance(ts, str) or len(ts) < 19:
-        return 0
-    try:
-        base = calendar.timegm(time.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S"))  # UTC: no local time, no DST
-        frac = ts[19:].rstrip("Z")
-        return int(base) * 1_000_000_000 + (int((frac[1:] + "000000000")[:9]) if frac.startswith(".") else 0)
-    except (ValueError, OverflowError):
-        return 0
-
-
 def _applies(ev: dict[str, Any], seq: int, point: int, cuts: list[tuple[int, int]], after_ns: int | None) -> bool:
     """Whether a ``files`` event changes the workspace between the base at ``point`` and ``seq``."""
     s = ev.get("seq")
@@ -531,7 +519,7 @@ def _applies(ev: dict[str, Any], seq: int, point: int, cuts: list[tuple[int, int
     if s > point or (s == point and seq > point):
         return True  # after the point's record ("between" changes carry the seq of the record before them)
     # a concurrent step begun before a checkpoint may change files after its snapshot was taken
-    return after_ns is not None and s < point and _ts_ns(ev.get("ts")) > after_ns
+    return after_ns is not None and s < point and (ts_ns(ev.get("ts")) or 0) > after_ns
 
 
 def _apply_event(store: Store, files: dict[str, Entry], ch: Any) -> None:

@@ -67,6 +67,7 @@ from ..core.journal_reader import JournalReader
 from ..core.pairing import Pairing
 from ..core.records import Kind, Record, step_name
 from ..core.redact import Redactor
+from ..core.times import ts_ns
 from ..core.usage import Price, UsageFold, call_of, usage_entries
 from . import genai
 from .spans import (
@@ -91,7 +92,6 @@ from .spans import (
     root_status,
     span_id,
     trace_id,
-    ts_ns,
     usage_attributes,
 )
 

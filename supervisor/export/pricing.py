@@ -30,6 +30,7 @@ from typing import Any
 
 import orjson
 
+from ..core.times import parse_ts
 from ..core.usage import Tokens, usage_entries
 
 __all__ = ["available", "cache_path", "entry_costs", "step_cost", "usage_cost"]
@@ -70,16 +71,6 @@ def cache_path() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or ""
     root = Path(base) if os.path.isabs(base) else Path.home() / ".cache"
     return root / "agent-supervisor" / "prices.json"
-
-
-def _when(ts: Any) -> datetime | None:
-    if isinstance(ts, str) and ts:
-        try:
-            t = datetime.fromisoformat(ts)
-        except ValueError:
-            return None
-        return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
-    return None
 
 
 def usage_cost(
@@ -356,5 +347,5 @@ def entry_costs(rec: Mapping[str, Any]) -> list[tuple[str | None, str | None, To
     entries = usage_entries(rec)
     if entries is None:
         return None
-    when = _when(rec.get("ts"))
+    when = parse_ts(rec.get("ts"))
     return [(m, p, t, usage_cost(m, p, t, when=when)) for m, p, t in entries]

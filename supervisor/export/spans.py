@@ -7,7 +7,6 @@ import hashlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ ATTEMPT_EVENTS = frozenset(
     {"backoff", "hang", "memory-limit", "rollback", "give-up", "stop", "pause", "resume", "resource-error"}
 )
 """Supervisor events that become events of the attempt span they name (``restart``: of the attempt it ends)."""
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def id_key(meta: Mapping[str, Any], run_id: str) -> str:
@@ -50,22 +48,6 @@ def span_id(key: str, what: str) -> str:
 def _hex_id(text: str, n: int) -> str:
     h = hashlib.sha256(text.encode()).hexdigest()[: 2 * n]
     return h if h.strip("0") else "0" * (2 * n - 1) + "1"  # an all-zero id is invalid
-
-
-def ts_ns(ts: Any) -> int | None:
-    """Unix nanoseconds of a record's ``ts`` (ISO 8601, or a number of seconds or milliseconds)."""
-    if isinstance(ts, str) and ts:
-        try:
-            t = datetime.fromisoformat(ts)
-        except ValueError:
-            return None
-        if t.tzinfo is None:
-            t = t.replace(tzinfo=UTC)
-        d = t - _EPOCH
-        return (d.days * 86_400 + d.seconds) * 1_000_000_000 + d.microseconds * 1000
-    if isinstance(ts, (int, float)) and not isinstance(ts, bool) and ts > 0:
-        return int(ts * 1e9) if ts < 1e11 else int(ts * 1e6)
-    return None
 
 
 @dataclass

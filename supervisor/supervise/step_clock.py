@@ -13,10 +13,10 @@ from __future__ import annotations
 import bisect
 from collections import deque
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from ..core.records import Kind, step_name
+from ..core.times import ts_ns
 
 __all__ = ["Span", "StepClock", "ts_ns"]
 
@@ -25,16 +25,6 @@ KEEP_ENDED = 1024
 """Ended steps kept for changes reported late (the watch hands a batch over within a second)."""
 KEEP_MARKS = 4096
 """Records' (time, seq) kept to place a change between steps."""
-
-
-def ts_ns(ts: Any) -> int | None:
-    """A record's ``ts`` (``2026-12-05T11:40:00.123Z``) as nanoseconds since the epoch; ``None`` if it is not one."""
-    if not isinstance(ts, str):
-        return None
-    try:
-        return int(datetime.fromisoformat(ts).timestamp() * 1000) * MS
-    except ValueError:
-        return None
 
 
 @dataclass

@@ -27,9 +27,10 @@ from textual.strip import Strip
 
 from ..core.events import is_error_event
 from ..core.records import BadLine, Kind, Record, step_name
+from ..core.times import parse_ts
 from ..core.wire import CHANGED_INPUTS
 from ..views.fmt import fmt_cost, fmt_ms, fmt_tokens
-from ..views.row_text import answer_text, args_preview, call_error, call_name, elapsed, parse_ts, plain, pv, telling_arg
+from ..views.row_text import answer_text, args_preview, call_error, call_name, elapsed, plain, pv, telling_arg
 from ..views.timeline import TimelineModel
 from .textual_hooks import SizeHookedScrollView
 

@@ -19,9 +19,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..core import wire
+from ..core import times, wire
 from ..core.records import Record, step_name
-from . import row_text
 from .fmt import fmt_ms
 
 __all__ = [
@@ -42,7 +41,7 @@ _OUTCOME_WORD = {OK: "succeeded", FAILED: "failed", RUNNING: "running", INTERRUP
 
 def parse_ts(ts: Any) -> float | None:
     """Seconds since the epoch of an ISO-8601 ``ts`` (``None``: absent or not a time): the rows' one reading."""
-    t = row_text.parse_ts(ts) if isinstance(ts, str) else None
+    t = times.parse_ts(ts)
     return None if t is None else t.timestamp()
 
 

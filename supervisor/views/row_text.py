@@ -15,6 +15,7 @@ from typing import Any
 import orjson
 
 from ..core.records import preview
+from ..core.times import parse_ts
 
 TELLING_CHARS = 60
 """A string argument longer than this is a body (a prompt, a document), not what tells two calls apart."""
@@ -174,11 +175,3 @@ def elapsed(ts: Any, now: datetime | None = None) -> str:
         return f"{int(sec // 60)}m{int(sec % 60):02d}s"
     return f"{int(sec // 3600)}h{int(sec % 3600 // 60):02d}m"
 
-
-def parse_ts(ts: Any) -> datetime | None:
-    """An ISO-8601 time (UTC when it names no zone); ``None`` if unreadable."""
-    try:
-        t = datetime.fromisoformat(str(ts).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from supervisor.supervise.step_clock import MS, StepClock, ts_ns
+from supervisor.core.times import ts_ns
+from supervisor.supervise.step_clock import MS, StepClock
 
 T0 = ts_ns("2026-12-05T11:40:00.000Z")
 assert T0 is not None
@@ -34,7 +35,9 @@ def clock(*records: dict[str, Any]) -> StepClock:
 
 def test_ts_ns_reads_the_journals_times_and_refuses_the_rest() -> None:
     assert ts_ns(at(1234)) == t(1234)
-    assert ts_ns("yesterday") is None and ts_ns(None) is None and ts_ns(5) is None
+    assert ts_ns("yesterday") is None and ts_ns(None) is None and ts_ns(True) is None
+    # the one reader (core/times.py) also reads another writer's seconds or milliseconds
+    assert ts_ns(5) == 5_000_000_000 and ts_ns(1_700_000_000_000) == 1_700_000_000_000_000_000
 
 
 def test_one_step_in_flight_owns_the_change_and_the_gap_after_it_is_between() -> None:
