@@ -5,7 +5,9 @@ way its holder dies: a lock we can take is never held by a live process. The
 file's content says who holds it (pid, create time) and which child it runs
 (pid, create time, session), so the next supervisor can find a leftover of the
 old attempt with psutil and stop it before starting: never two agents on one
-run directory.
+run directory. Without a cgroup it also holds the tree the supervisor last saw
+outside the agent's session (``pid:start`` items, as told to the guardian): the
+next supervisor stops those still alive with the same start time, and all they forked.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,11 +26,12 @@ import psutil
 
 from ..core import rundir
 from ..errors import LockedError, SupervisorError
+from .guardian import freeze_tree
+from .guardian import start_time as proc_start_time
 from .process import CGROUP_PREFIX, Cgroup, stop_tree
 
-_SIZE = 1024
+_SIZE = 16384
 """The content is padded to this size and written with one ``pwrite``: never torn, no truncate needed."""
-
 
 
 class SupervisorLock:
@@ -80,7 +84,23 @@ class SupervisorLock:
 
     def clear_child(self) -> None:
         self.info["child"] = None
+        self.info.pop("tree", None)  # swept with the attempt
         self._write()
+
+    def record_tree(self, items: list[str]) -> None:
+        """Remember the agent's processes outside its session (``pid:start``, roots first): what only we knew of.
+
+        As many as fit (the roots come first: what they fork is found from them).
+        """
+        while True:
+            self.info["tree"] = items
+            try:
+                self._write()
+                return
+            except ValueError:
+                if not items:
+                    raise
+                items = items[: len(items) // 2]
 
     def record_cgroup(self, path: Path | None) -> None:
         """Remember the run's cgroup: after a kill -9 the next supervisor empties and removes it."""
@@ -231,6 +251,37 @@ def stop_processes(procs: list[psutil.Process], grace: float, log: Callable[[str
             "stop them by hand before supervising this run again"
         )
     return [p.pid for p in procs]
+
+
+def kill_recorded_tree(previous: dict[str, Any] | None, wait_s: float = 2.0) -> list[int]:
+    """SIGKILL the recorded tree of a dead supervisor (start times checked) and its descendants; return the pids.
+
+    They left the agent's session and cleared their environment (else the session or
+    environment finds them): the guardian's sweep would have killed them. Stopped
+    first and then walked (``guardian.freeze_tree``), so what they fork meanwhile is caught.
+    """
+    roots: dict[int, int] = {}
+    for item in (previous or {}).get("tree") or []:
+        head, _, tail = str(item).partition(":")
+        if head.isdigit() and tail.isdigit():
+            roots[int(head)] = int(tail)
+    frozen = freeze_tree(roots, skip={os.getpid()})
+    for pid in frozen:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + wait_s
+    while any(proc_start_time(pid) == start and _live(pid) for pid, start in frozen.items()):
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(0.01)
+    return sorted(frozen)
+
+
+def _live(pid: int) -> bool:
+    try:
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
 
 
 def remove_recorded_cgroup(previous: dict[str, Any] | None, wait_s: float = 2.0) -> None:

@@ -26,7 +26,7 @@ from ..core.redact import Redactor
 from ..core.rundir import check_readable_run_dir, read_run_json
 from ..errors import ControlUnavailable, JournalLockedError, SupervisorError, WorkspaceError
 from .control import ControlClient, Reply
-from .lock import SupervisorLock, find_leftovers, remove_recorded_cgroup, stop_processes
+from .lock import SupervisorLock, find_leftovers, kill_recorded_tree, remove_recorded_cgroup, stop_processes
 from .persister import is_resource_error
 
 if TYPE_CHECKING:
@@ -142,6 +142,7 @@ def _offline(run_dir: Path, ref: str, reason: str, by: str) -> dict[str, Any]:
     try:
         # a supervisor killed with -9 may have left processes of its attempt; our lock content replaces
         # the record of them, so stop them now, as the next 'supervise' would have
+        kill_recorded_tree(previous)
         stop_processes(find_leftovers(run_dir, previous), grace=5.0)
         remove_recorded_cgroup(previous)
         rec = append_rollback(run_dir, ref, reason, by=by, snapshot_by="cli")

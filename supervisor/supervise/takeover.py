@@ -17,7 +17,7 @@ from ..core.events import read_events
 from ..core.journal_writer import journal_locked
 from ..core.redact import Redactor, argv_is_redacted, redact_argv
 from ..errors import JournalLockedError, SupervisorError
-from .lock import find_leftovers, remove_recorded_cgroup, stop_processes
+from .lock import find_leftovers, kill_recorded_tree, remove_recorded_cgroup, stop_processes
 
 __all__ = ["check_journal_free", "record_start", "stop_leftovers"]
 
@@ -25,11 +25,14 @@ __all__ = ["check_journal_free", "record_start", "stop_leftovers"]
 def stop_leftovers(run_dir: Path, previous: dict[str, Any] | None, grace: float,
                    say: Callable[[str], None]) -> list[int]:
     """Stop the processes and the cgroup the previous (dead) supervisor left; return the pids stopped."""
+    stopped = kill_recorded_tree(previous)
+    if stopped:
+        say(f"killed {len(stopped)} leftover process(es) of the previous supervisor's tree "
+            f"(outside the agent's session, recorded in {rundir.SUPERVISOR_LOCK}): {stopped}")
     procs = find_leftovers(run_dir, previous)
-    stopped: list[int] = []
     if procs:
         say(f"stopping {len(procs)} leftover process(es) of the previous supervisor: {[p.pid for p in procs]}")
-        stopped = stop_processes(procs, grace, log=say)
+        stopped += stop_processes(procs, grace, log=say)
     remove_recorded_cgroup(previous)
     return stopped
 

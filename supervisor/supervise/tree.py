@@ -2,7 +2,8 @@
 
 Each attempt's tree sits in a cgroup of its own where Linux lets us (else: its
 process group, its session and the subreaper's adopted orphans). The guardian
-process is told what a kill -9 of the supervisor would leave; the tree's figures
+process is told what a kill -9 of the supervisor would leave, and the lock
+records it for the next supervisor (in case the guardian died too); the tree's figures
 (CPU, RSS, threads, files) are sampled for the status; at the end anything left
 is swept and the cgroup removed.
 """
@@ -42,11 +43,13 @@ class AgentTree:
         self._say = say
         self._last_pgid = 0
         self._told_tree = ""
+        self._lock: SupervisorLock | None = None
         self.helpers: set[int] = set()
         """Our own children that are no part of the agent (the notification runner): never swept as leftovers."""
 
     def start(self, run_dir: Path, lock: SupervisorLock) -> None:
         """Create the cgroup (recorded in the lock, for a supervisor after a kill -9) and start the guardian."""
+        self._lock = lock
         if os.environ.get(ENV_NO_CGROUP) != "1":
             self.cgroup = Cgroup.create(f"{CGROUP_PREFIX}.{os.getpid()}.{int(time.time() * 1000)}")
         if self.cgroup is not None:
@@ -57,6 +60,7 @@ class AgentTree:
     def spawned(self, child: Child) -> None:
         """An attempt started: the guardian is told, its figures are sampled from now on."""
         self._last_pgid = child.pgid
+        self._told_tree = ""  # the lock's record was cleared with the last attempt: record this one's anew
         if self.guardian is not None:
             self.guardian.tell(f"child {child.pid}")
         self.sampler = TreeSampler(child.pid)
@@ -84,30 +88,34 @@ class AgentTree:
         else:
             extra.discard(child.pid)
             self.sample = self.sampler.sample(sorted(extra))
-            self._tell_guardian_tree(child, extra)
+            self._tell_tree(extra)
         return self.sample
 
-    def _tell_guardian_tree(self, child: Child, roots: set[int]) -> None:
-        """The processes outside the agent's session (adopted orphans and what they started), for the guardian.
+    def _tell_tree(self, roots: set[int]) -> None:
+        """The processes outside the agent's session (adopted orphans and what they started): guardian and lock.
 
         Without a cgroup they are what a kill -9 of ours would leave that the guardian
-        cannot find by session or environment (a double-forked daemon with a cleared one).
+        cannot find by session or environment (a double-forked daemon with a cleared one);
+        the lock keeps them for the next supervisor, should the guardian die with us.
         """
-        if self.guardian is None or child.cgroup is not None:
-            return
-        pids = set(roots)
-        for pid in roots:
+        pids: list[int] = sorted(roots)  # roots first: what they fork is found from them
+        for pid in sorted(roots):
             with contextlib.suppress(psutil.Error):
-                pids.update(c.pid for c in psutil.Process(pid).children(recursive=True))
+                pids += sorted(c.pid for c in psutil.Process(pid).children(recursive=True))
         items = []
-        for pid in sorted(pids):
+        for pid in dict.fromkeys(pids):
             start = guardian_start_time(pid)
             if start is not None:
                 items.append(f"{pid}:{start}")
         line = "tree " + " ".join(items)
-        if line != self._told_tree:
-            self._told_tree = line
+        if line == self._told_tree:
+            return
+        self._told_tree = line
+        if self.guardian is not None:
             self.guardian.tell(line)
+        if self._lock is not None:
+            with contextlib.suppress(OSError, ValueError):
+                self._lock.record_tree(items)  # a full disk: the guardian still knows them
 
     def release(self, child: Child | None) -> None:
         """At the end: a last sweep of anything left of the agent's tree, the cgroup removed, the guardian let go."""

@@ -16,6 +16,7 @@ import os
 import signal
 from pathlib import Path
 
+import orjson
 import psutil
 import pytest
 
@@ -159,7 +160,7 @@ def test_agent_behind_sh_dies_with_a_supervisor_killed_by_sigkill(tmp_path: Path
 
 @pytest.mark.timeout(60)
 def test_next_supervise_stops_what_a_dead_supervisor_and_guardian_left(tmp_path: Path, mode: tuple[str, dict[str, str]]) -> None:
-    """Supervisor and guardian both killed with -9: the next ``supervise`` finds the tree (cgroup, session, env)."""
+    """Supervisor and guardian both killed with -9: the next ``supervise`` finds the tree (cgroup, session, env, lock)."""
     name, env = mode
     run_dir = tmp_path / "run"
     sup = Supervised(run_dir, helper_agent("tree", "sleep"), *FAST, env=env)
@@ -167,6 +168,13 @@ def test_next_supervise_stops_what_a_dead_supervisor_and_guardian_left(tmp_path:
     try:
         pids = tree_pids(run_dir)
         agent = sup.events("spawn")[0]["pid"]
+        lines = [ln.split() for ln in (run_dir / "tree.txt").read_text().splitlines()]
+        a, b = (int(x) for x in next(ln for ln in lines if len(ln) == 2))  # the setsid chain (in either order)
+        d = int(next(ln for ln in lines if len(ln) == 1)[0])  # the daemon
+        if name != "cgroup":  # without one, D is known by the tree the supervisor saw and recorded in the lock
+            lock = run_dir / rundir.SUPERVISOR_LOCK
+            wait_for(lambda: f"{d}:" in str(orjson.loads(lock.read_bytes()).get("tree")), timeout=10,
+                     what="the daemon in the tree recorded in the lock")
         os.kill(guardian_of(sup.pid), signal.SIGKILL)
         sup.kill()
         wait_for(lambda: not alive(agent), timeout=10, what="the agent to die with its supervisor (PDEATHSIG)")
@@ -174,15 +182,10 @@ def test_next_supervise_stops_what_a_dead_supervisor_and_guardian_left(tmp_path:
         with Supervised(run_dir, None, *FAST, env=env) as again:
             assert again.wait(30) == 0, again.stderr()
         stopped = set(again.events("supervisor-start")[-1]["leftovers_stopped"])
-        lines = [ln.split() for ln in (run_dir / "tree.txt").read_text().splitlines()]
-        a, b = (int(x) for x in next(ln for ln in lines if len(ln) == 2))  # the setsid chain (in either order)
-        d = int(next(ln for ln in lines if len(ln) == 1)[0])  # the daemon
-        # A and B carry the run's environment; D only the cgroup can find
-        assert {a, b} <= stopped
-        assert (d in stopped) is (name == "cgroup")
-        assert [p for p in (a, b) if alive(p)] == []
-        if name == "cgroup":
-            assert not alive(d) and leftover_cgroups(sup.pid) == []
+        # A and B carry the run's environment; D only the cgroup, or the tree recorded in the lock, can find
+        assert {a, b, d} <= stopped
+        assert [p for p in (a, b, d) if alive(p)] == []
+        assert leftover_cgroups(sup.pid) == []
     finally:
         sup.kill()
         kill_pids(pids)
