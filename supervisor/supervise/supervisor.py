@@ -351,6 +351,8 @@ class Supervisor:
         if now >= self._next_metrics and self.child is not None:
             self._next_metrics = now + METRICS_INTERVAL_S
             self._guarded("sampling the agent's processes", self._sample_metrics)
+            # the next attempt's process, from the first sample on (0.2 s): not in the agent's start-up
+            self._guarded("starting the standby", self._make_standby)
 
     # ------------------------------------------------------------------ spawning
     def _child_argv(self, resume: bool) -> list[str]:
@@ -507,7 +509,6 @@ class Supervisor:
         assert events is not None
         self.report.run_json(attempts=self.attempt_no, status="running")
         self.report.persist.submit(events.flush)
-        self._make_standby()
 
     # ------------------------------------------------------------------ child I/O
     def _on_output(self, stream: str) -> None:

@@ -5,7 +5,9 @@
 1. Crash-to-new-child latency: the agent records the time just before it exits 1
    and the time its next incarnation starts; the same agent runs under a bare
    ``Popen`` + ``wait`` loop (the floor) and under ``agent-supervisor supervise``.
-   Printed as medians and the ratio supervisor / bare loop (target: <= 1.3).
+   Printed as medians and the ratio supervisor / bare loop (target: <= 1.3). ``--live-ms M``: each
+   incarnation runs M ms before it crashes (0: at once, as a crash loop; an agent that runs a while finds
+   the supervisor's standby process ready, see docs/supervise.md).
 2. The supervisor's own CPU % and RSS while the agent commits 100 SDK steps a
    second, with the agent's own CPU % alongside as the floor it is compared to.
 """
@@ -28,9 +30,13 @@ AGENT = Path(__file__).resolve().parent.parent / "integration" / "supervisor_age
 PY = sys.executable
 
 
+LIVE_MS = 0
+
+
 def _env(run_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SUPERVISOR_")}
     env["AGENT_SUPERVISOR_RUN_DIR"] = str(run_dir)
+    env["BENCH_LIVE_MS"] = str(LIVE_MS)
     return env
 
 
@@ -107,7 +113,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--restarts", type=int, default=30)
     ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--live-ms", type=int, default=0, help="each incarnation runs this long before it crashes")
     args = ap.parse_args()
+    global LIVE_MS
+    LIVE_MS = args.live_ms
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
         # interleave the two measurements so both see the same machine load

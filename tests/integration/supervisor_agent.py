@@ -134,6 +134,7 @@ def bench(n: int) -> int:
     if done >= n:
         return 0
     append(journal, f'{{"step": "s{done}", "output": {done}}}')
+    time.sleep(float(os.environ.get("BENCH_LIVE_MS", "0")) / 1000)  # an agent that runs a while before it crashes
     append(RUN_DIR / "bench_exits.txt", repr(time.time()))
     return 1
 
