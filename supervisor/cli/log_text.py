@@ -63,7 +63,8 @@ def format_record(rec: Record, pairing: Pairing | None = None, path: tuple[str, 
     kind = rec.get("kind", _STEP)
     if rec.get("source") == llm_calls.SOURCE:
         return call_line(rec)
-    head = f"{rec.get('seq', ''):>6} {str(rec.get('ts', ''))[:23]:23} {kind:10}"
+    shown = kind if isinstance(kind, str | int | float) else preview(kind, 20)  # a hand-written null or list: as JSON
+    head = f"{rec.get('seq', ''):>6} {str(rec.get('ts', ''))[:23]:23} {shown:10}"
     body = _step_body(rec, kind, pairing, path) if kind in (_STEP, _BEGIN) else _other_body(rec, kind)
     return f"{head} {body}"
 

@@ -4,7 +4,8 @@ The same answers as :func:`history.load` gives, in constant memory, in two passe
 
 1. :func:`plan` reads the raw bytes once and parses only the lines that a
    ``bytes.find`` of ``"checkpoint"`` or ``"rollback"`` hits (and, in a chunk that
-   is not all in the writer's form, the lines that are not): the counting
+   is not all in the writer's form, the lines that are not; for the text ``log``'s
+   pairing marks, its begins and the lines after them): the counting
    :class:`history.Fold` gives every rollback's cut, so the abandoned branches are
    known as seq ranges before a single record is printed (a rollback record comes
    *after* the records it abandons: it cannot be streamed in one pass).
@@ -38,7 +39,7 @@ from typing import Any, NamedTuple
 
 import orjson
 
-from . import wire
+from . import pairing, wire
 from .cursor import Shape
 from .history import MISSING_TARGET, Fold
 from .nesting import Nesting, find_begin
@@ -88,10 +89,11 @@ class Plan:
     last: int = -1
     """The seq of the last record of the effective history (a damaged line counts; -1: none)."""
     paired: bool = False
-    """(``plan(pairs=True)``) Every ``begin`` line is in the writer's form and followed by its own step
-    line (same name and pos, not a try to be retried), but maybe the stream's last line: then no step was
-    ever in flight when another began, and no begin was interrupted (the text ``log``'s look ahead is not
-    needed; with overlapping steps or a crash it is)."""
+    """(``plan(pairs=True)``) Every ``begin`` is followed on the next line by its own step (a writer line: the
+    same name and pos, :func:`pairing.writer_pairs`; in a chunk not all in the writer's form, any record of the
+    same integer pos, :func:`pairing.foreign_pairs`), not a try to be retried, but maybe the stream's last line:
+    then no step was ever in flight when another began, and no begin was interrupted (the text ``log``'s look
+    ahead is not needed; with overlapping steps or a crash it is)."""
     open_at_end: tuple[int, int] | None = None
     """(``paired``) ``(seq, pos)`` of the begin that is the stream's last line, in flight."""
     writer: dict[tuple[int, int, int], bool] = field(default_factory=dict)
@@ -107,41 +109,6 @@ class Plan:
         r = self.abandoned
         i = bisect.bisect_right(r, (seq, 1 << 62)) - 1
         return i >= 0 and r[i][0] <= seq < r[i][1]
-
-
-_FIRST = 1 << 16
-"""Bytes of a chunk's first lines given to the pattern when the chunk starts with a begin (a begin and its step fit)."""
-
-
-def _pairs(data: bytes, carry: bytes | None) -> tuple[bool, bytes | None]:
-    """Whether every begin line of a writer chunk is followed by its own step line (C-speed scans); the
-    step head a begin that is the chunk's last line wants from the next chunk. ``carry``: what the
-    previous chunk's last begin wants from this one's first line. One search for the first begin that
-    is not (:data:`wire.UNCLOSED`): no list of matches, no count of the begins."""
-    if carry is not None and not data.startswith(carry):
-        return False, None
-    head = data.startswith(wire.BEGIN_HEAD)
-    if not head and wire.NL_BEGIN not in data:
-        return True, None
-    if wire.FIELD_TRANSIENT in data:
-        return False, None  # a failed try to be retried does not close its begin: the look ahead decides
-    last = data.rfind(b"\n", 0, len(data) - 1) + 1
-    open_last = False
-    if head and wire.UNCLOSED.match(b"\n" + data[:_FIRST]) is not None:
-        if last:
-            return False, None
-        open_last = True  # the chunk is that one begin line
-    m = wire.UNCLOSED.search(data)
-    if m is not None:
-        if m.start() + 1 != last:
-            return False, None
-        open_last = True
-    if not open_last:
-        return True, None
-    h = wire.BEGIN_NAME_POS.match(data, last)  # the last line is a begin: its step may start the next chunk
-    if h is None:
-        return False, None
-    return True, wire.step_head(h.group(1), h.group(2))
 
 
 def _line_numbers(data: bytes, n: int, starts: set[int]) -> list[tuple[int, int]]:
@@ -173,7 +140,8 @@ def plan(source: Path, *, chunk: int = CHUNK, pairs: bool = False, check: bool =
     begins pair with their steps line by line (:attr:`Plan.paired`). ``check=False`` (a reader whose walk
     parses every line and reports the bad ones itself: ``log``): a line not in the writer's form is parsed
     only if a marker word is in it, so :attr:`Plan.problems`, :attr:`Plan.no_record` and :attr:`Plan.last`
-    leave out bad lines (a foreign journal's lines are parsed once, not twice)."""
+    leave out bad lines (a foreign journal's lines are parsed once, not twice; with ``pairs``, its begins and
+    the lines after them are parsed here too: less than the look ahead's walk they spare)."""
     pl = _Planner(pairs, check)
     for c in read_stream(source, chunk=chunk):
         pl.chunk(c)
@@ -186,8 +154,9 @@ class _Planner:
     def __init__(self, pairs: bool, check: bool = True) -> None:
         self.p = Plan(paired=pairs)
         self.check = check
-        self.carry: bytes | None = None  # what the last chunk's last begin wants from the next one's first line
-        self.last_data = b""
+        self.carry: pairing.Carry | None = None  # what the last chunk's last begin wants from the next one's first line
+        self.foreign = False  # a chunk not all in the writer's form was read
+        self.nested = False  # a chunk held a nested record's word (:data:`wire.PARENT_WORD`)
         self.fold = Fold(keep=False)
         self.cps: list[tuple[int, str]] = []
 
@@ -221,13 +190,27 @@ class _Planner:
         w = p.writer[(reg.ino, reg.start, reg.end)] = wire.is_writer_chunk(c.data, n)
         if w:
             self._writer_chunk(c, n, wire.MARKS)
-        else:
-            p.paired = False
-            if self.check:
-                self._other_chunk(c)
-            else:  # only the lines a marker word is in are parsed, found as in a writer chunk
-                self._writer_chunk(c, n, wire.WORDS)
+        elif self.check:
+            self._other_chunk(c)
+        else:  # only the lines a marker word is in are parsed, found as in a writer chunk
+            self._writer_chunk(c, n, wire.WORDS)
+        if p.paired:
+            self._pair(c, w)
         p.count = reg.first_seq + n
+
+    def _pair(self, c: Chunk, writer: bool) -> None:
+        """The pairing check of one more chunk (:attr:`Plan.paired`). A journal not all in the writer's form
+        that holds a nested record's word is left to the look ahead: its walk gives nested records their path
+        (:meth:`Walk.batches`), as it did before such journals were checked here."""
+        p, data = self.p, c.data
+        self.foreign = self.foreign or not writer
+        self.nested = self.nested or wire.PARENT_WORD in data
+        if self.foreign and self.nested:
+            p.paired, self.carry = False, None
+        elif writer:
+            p.paired, self.carry = pairing.writer_pairs(data, self.carry)
+        else:
+            p.paired, self.carry = pairing.foreign_pairs(data, self.carry)
 
     def _writer_chunk(self, c: Chunk, n: int, needles: tuple[bytes, ...]) -> None:
         """A chunk all in the writer's form (or any chunk, unchecked): only the lines one of ``needles`` is in
@@ -248,9 +231,6 @@ class _Planner:
             elif ent is not None:
                 self.marker(ent, first + k)
         p.last = max(p.last, first + n - 1)
-        if p.paired:
-            p.paired, self.carry = _pairs(data, self.carry)
-            self.last_data = data
 
     def _other_chunk(self, c: Chunk) -> None:
         """A chunk not all in the writer's form: every line not plainly a writer line without a marker word parsed."""
@@ -272,13 +252,9 @@ class _Planner:
             off += len(raw) + 1
 
     def finish(self) -> Plan:
-        p, fold, last_data = self.p, self.fold, self.last_data
+        p, fold = self.p, self.fold
         if p.paired and self.carry is not None:  # the stream ends with a begin: in flight
-            m = wire.BEGIN_NAME_POS.match(last_data, last_data.rfind(b"\n", 0, len(last_data) - 1) + 1)
-            if m is None:
-                p.paired = False
-            else:
-                p.open_at_end = (p.count - 1, int(m.group(2)))
+            p.open_at_end = (p.count - 1, self.carry[1])
         p.problems.sort(key=lambda b: b.seq)
         p.checkpoints = list(fold.checkpoints)
         p.shape = Shape(tuple(self.cps), tuple(fold.cuts))
@@ -452,7 +428,8 @@ class Walk:
         path takes as is (its own seq, an integer ``pos``, text ``step`` and ``ts``, no ``error``).
         ``plain_begins`` (the text ``log`` of steps that did not overlap, which shows no begin's ``pos``): a begin
         line of :data:`wire.PLAIN_BEGIN` comes with ``pos`` ``None`` and its ``ts`` cut at 23 (a third of the
-        :data:`wire.CANON` match's cost; 8% of the text ``log``).
+        :data:`wire.CANON` match's cost; 8% of the text ``log``). In a chunk not all in the writer's form the text
+        ``log`` takes such rows from each line's one parse (:meth:`_parsed_rows`).
 
         The text ``log`` (``parse_steps``) shows a nested step's record with its path: in a chunk that holds
         :data:`wire.PARENT_WORD`, the lines that hold it are parsed (:meth:`_nested_rows`), the others walked as
@@ -519,6 +496,8 @@ class Walk:
         """The rows of ``lines[lo:hi]`` (chunk ``c``; ``fast``: all in the writer's form): the loop of
         :meth:`batches`. Where the walk is between two lines (the abandoned range it is in, ``top``) is kept on
         the walk (``_ab``, ``top``) from one batch to the next."""
+        if not fast and parse_steps and self._nesting is None:
+            return self._parsed_rows(c, lines, lo, hi, warn, plain_begins)
         ranges = self.plan.abandoned
         ri, ab, nxt = self._ab  # the first range not wholly before the seq; abandoned; the next seq where that changes
         show_step, show_begin = self._shows(ab)
@@ -572,6 +551,62 @@ class Walk:
                         continue
             self.top = top
             item = self._parsed(c, lines, seq - first, ab, warn)
+            top = self.top
+            if item is not None and (self.all or not ab):
+                add(item)
+        self.top = top
+        self._ab = (ri, ab, nxt)
+        return out
+
+    def _parsed_rows(
+        self, c: Chunk, lines: list[bytes], lo: int, hi: int, warn: Any, plain_begins: bool
+    ) -> list[Row]:
+        """:meth:`_rows` of a chunk not all in the writer's form for the text ``log`` (``parse_steps``; a foreign
+        journal's every chunk): each line parsed once. A step the parsed path takes as it is (its own seq, an
+        integer ``pos``, text ``step`` and ``ts``, no ``error``, no ``source``) is handed out as the fast branch
+        hands out a writer step (both ``raw`` and ``rec``); with ``plain_begins`` a begin of the same shape whose
+        name holds no backslash as a plain begin (its name and its ``ts`` cut or padded to 23 as bytes). The text
+        of such a row is made without :func:`~supervisor.cli.log_text.format_record` (half the text ``log``'s
+        time on a foreign journal), the same text. Any other line takes the fold's rules (:meth:`_entry`)."""
+        ranges = self.plan.abandoned
+        ri, ab, nxt = self._ab
+        show_step, show_begin = self._shows(ab)
+        loads, bad_json = orjson.loads, orjson.JSONDecodeError
+        fields = operator.itemgetter("seq", "pos", "step", "ts", "kind")
+        step_s, begin_s = wire.STEP, wire.BEGIN
+        first = c.region.first_seq
+        top = self.top
+        out: list[Row] = []
+        add = out.append
+        for seq, raw in enumerate(lines[lo:hi], first + lo):
+            if seq >= nxt:
+                ri, ab, nxt = _abandoned_at(ranges, ri, seq)
+                show_step, show_begin = self._shows(ab)
+            try:
+                rec = loads(raw)
+                s, p, name, ts, kind = fields(rec)
+            except bad_json:
+                rec = s = None
+            except (KeyError, TypeError):  # not all five, or no object
+                s = None
+            if s == seq and type(s) is int and type(name) is str is type(ts) and "source" not in rec:
+                if kind == step_s and type(p) is int and rec.get("error") is None:
+                    if p >= top:
+                        top = p
+                    if show_step:
+                        add((seq, step_s, p, raw, rec, ab, name, ts))
+                    continue
+                if kind == begin_s and plain_begins and "\\" not in name:
+                    if show_begin:
+                        add((seq, begin_s, None, raw, None, ab, name.encode(), f"{ts[:23]:23}".encode()))
+                    continue
+            self.top = top
+            if type(rec) is dict:  # as :meth:`_parsed` takes a JSON object
+                if rec.get("seq") != seq or "kind" not in rec or "ts" not in rec:
+                    normalize(rec, seq)
+                item = self._entry(rec, ab, warn)
+            else:
+                item = self._parsed(c, lines, seq - first, ab, warn)
             top = self.top
             if item is not None and (self.all or not ab):
                 add(item)

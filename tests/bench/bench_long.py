@@ -12,7 +12,8 @@ and CPU time; on a shared machine the CPU ratio is the steadier one, and the
 verdict uses it (the floors are run before and after the rows, the lower kept). Rows (issue 15's table, the headless part):
 
 - ``log RUN --json`` and ``log RUN`` against a read + ``orjson.loads`` + ``orjson.dumps``
-  loop over the same lines (the floor; target <= 1.0x, <= 100 MB);
+  loop over the same lines (the floor; target <= 1.0x, <= 100 MB; with ``--foreign``, <= 1.5x: issue 28
+  item 15, the run-directory contract's promise for a journal another writer wrote);
 - ``log RUN --tail 50`` (target: well under a second);
 - ``state RUN`` (the end) and ``diff RUN A B`` against ``status RUN`` (target <= 1 s, <= 150 MB).
 """
@@ -179,11 +180,12 @@ def main() -> int:
         loop = [PY, "-c", ORJSON_LOOP, *files]
         floor_w, floor_c, floor_m = best(loop)
         status_w, status_c, status_m = best(cli("status", str(run)))
+        x = 1.5 if a.foreign else 1.0  # against the loop
         rows = [
-            ("log RUN --json", cli("log", str(run), "--json"), "loop", 1.0, 100),
-            ("log RUN (text)", cli("log", str(run)), "loop", 1.0, 100),
-            ("log RUN --all --json", cli("log", str(run), "--all", "--json"), "loop", 1.0, 100),
-            ("log RUN --kind rollback", cli("log", str(run), "--kind", "rollback"), "loop", 1.0, 100),
+            ("log RUN --json", cli("log", str(run), "--json"), "loop", x, 100),
+            ("log RUN (text)", cli("log", str(run)), "loop", x, 100),
+            ("log RUN --all --json", cli("log", str(run), "--all", "--json"), "loop", x, 100),
+            ("log RUN --kind rollback", cli("log", str(run), "--kind", "rollback"), "loop", x, 100),
             ("log RUN --tail 50", cli("log", str(run), "--tail", "50"), "status", None, 100),
             ("state RUN (the end)", cli("state", str(run)), "status", None, 150),
             ("diff RUN 5000 end", cli("diff", str(run), "5000", "end"), "status", None, 150),
