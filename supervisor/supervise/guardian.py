@@ -100,12 +100,24 @@ def start_time(pid: int) -> int | None:
         return None
 
 
-def _zombie(pid: int) -> bool:
+def _state(pid: int) -> bytes:
+    """The process's state letter (``R``, ``S``, ``T``, ``Z``...); ``b"Z"`` for one gone."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
+            return f.read().rsplit(b")", 1)[1].split()[0]
     except (OSError, IndexError):
-        return True
+        return b"Z"
+
+
+def _zombie(pid: int) -> bool:
+    return _state(pid) == b"Z"
+
+
+def _stopped(pid: int, wait_s: float = 0.2) -> None:
+    """Wait (briefly) until a SIGSTOPped process has stopped: until then it may still fork."""
+    deadline = time.monotonic() + wait_s
+    while _state(pid) not in (b"T", b"t", b"Z", b"X") and time.monotonic() < deadline:
+        time.sleep(0.0005)
 
 
 def sweep_once(supervisor: int, run_dir: str, child: int | None, cgroup: str | None,
@@ -144,9 +156,8 @@ def _children(pid: int) -> list[int]:
 def freeze_tree(roots: dict[int, int], skip: set[int] | frozenset[int] = frozenset()) -> dict[int, int]:
     """SIGSTOP each live root whose start time matches, then all its descendants; return them (pid: start).
 
-    Stopped first, then walked: a process cannot fork once the signal is queued (the
-    kernel restarts a fork that sees it pending), so no child is orphaned to init
-    between the look and the kill. A descendant of one of the run's processes is the run's.
+    Stopped first (waited for: until it has stopped it may still fork), then walked, so
+    no child is orphaned to init between the look and the kill. A descendant of one of the run's processes is the run's.
     """
     frozen: dict[int, int] = {}
     todo = list(roots.items())
@@ -159,6 +170,7 @@ def freeze_tree(roots: dict[int, int], skip: set[int] | frozenset[int] = frozens
         except (ProcessLookupError, PermissionError):
             continue  # gone, or not ours to stop
         frozen[pid] = start
+        _stopped(pid)  # its children are all known only once it has stopped
         for kid in _children(pid):
             kid_start = start_time(kid)
             if kid_start is not None:

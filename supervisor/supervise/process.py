@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, Protocol
 
 import psutil
 
@@ -226,16 +226,26 @@ def set_traceparent(env: dict[str, str], run_dir: Path, attempt: int, mode: str)
     env.pop(TRACESTATE, None)
 
 
+class Proc(Protocol):
+    """What an attempt uses of its ``Popen`` (or of ``standby.Spawned``)."""
+
+    pid: int
+    stdout: IO[bytes] | None
+    stderr: IO[bytes] | None
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 class Child:
     """A spawned attempt: the ``Popen``, its pidfd and its output pipes."""
 
     def __init__(self, argv: list[str], env: dict[str, str], cwd: str | None = None, *,
                  cgroup: Cgroup | None = None, pass_fds: tuple[int, ...] = (),
-                 proc: subprocess.Popen[bytes] | None = None) -> None:
-        """Spawn ``argv``; or, with ``proc``, take the agent a standby (``standby.Standby``) has just exec'd."""
+                 proc: Proc | None = None) -> None:
+        """Spawn ``argv``; or, with ``proc``, take the agent the standby (``standby.Standby``) has just started."""
         self.argv = argv
         self.started = time.monotonic()
-        self.proc = proc or subprocess.Popen(
+        self.proc: Proc = proc or subprocess.Popen(
             argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,

@@ -91,7 +91,7 @@ from .reporting import RETRY_WRITE_S, Reporter
 from .rollback import live_rollback
 from .secrets import SecretsPipe
 from .signals import SignalInbox
-from .standby import Standby
+from .standby import Spawned, Standby
 from .states import ProcessState, StateChange, StateMachine, StopRequest
 from .takeover import check_journal_free, record_start, stop_leftovers
 from .tree import AgentTree, is_ours
@@ -121,7 +121,8 @@ class Supervisor:
         self.redactor = Redactor()  # secret env values; the agent's add_secret values come through the pipe
         self.secrets: SecretsPipe | None = None  # the current attempt's secrets pipe
         self.standby: Standby | None = None
-        """The next attempt's process, made while this one runs: a restart is then one exec (``standby``)."""
+        """The spawner already in the cgroup that starts restarted attempts (``standby``)."""
+        self._subreaper = False
         self.opts = opts
         self.cwd = cwd or os.getcwd()
         self.sm = StateMachine()
@@ -269,7 +270,7 @@ class Supervisor:
             self.tree.release(self.child)
             self.lock.release()
             raise
-        become_subreaper()
+        self._subreaper = become_subreaper()
         self.emit(
             "supervisor-start", pid=os.getpid(), argv=redact_argv(self.argv, self.redactor), run_dir=str(self.run_dir),
             resumed_run=self.attempt_no > 0, leftovers_stopped=self._leftovers,
@@ -376,11 +377,9 @@ class Supervisor:
         env = self._child_env(resume)
         self._end_secrets()
         try:
-            proc = self._exec_standby(argv, env)
-            if proc is None:
-                self.secrets = SecretsPipe(self.redactor)
-                env.update(self.secrets.env())
-            assert self.secrets is not None
+            self.secrets = SecretsPipe(self.redactor)
+            env.update(self.secrets.env())
+            proc = self._spawn_in_standby(argv, env, self.secrets)
             child = Child(argv, env, cwd=self.cwd, cgroup=self.tree.cgroup, pass_fds=self.secrets.pass_fds, proc=proc)
         except OSError as e:
             self._end_secrets()
@@ -388,27 +387,27 @@ class Supervisor:
             return
         self._started(child, argv, resume)
 
-    def _exec_standby(self, argv: list[str], env: dict[str, str]) -> Any:
-        """The attempt exec'd in the standby (its ``Popen``, ``self.secrets`` its pipe), or ``None``: no standby,
-        or it died (spawn anew). Raises ``OSError`` as ``Popen`` does when the command cannot be executed."""
-        standby, self.standby = self.standby, None
+    def _spawn_in_standby(self, argv: list[str], env: dict[str, str], secrets: SecretsPipe) -> Spawned | None:
+        """The attempt started by the standby, or ``None``: no standby, or it could not (spawn with ``Popen``).
+        Raises ``OSError`` as ``Popen`` does when the command cannot be executed."""
+        standby = self.standby
         if standby is None:
             return None
-        self.tree.helpers.discard(standby.pid)
-        self.secrets = standby.secrets
-        env.update(standby.secrets.env())
-        proc = standby.go(argv, env)
-        if proc is None:
-            self.secrets = None  # closed with the standby
+        proc = standby.spawn(argv, env, self.cwd, secrets)
+        if proc is None:  # dropped: a new one is made at the next sample
+            self.standby = None
+            self.tree.helpers.discard(standby.pid)
         return proc
 
     def _make_standby(self) -> None:
-        """Start the next attempt's process now, off the restart path; none where it cannot be started."""
-        if self.standby is None:
+        """Start the standby (again, if it died) off the restart path; none where it cannot run."""
+        if self.standby is not None and not self.standby.alive():
+            self._drop_standby()
+        if self.standby is None and self._subreaper:  # its children reach us by adoption
             try:
-                self.standby = Standby.make(self.cwd, self.tree.cgroup, SecretsPipe(self.redactor))
+                self.standby = Standby.make(self.cwd, self.tree.cgroup)
             except OSError:
-                return  # out of descriptors: the restart spawns as before
+                return  # out of descriptors: restarts spawn with Popen
             if self.standby is not None:
                 self.tree.helpers.add(self.standby.pid)
 
@@ -494,7 +493,8 @@ class Supervisor:
         self.sel.register(self.secrets.read_fd, selectors.EVENT_READ, self._drain_secrets)
         shown = redact_argv(argv, self.redactor)
         self._to_log(self.log.begin_attempt, self.attempt_no, child.pid, shown)
-        self.sm.change(S.RUNNING, pid=child.pid, argv=shown, resume=resume)
+        via = {"standby": True} if isinstance(child.proc, Spawned) else {}
+        self.sm.change(S.RUNNING, pid=child.pid, argv=shown, resume=resume, **via)
         now = time.monotonic()
         self._next_poll = now + JOURNAL_POLL_S
         self._next_metrics = now + 0.2  # a first figure soon, for a status right after the start
@@ -509,6 +509,8 @@ class Supervisor:
         assert events is not None
         self.report.run_json(attempts=self.attempt_no, status="running")
         self.report.persist.submit(events.flush)
+        if self.attempt_no > 1:  # restarts happen: the standby now, not only after 0.2 s (a crash loop's are shorter)
+            self._guarded("starting the standby", self._make_standby)
 
     # ------------------------------------------------------------------ child I/O
     def _on_output(self, stream: str) -> None:

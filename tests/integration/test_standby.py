@@ -1,73 +1,119 @@
-"""The standby (``supervise/standby.py``): the next attempt's process, made while an attempt runs, becomes the
-restarted agent; a command that cannot be executed any more fails as a spawn does; nothing is left at the end."""
+"""The standby spawner (``supervise/standby.py``): restarted attempts are started by it as the supervisor's own
+children, in the run's cgroup and session layout a ``Popen`` gives, with their secrets pipe; a command that cannot
+be executed any more fails as a spawn does; a standby killed meanwhile gives way to ``Popen``; none is left."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from pathlib import Path
 
 import pytest
 
-from ..conftest import wait_for
-from .supervisor_util import PY, Supervised, alive
+from ..conftest import ROOT
+from .supervisor_util import PY, Supervised
 
-STANDBY_WATCHER = """
-import os, sys, time
+SECRET = "standby-secret-9f2c"
+
+AGENT = """
+import json, os, sys, time
+sys.path.insert(0, {root!r})
 from pathlib import Path
 out = Path(sys.argv[1])
-attempt = os.environ["AGENT_SUPERVISOR_ATTEMPT"]
-(out / f"pid.{attempt}").write_text(str(os.getpid()))
-if attempt != "1":
+attempt = int(os.environ["AGENT_SUPERVISOR_ATTEMPT"])
+mode = sys.argv[2]
+info = {{"pid": os.getpid(), "ppid": os.getppid(), "sid": os.getsid(0), "stdin": os.readlink("/proc/self/fd/0"),
+         "cgroup": open("/proc/self/cgroup").read()}}
+(out / f"a{{attempt}}.json").write_text(json.dumps(info))
+
+def standby():
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:  # a sibling running the standby's program
+        for task in os.listdir(f"/proc/{{os.getppid()}}/task"):
+            with open(f"/proc/{{os.getppid()}}/task/{{task}}/children") as f:
+                for pid in f.read().split():
+                    try:
+                        cmd = open(f"/proc/{{pid}}/cmdline", "rb").read()
+                    except OSError:
+                        continue
+                    if b"recv_fds" in cmd:
+                        return int(pid)
+        time.sleep(0.01)
+    sys.exit(3)
+
+if mode == "kill" and attempt == 2:
+    pid = standby()
+    (out / "standby").write_text(str(pid))
+    os.kill(pid, 9)
+if mode == "secret" and attempt == 4:
+    from supervisor import Run
+    with Run.open() as run:
+        run.add_secret(os.environ["AGENT_VALUE"])
+        print("the value is", os.environ["AGENT_VALUE"], flush=True)
     sys.exit(0)
-sup = os.getppid()
-
-def siblings():
-    pids = []
-    for task in os.listdir(f"/proc/{sup}/task"):
-        with open(f"/proc/{sup}/task/{task}/children") as f:
-            pids += [int(p) for p in f.read().split()]
-    return pids
-
-deadline = time.monotonic() + 20
-while time.monotonic() < deadline:  # the standby: a sibling running the standby's program
-    for pid in siblings():
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read()
-        except OSError:
-            continue
-        if b"execvpe" in cmd:
-            (out / "standby").write_text(str(pid))
-            sys.exit(1)
-    time.sleep(0.01)
-sys.exit(3)
+sys.exit(1 if attempt < {last} else 0)
 """
 
 
-@pytest.mark.timeout(60)
-def test_the_restarted_attempt_is_the_standby_made_while_the_first_ran(tmp_path: Path) -> None:
+def _agent(tmp_path: Path, last: int) -> Path:
     agent = tmp_path / "agent.py"
-    agent.write_text(STANDBY_WATCHER)
-    with Supervised(tmp_path / "run", [PY, str(agent), str(tmp_path)], "-q", "--no-resume-flag",
-                    "--backoff-initial", "0") as sup:
+    agent.write_text(AGENT.format(root=str(ROOT), last=last))
+    return agent
+
+
+def _info(tmp_path: Path, attempt: int) -> dict[str, object]:
+    return dict(json.loads((tmp_path / f"a{attempt}.json").read_text()))
+
+
+def _standbys(sup: int) -> list[int]:
+    """Live standby processes of the supervisor ``sup`` (its children, or orphans, running the standby's program)."""
+    found = []
+    for p in os.listdir("/proc"):
+        if not p.isdigit():
+            continue
+        try:
+            cmd = Path(f"/proc/{p}/cmdline").read_bytes()
+            ppid = int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if b"recv_fds" in cmd and ppid in (sup, 1):
+            found.append(int(p))
+    return found
+
+
+@pytest.mark.timeout(60)
+def test_restarts_are_started_by_the_standby_as_the_supervisors_children_with_their_secrets(tmp_path: Path) -> None:
+    env = {**os.environ, "AGENT_VALUE": SECRET}
+    env.pop("AGENT_SUPERVISOR_RUN_DIR", None)
+    agent = _agent(tmp_path, 4)
+    with Supervised(tmp_path / "run", [PY, str(agent), str(tmp_path), "secret"], "--no-resume-flag",
+                    "--backoff-initial", "0", env=env) as sup:
         assert sup.wait(45) == 0, sup.stderr()
-    standby = int((tmp_path / "standby").read_text())
-    assert int((tmp_path / "pid.2").read_text()) == standby  # exec'd in the standby: its pid, no new process
-    assert int((tmp_path / "pid.1").read_text()) != standby
-    assert [e["pid"] for e in sup.events("spawn")][-1] == standby
-    assert not alive(standby)
+    spawns = sup.events("spawn")
+    assert [bool(e.get("standby")) for e in spawns] == [False, False, True, True]  # made at the first restart
+    first = _info(tmp_path, 1)
+    for n in (3, 4):
+        info = _info(tmp_path, n)
+        assert info["ppid"] == sup.pid and info["sid"] == info["pid"] and info["stdin"] == "/dev/null", info
+        assert info["pid"] == spawns[n - 1]["pid"]
+        if "agent-supervisor." in str(first["cgroup"]):  # in the run's cgroup, as a Popen'd attempt
+            assert info["cgroup"] == first["cgroup"]
+    log = (tmp_path / "run" / "agent.log").read_text()
+    assert "the value is" in log and SECRET not in log  # the secrets pipe reached the supervisor
+    assert _standbys(sup.pid) == []
 
 
 SELF_BREAKING = """#!{py}
 import os, sys
-os.chmod(__file__, 0o644)  # the next attempt cannot be executed
+if os.environ["AGENT_SUPERVISOR_ATTEMPT"] == "2":
+    os.chmod(__file__, 0o644)  # the next attempt cannot be executed
 sys.exit(1)
 """
 
 
 @pytest.mark.timeout(60)
-def test_a_command_that_cannot_be_executed_at_the_restart_fails_as_a_spawn_does(tmp_path: Path) -> None:
+def test_a_command_that_cannot_be_executed_at_a_restart_fails_as_a_spawn_does(tmp_path: Path) -> None:
     agent = tmp_path / "agent"
     agent.write_text(SELF_BREAKING.format(py=PY))
     agent.chmod(agent.stat().st_mode | stat.S_IXUSR)
@@ -75,33 +121,18 @@ def test_a_command_that_cannot_be_executed_at_the_restart_fails_as_a_spawn_does(
         code = sup.wait(45)
     assert code != 0
     failed = [e for e in sup.events("exit") if e.get("reason") == "spawn-failed"]
-    assert failed and failed[0]["code"] == 127, sup.events("exit")
-    assert "attempt 2 could not start: Permission denied" in sup.stderr()
-    leftovers = [p for p in os.listdir("/proc") if p.isdigit() and _standby_of(int(p), sup.pid)]
-    assert leftovers == []
-
-
-def _standby_of(pid: int, sup: int) -> bool:
-    """A standby left by the supervisor ``sup`` (its program on the command line, its parent gone or ``sup``)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            cmd = f.read()
-        with open(f"/proc/{pid}/stat") as f:
-            ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return False
-    return b"execvpe" in cmd and ppid in (sup, 1)
+    assert failed and failed[0]["code"] == 127 and failed[0]["attempt"] == 3, sup.events("exit")
+    assert "attempt 3 could not start: Permission denied" in sup.stderr()
+    assert _standbys(sup.pid) == []
 
 
 @pytest.mark.timeout(60)
-def test_a_standby_killed_meanwhile_is_replaced_by_a_spawn(tmp_path: Path) -> None:
-    agent = tmp_path / "agent.py"
-    agent.write_text(STANDBY_WATCHER.replace('(out / "standby").write_text(str(pid))',
-                                             'os.kill(pid, 9); (out / "standby").write_text(str(pid))'))
-    with Supervised(tmp_path / "run", [PY, str(agent), str(tmp_path)], "-q", "--no-resume-flag",
+def test_a_standby_killed_meanwhile_gives_way_to_popen(tmp_path: Path) -> None:
+    agent = _agent(tmp_path, 3)
+    with Supervised(tmp_path / "run", [PY, str(agent), str(tmp_path), "kill"], "-q", "--no-resume-flag",
                     "--backoff-initial", "0") as sup:
         assert sup.wait(45) == 0, sup.stderr()
-    standby = int((tmp_path / "standby").read_text())
-    second = int((tmp_path / "pid.2").read_text())
-    assert second != standby
-    wait_for(lambda: not alive(standby), timeout=10, what="the killed standby reaped")
+    spawns = sup.events("spawn")
+    assert len(spawns) == 3 and not spawns[2].get("standby")  # the standby was gone: Popen
+    assert _info(tmp_path, 3)["ppid"] == sup.pid
+    assert _standbys(sup.pid) == []
