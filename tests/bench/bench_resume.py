@@ -37,6 +37,18 @@
   0.35, slice and ``orjson.loads`` 0.85, ``Run.step`` with ``Steps.call``/``_enter`` 1.2, ``Server.serve`` 1.2 in
   some 25 lookups of 20-120 ns each, none over 0.15 us), against the toy's 2.1 us: 2.6x. The read up front alone is
   0.9x the toy, which finds each line when asked: 2x is out of reach of a resume view built before the first step.
+  Measured again after issue 28 item 13 (session r21, 2 shared cores, ``--breakdown 7 --toy``, best / median):
+  4.44-4.56x / 4.96-5.19x, serving 8.1-8.5 us a step, of which 4.3 us is ``NameCounts`` (every name of this journal
+  is new: past 4,096 names each costs a SQLite INSERT at its spill, 1.5 us, and a SELECT that misses, 2.0 us; a dict
+  costs 0.25). With a dict in its place: 2.65x / 2.90x; with a dict and a fused in-order branch at the top of
+  ``Steps.call`` (prototype: one frame, the checks of serve and _served for a lazy top-level step without a patch):
+  2.40x / 2.74x. A read of writer-only regions proved by C-speed counts (split at the step heads, no per-line
+  prefix maps or overlap walk; prototype, same entries on every sample journal at four chunk sizes) takes
+  ``Run.open`` from 2.35 to 2.2 us a step: the LazyRecord per step and the C-level maps over 100,000 of anything
+  cost ~1.5 us whatever they split. 2x needs the counts near a dict's cost *and* no per-step object at open.
+  Then a Bloom filter went in front of the SELECT (a new name costs no query): ``NameCounts`` 3.2 us a step in
+  isolation (the row in the file at its spill and its three bits), serving 7.3-7.7 us, 3.6-4.6x best; less the
+  counts 3.1x. A journal whose names repeat (most agents: ``llm:plan``, ``tool:search``) never spills: a dict's cost.
 - ``--index``: the sidecar-index question, measured both ways on the ``--big`` journal, each in a fresh
   process: the resume view's open as it is (``JournalReader.load(lazy=True)``: the scan), and the same
   entries from a prototype index (per file: inode, size, mtime, a hash of its last line, and the offsets
@@ -198,6 +210,18 @@ for i in range(n):
     toy.step(f"search:q{i}", lambda q: None, f"query number {i}")
 toy_s = time.process_time() - a
 del toy
+from supervisor.sdk.names import NameCounts  # what Steps._enter does per call for the k of its (name, k)
+names = [f"search:q{i}" for i in range(n)]
+nc = NameCounts()
+a = time.process_time()
+for name in names:
+    k = nc.get(name)
+    if k is None:
+        k = nc.new(name)
+    nc[name] = k + 1
+counts_s = time.process_time() - a
+nc.close()
+del names, nc
 class Floor:
     def __init__(self): self.outs = [None] * n; self.i = 0
     def step(self, name, fn, /, *args, **kwargs):
@@ -220,7 +244,7 @@ for i in range(n):
     run.step(f"search:q{i}", lambda q: None, f"query number {i}")
 c = time.process_time()
 assert len(run.replayed) == n
-print(t1 - t0, b - a, c - b, floor, parse, int(sys.flags.dont_write_bytecode), toy_s)
+print(t1 - t0, b - a, c - b, floor, parse, int(sys.flags.dont_write_bytecode), toy_s, counts_s)
 os._exit(0)
 """
 
@@ -242,7 +266,8 @@ def breakdown(base: Path, steps: int, rounds: int) -> None:
           f"bytecode caches {'NOT written (PYTHONDONTWRITEBYTECODE): imports compile' if rows[0][5] else 'written'}):")
     names = {0: "import (supervisor, after the interpreter)", 1: "Run.open", 2: "serving every step",
              3: "floor: the agent's loop alone", 4: "floor: one orjson.loads a step line",
-             6: "floor: the toy resume (same process)"}
+             6: "floor: the toy resume (same process)",
+             7: "of serving: the calls per name (NameCounts)"}
     for k, name in names.items():
         xs = [r[k] for r in rows]
         per_step = f"  ({min(xs) / steps * 1e6:.2f} us a step)" if k else ""
@@ -251,6 +276,9 @@ def breakdown(base: Path, steps: int, rounds: int) -> None:
     print(f"  Run.open + serving, against the two floors together: {min(per):.2f}x best, {median(per):.2f}x median")
     toy = [(r[1] + r[2]) / r[6] for r in rows]  # the same round's toy: the machine's load is shared
     print(f"  Run.open + serving, against the toy resume: {min(toy):.2f}x best, {median(toy):.2f}x median (target <= 2x)")
+    rest = [(r[1] + r[2] - r[7]) / r[6] for r in rows]  # every name new: each call counts one the dict has not
+    print(f"  the same less the calls per name (NameCounts, item 13's flat memory): {min(rest):.2f}x best, "
+          f"{median(rest):.2f}x median")
 
 
 def make_journal(run_dir: Path, steps: int) -> None:
