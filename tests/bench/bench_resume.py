@@ -46,9 +46,9 @@
   prefix maps or overlap walk; prototype, same entries on every sample journal at four chunk sizes) takes
   ``Run.open`` from 2.35 to 2.2 us a step: the LazyRecord per step and the C-level maps over 100,000 of anything
   cost ~1.5 us whatever they split. 2x needs the counts near a dict's cost *and* no per-step object at open.
-  Then a Bloom filter went in front of the SELECT (a new name costs no query): ``NameCounts`` 3.2 us a step in
-  isolation (the row in the file at its spill and its three bits), serving 7.3-7.7 us, 3.6-4.6x best; less the
-  counts 3.1x. A journal whose names repeat (most agents: ``llm:plan``, ``tool:search``) never spills: a dict's cost.
+  Then a bitmap of the names moved out went in front of the SELECT (one probe: a Python loop setting three bits
+  cost 1.3 us a name, one 0.47): ``NameCounts`` 2.5 us a step in isolation (the row in the file at its spill, its
+  bit), serving 6.6-7.9 us against 3.9-4.0 with a dict in the same session, 3.1-3.7x best (dict 1.8-2.45x). A journal whose names repeat (most agents: ``llm:plan``, ``tool:search``) never spills: a dict's cost.
 - ``--index``: the sidecar-index question, measured both ways on the ``--big`` journal, each in a fresh
   process: the resume view's open as it is (``JournalReader.load(lazy=True)``: the scan), and the same
   entries from a prototype index (per file: inode, size, mtime, a hash of its last line, and the offsets
