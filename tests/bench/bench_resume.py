@@ -48,7 +48,8 @@
   cost ~1.5 us whatever they split. 2x needs the counts near a dict's cost *and* no per-step object at open.
   Then a bitmap of the names moved out went in front of the SELECT (one probe: a Python loop setting three bits
   cost 1.3 us a name, one 0.47): ``NameCounts`` 2.5 us a step in isolation (the row in the file at its spill, its
-  bit), serving 6.6-7.9 us against 3.9-4.0 with a dict in the same session, 3.1-3.7x best (dict 1.8-2.45x). A journal whose names repeat (most agents: ``llm:plan``, ``tool:search``) never spills: a dict's cost.
+  bit), serving 6.6-7.9 us against 3.9-4.0 with a dict in the same session, 3.1-3.7x best (dict 1.8-2.45x).
+  A journal whose names repeat (most agents: ``llm:plan``, ``tool:search``) never spills: a dict's cost.
 - ``--index``: the sidecar-index question, measured both ways on the ``--big`` journal, each in a fresh
   process: the resume view's open as it is (``JournalReader.load(lazy=True)``: the scan), and the same
   entries from a prototype index (per file: inode, size, mtime, a hash of its last line, and the offsets
