@@ -493,7 +493,7 @@ class Supervisor:
         self.sel.register(self.secrets.read_fd, selectors.EVENT_READ, self._drain_secrets)
         shown = redact_argv(argv, self.redactor)
         self._to_log(self.log.begin_attempt, self.attempt_no, child.pid, shown)
-        via = {"standby": True} if isinstance(child.proc, Spawned) else {}
+        via: dict[str, Any] = {"standby": True} if isinstance(child.proc, Spawned) else {}
         self.sm.change(S.RUNNING, pid=child.pid, argv=shown, resume=resume, **via)
         now = time.monotonic()
         self._next_poll = now + JOURNAL_POLL_S
