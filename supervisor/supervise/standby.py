@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -32,7 +33,10 @@ from ..core.redact import ENV_SECRETS_FD
 from .process import Cgroup, _make_preexec
 from .secrets import SecretsPipe
 
-__all__ = ["Spawned", "Standby"]
+__all__ = ["ANSWER_S", "Spawned", "Standby"]
+
+ANSWER_S = 10.0
+"""How long a restart waits for the standby's child to report its pid before it spawns with ``Popen``."""
 
 _CODE = r"""
 import ctypes, json, os, signal, socket, sys, time
@@ -188,8 +192,8 @@ class Standby:
             with contextlib.suppress(OSError):
                 for fd in (out_w, err_w, st_w):
                     os.close(fd)
-        said = _read_all(st_r)
-        os.close(st_r)
+        said = _read_all(st_r, time.monotonic() + ANSWER_S)
+        os.close(st_r)  # past the deadline: a child that still comes fails to write its pid, and exits
         pid_line, _, rest = said.partition(b"\n")
         if not pid_line.startswith(b"p") or not pid_line[1:].isdigit():  # the standby died before its child
             os.close(out_r)
@@ -216,14 +220,16 @@ class Standby:
         self._sock.close()
 
 
-def _read_all(fd: int) -> bytes:
-    """Everything until end of file (the status pipe closes on the child's exec or exit)."""
+def _read_all(fd: int, deadline: float) -> bytes:
+    """Everything until end of file (the status pipe closes on the child's exec or exit), or what came by
+    ``deadline`` (a stopped or starved standby must not stall the supervisor: without its pid line the
+    attempt is spawned with ``Popen``)."""
     chunks: list[bytes] = []
     while True:
-        try:
-            b = os.read(fd, 1 << 16)
-        except InterruptedError:
-            continue
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            return b"".join(chunks)
+        b = os.read(fd, 1 << 16)
         if not b:
             return b"".join(chunks)
         chunks.append(b)

@@ -42,10 +42,10 @@ def standby():
         time.sleep(0.01)
     sys.exit(3)
 
-if mode == "kill" and attempt == 2:
+if mode in ("kill", "stop") and attempt == 2:
     pid = standby()
     (out / "standby").write_text(str(pid))
-    os.kill(pid, 9)
+    os.kill(pid, 9 if mode == "kill" else 19)  # SIGKILL, or SIGSTOP: alive but never answering
 if mode == "secret" and attempt == 4:
     from supervisor import Run
     with Run.open() as run:
@@ -136,3 +136,18 @@ def test_a_standby_killed_meanwhile_gives_way_to_popen(tmp_path: Path) -> None:
     assert len(spawns) == 3 and not spawns[2].get("standby")  # the standby was gone: Popen
     assert _info(tmp_path, 3)["ppid"] == sup.pid
     assert _standbys(sup.pid) == []
+
+
+@pytest.mark.timeout(90)
+def test_a_standby_that_never_answers_gives_way_to_popen_after_its_deadline(tmp_path: Path) -> None:
+    """A stopped (or starved) standby does not stall the supervisor: past ``ANSWER_S`` the attempt is spawned."""
+    from supervisor.supervise.standby import ANSWER_S
+
+    agent = _agent(tmp_path, 3)
+    with Supervised(tmp_path / "run", [PY, str(agent), str(tmp_path), "stop"], "-q", "--no-resume-flag",
+                    "--backoff-initial", "0") as sup:
+        assert sup.wait(ANSWER_S + 45) == 0, sup.stderr()
+    spawns = sup.events("spawn")
+    assert len(spawns) == 3 and not spawns[2].get("standby")
+    assert _info(tmp_path, 3)["ppid"] == sup.pid
+    assert _standbys(sup.pid) == []  # the stopped one was killed
