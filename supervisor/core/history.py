@@ -280,6 +280,7 @@ class Fold:
         self.step_count = len(h.steps)
         self._history = History([], checkpoints=h.checkpoints, rollbacks=h.rollbacks, damaged=h.damaged)
         self._cp_at.clear()
+        self._src, self._known, self._lazy_lasts = None, {}, []  # keep-only: they held the resume view's map open
 
     @property
     def steps_after_checkpoint(self) -> int:

@@ -394,6 +394,7 @@ class Server:
         self.fold.stop_keeping()
         self.steps = []
         self.next = 0
+        self._released = (None, 0)  # nor the journal's map: unmapped once nothing holds it
 
     def unserved(self) -> tuple[int, str]:
         """How many recorded steps are not served (nor run) yet, and the name of the first in call order."""

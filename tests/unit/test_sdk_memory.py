@@ -8,6 +8,9 @@ resume, every journal page it had replayed.
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import os
 import shutil
 import subprocess
 import sys
@@ -280,3 +283,34 @@ def test_a_record_not_written_after_a_resume_with_a_rollback_leaves_the_shadow_a
         for name in "acd":
             run.step(name, lambda: None)
         assert run.state == {"n": 4} and len(run.replayed) == 3
+
+
+def test_a_resume_that_goes_live_lets_go_of_the_journal_map(tmp_path: Path) -> None:
+    """Once live, the resume view is let go with its read-only map of the journal (and the map's descriptor):
+    nothing keeps the journal mapped for the rest of the run (a later rotation's segment with it)."""
+    from supervisor import Run
+
+    run_dir = tmp_path / "run"
+    with Run.open(run_dir) as run:
+        for i in range(20):
+            run.step(f"s{i % 3}", lambda i=i: i)
+
+    def journal_maps() -> list[str]:
+        with open("/proc/self/maps") as f:
+            return [ln for ln in f if str(run_dir / "journal.jsonl") in ln]
+
+    def journal_fds() -> int:
+        n = 0
+        for fd in os.listdir("/proc/self/fd"):
+            with contextlib.suppress(OSError):
+                n += os.readlink(f"/proc/self/fd/{fd}") == str(run_dir / "journal.jsonl")
+        return n
+
+    with Run.open(run_dir) as run:
+        for i in range(20):
+            run.step(f"s{i % 3}", lambda i=i: i)
+        assert journal_maps()  # served through the map
+        run.step("live", lambda: None)
+        gc.collect()
+        assert journal_maps() == [] and journal_fds() == 1  # the writer's only
+        assert len(run.replayed) == 20
