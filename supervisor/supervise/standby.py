@@ -71,7 +71,7 @@ def child(m, fds):
             try:
                 os.close(int(fd))
             except OSError:
-                pass
+                pass  # the listing's own descriptor, closed already: nothing else can fail here
     os.set_inheritable(status, False)
     for s in (signal.SIGPIPE, signal.SIGXFSZ):
         signal.signal(s, signal.SIG_DFL)
@@ -184,14 +184,13 @@ class Standby:
         try:
             socket.send_fds(self._sock, [msg], [out_w, err_w, st_w, *secrets.pass_fds])
         except OSError:  # gone, or the message is too large for one datagram
-            for fd in (out_r, out_w, err_r, err_w, st_r, st_w):
+            for fd in (out_r, err_r, st_r):
                 os.close(fd)
             self.drop()
             return None
         finally:
-            with contextlib.suppress(OSError):
-                for fd in (out_w, err_w, st_w):
-                    os.close(fd)
+            for fd in (out_w, err_w, st_w):  # each closed once: the standby has its copies (or none)
+                os.close(fd)
         said = _read_all(st_r, time.monotonic() + ANSWER_S)
         os.close(st_r)  # past the deadline: a child that still comes fails to write its pid, and exits
         pid_line, _, rest = said.partition(b"\n")
