@@ -109,6 +109,7 @@ class Gate:
         while True:
             a = pauses.read_answer(self.run_dir, int(pause["seq"]))
             if a is not None:
+                self.file.stale()  # the answer may come with new breakpoints: the next step reads them
                 return a
             if end is not None and time.monotonic() >= end:
                 return None
@@ -121,6 +122,7 @@ class Gate:
         while True:
             a = pauses.read_answer(self.run_dir, int(pause["seq"]))
             if a is not None:
+                self.file.stale()
                 return a
             if end is not None and time.monotonic() >= end:
                 return None

@@ -362,6 +362,7 @@ class LlmProxy:
         seq = int(held["seq"])
         while (answer := pauses.read_answer(self.run_dir, seq, "llm")) is None:
             await asyncio.sleep(0.05)
+        self.breakpoints.stale()  # the answer may come with new breakpoints
         choice: dict[str, Any] = {"kind": pauses.CHOICE, "pause": seq, "step": name, "choice": answer["choice"]}
         choice.update({f: answer[f] for f in ("inputs", "output", "by", "answered") if f in answer})
         await self._write_synced(choice, choice)
