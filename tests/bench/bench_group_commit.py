@@ -13,9 +13,13 @@ one line each.
   16 awaited one at a time (target >= 10x), and sequential ``Run.step`` against the floor
   (target <= 1.15x);
 - SDK threads: ``run.step`` from 4, 16 and 64 threads at once against one thread alone,
-  each printed beside its bound (target: at least 0.8 of it), and beside what a hand-written
-  threaded group commit (one lock, one condition, the first waiter syncs) gains with as many
-  threads over one: what CPython threads reach on this machine with next to no CPU per append.
+  each printed beside its bound (target: at least 0.8 of it), with the process CPU per step,
+  and beside what a hand-written threaded group commit (one lock, one condition, the first
+  waiter syncs) gains with as many threads over one: what CPython threads reach on this
+  machine with next to no CPU per append. Then the same hand-written commit, and one with a
+  syncer thread of its own (each waiter parked on its own lock), each carrying a step's CPU
+  (``c`` of pure Python before each append): the fraction of the bound that threads reach
+  with no SDK at all. Where that is under 0.8, no threaded SDK reaches 0.8 on this machine.
 
 With N in flight the gain is bounded by the CPU cost of one step ``c`` (the GIL runs one
 at a time) against the cost of one sync ``f``: ``N(c + f) / (Nc + f)``. ``c`` is measured
@@ -148,8 +152,12 @@ def sdk_seq(run: Run, n: int) -> float:
     return (time.perf_counter() - t0) / n
 
 
+CPU: dict[int, list[float]] = {}
+"""Process CPU seconds per step of each :func:`sdk_threads` round, by threads (user and system: every thread's)."""
+
+
 def sdk_threads(run: Run, n: int, threads: int) -> float:
-    """``run.step`` from ``threads`` threads at once, ``n`` steps in all: seconds per step."""
+    """``run.step`` from ``threads`` threads at once, ``n`` steps in all: seconds per step (its CPU to :data:`CPU`)."""
     per = max(1, n // threads)
     start = threading.Barrier(threads + 1)
 
@@ -165,25 +173,54 @@ def sdk_threads(run: Run, n: int, threads: int) -> float:
     for t in pool:
         t.start()
     start.wait()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for t in pool:
         t.join()
+    CPU.setdefault(threads, []).append((time.process_time() - c0) / (per * threads))
     return (time.perf_counter() - t0) / (per * threads)
 
 
-class HandWritten:
-    """The least a threaded group commit can be, written by hand: write under one lock; the first caller not
-    covered syncs (lock released), the others wait on one condition, all woken when a sync ends."""
+def spin(n: int) -> int:
+    """Python work for the CPU of a step (``n`` loop turns under the GIL, as a step's own Python is)."""
+    x = 0
+    for i in range(n):
+        x += i
+    return x
 
-    def __init__(self, path: Path, line: bytes) -> None:
+
+def spin_turns(seconds: float) -> int:
+    """Turns of :func:`spin` that take ``seconds`` here, now."""
+    n = 2000
+    t0 = time.perf_counter()
+    for _ in range(200):
+        spin(n)
+    per = (time.perf_counter() - t0) / 200
+    return max(0, round(n * seconds / per))
+
+
+class HandWritten:
+    """The least a threaded group commit can be, written by hand, in two designs.
+
+    ``leader``: write under one lock; the first caller not covered syncs (lock released), the others wait on one
+    condition, all woken when a sync ends. ``syncer``: a thread of its own syncs; each caller writes under the lock,
+    wakes it and waits on a lock of its own, released once a sync covers its line (no herd on one condition).
+    ``load``: turns of :func:`spin` before each append (the Python a step runs), 0 for none."""
+
+    def __init__(self, path: Path, line: bytes, design: str = "leader", load: int = 0) -> None:
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self.line = line
+        self.load = load
         self.lock = threading.Lock()
         self.synced_cond = threading.Condition(self.lock)
         self.written = self.synced = 0
         self.syncing = False
+        self.append = self._leader if design == "leader" else self._parked
+        self.parked: list[tuple[int, threading.Lock]] = []
+        self.kick = threading.Event()
+        if design != "leader":
+            threading.Thread(target=self._syncer, daemon=True).start()
 
-    def append(self) -> None:
+    def _leader(self) -> None:
         with self.lock:
             os.write(self.fd, self.line)
             self.written += 1
@@ -201,12 +238,37 @@ class HandWritten:
                 self.synced, self.syncing = max(self.synced, target), False
                 self.synced_cond.notify_all()
 
+    def _parked(self) -> None:
+        mine = threading.Lock()
+        mine.acquire()
+        with self.lock:
+            os.write(self.fd, self.line)
+            self.written += 1
+            self.parked.append((self.written, mine))
+        self.kick.set()
+        mine.acquire()
+
+    def _syncer(self) -> None:
+        while True:
+            self.kick.wait()
+            self.kick.clear()
+            with self.lock:
+                parked, self.parked = self.parked, []
+            if not parked:
+                continue
+            os.fdatasync(self.fd)
+            for _, mine in parked:
+                mine.release()
+
     def run(self, n: int, threads: int) -> float:
         """Seconds per append, ``n`` appends from ``threads`` threads (1: this thread alone)."""
         per = max(1, n // threads)
+        load = self.load
 
         def work() -> None:
             for _ in range(per):
+                if load:
+                    spin(load)
                 self.append()
 
         t0 = time.perf_counter()
@@ -255,6 +317,10 @@ def main() -> None:
         shm = Path(tempfile.mkdtemp(prefix="bench-group-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
         cpu_run = Run.open(shm / "sdk")
         hand = HandWritten(tmp / "hand.jsonl", line)
+        sdk_seq(cpu_run, n)  # warm
+        c_pre = median([sdk_seq(cpu_run, n) for _ in range(5)])
+        load = spin_turns(c_pre)  # the hand-written designs below carry a step's CPU, as the SDK's threads do
+        loaded = {d: HandWritten(tmp / f"hand-{d}.jsonl", line, d, load) for d in ("leader", "syncer")}
         f = Figures()
         for _ in range(args.rounds):  # interleaved: each round takes every figure once
             f.take("floor", lambda: raw_sync_floor(tmp / "raw.jsonl", n, line))
@@ -265,9 +331,13 @@ def main() -> None:
             f.take("step", lambda: sdk_seq(seq_run, n // 2))
             f.take("cpu", lambda: sdk_seq(cpu_run, n))
             f.take("hand1", lambda: hand.run(n // 2, 1))
+            for d, h in loaded.items():
+                f.take(f"{d}1", functools.partial(h.run, n // 4, 1))
             for k in SDK_THREADS:
                 f.take(f"threads{k}", functools.partial(sdk_threads, threaded, n, k))
                 f.take(f"hand{k}", functools.partial(hand.run, n, k))
+                for d, h in loaded.items():
+                    f.take(f"{d}{k}", functools.partial(h.run, n, k))
             if has_astep:
                 f.take("astep1", lambda: sdk_gather(run, n // 4, gathered=False))
                 f.take("astep16", lambda: sdk_gather(run, n, gathered=True))
@@ -276,7 +346,8 @@ def main() -> None:
         threaded.close()
         seq_run.close()
         cpu_run.close()
-        os.close(hand.fd)
+        for h in (hand, *loaded.values()):
+            os.close(h.fd)
         shutil.rmtree(shm, ignore_errors=True)
         floor = f["floor"]
 
@@ -312,6 +383,12 @@ def main() -> None:
             gain = f["step"] / f[f"threads{k}"]
             print(f"  run.step from {k:2d} threads: {rate(f'threads{k}')}   {gain:.2f}x one thread, bound {b:.2f}x: "
                   f"{gain / b:.2f} of it (target >= 0.8); hand-written, {k} threads: {f['hand1'] / f[f'hand{k}']:.2f}x one")
+            print(f"      process CPU {median(CPU[k]) * 1e6:.1f} us a step (all threads, user and system: "
+                  f"{median(CPU[k]) / f[f'threads{k}']:.2f} of a core on average)")
+            for d in loaded:
+                g = f[f"{d}1"] / f[f"{d}{k}"]
+                print(f"      hand-written {d} with a step's CPU ({c_pre * 1e6:.0f} us of Python before each append): "
+                      f"{g:.2f}x one thread: {g / b:.2f} of the bound")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
