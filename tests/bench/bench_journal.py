@@ -7,11 +7,11 @@ Every figure is printed with the floor it is measured against in the same run:
   of its step line, of its begin and step lines (two writes, one sync: the SDK's bytes and
   system calls, so what is left is its CPU), and against the common hand-written loop (open, json.dumps,
   write, fsync, close per record), and against the hand-written minimum of issue 28 item 20 (target <= 1.1x),
-  with the user and system CPU of each. Measured on a shared ext4 VM disk (session of stop 37): system CPU
-  the same in both (56-65 us a step), user CPU 66-80 against 31-39 us, where on /dev/shm it is 24 against
-  12-14: every microsecond of Python a step runs costs two to three on this disk (the caches are cold after
-  each sync), so the SDK's ~10 us of its own Python (numbering, the flow, the state check, the fold) are
-  what is left between 1.14-1.21x and 1.1x;
+  with the user and system CPU of each. Measured on a shared ext4 VM disk (session of stop 37, rounds of 400
+  steps): system CPU within 0-7 us of each other (43-65 us a step), user CPU 22-41 us apart (53-80 against
+  24-39), where on /dev/shm the whole step is 24 against 12-14 us: each microsecond of Python a step runs
+  costs two to three on this disk (its caches are cold after each sync), so the SDK's ~10 us of its own
+  Python (numbering, the flow, the state check, the fold) are what stands between 1.14-1.21x and 1.1x;
 - CPU per ``Run.step`` on /dev/shm (``--only cpu``), with an empty state and a 16 KB one (unchanged, and one
   value changed each step);
 - opening a 1,000,000-record journal and reading its last 50 records (target <= 0.2 s),
