@@ -282,8 +282,18 @@ def breakdown(base: Path, steps: int, rounds: int) -> None:
           f"{median(rest):.2f}x median")
 
 
+NAMES = 0
+"""``--names``: how many step names the agents cycle through (0: a name of its own for every step)."""
+
+
+def with_names(script: str) -> str:
+    """An agent (or toy) script whose step names cycle through :data:`NAMES` names."""
+    return script.replace('f"search:q{i}"', f'f"search:q{{i % {NAMES}}}"') if NAMES else script
+
+
 def make_journal(run_dir: Path, steps: int) -> None:
-    """``steps`` steps as the SDK writes them, fast: a start record, then a begin and a step record each."""
+    """``steps`` steps as the SDK writes them, fast: a start record, then a begin and a step record each (named
+    as :data:`NAMES` says, with the ``k`` the SDK gives a name's later calls)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "run.json").write_bytes(orjson.dumps({"id": run_dir.name, "format": 1}))
     seq, segment = 0, 0
@@ -292,14 +302,16 @@ def make_journal(run_dir: Path, steps: int) -> None:
                          "pid": 1, "resume": False, "replayable_steps": 0, "numbering": "name-k", "argv": ["agent.py"]})]
     seq = 1
     for i in range(steps):
-        name = f"search:q{i}"
+        name, k = (f"search:q{i % NAMES}", i // NAMES) if NAMES else (f"search:q{i}", 0)
         ts = f"2026-11-29T18:30:12.{i % 1000:03d}Z"
         inputs = {"args": [f"query number {i}"]}
-        buf.append(orjson.dumps({"kind": "begin", "step": name, "pos": i, "attempt": 1, "inputs": inputs,
-                                 "seq": seq, "id": f"a1b2c3d4{seq:x}", "ts": ts}))
+        head: dict[str, object] = {"step": name, "pos": i, "attempt": 1}
+        if k:
+            head["k"] = k
+        buf.append(orjson.dumps({"kind": "begin", **head, "inputs": inputs, "seq": seq, "id": f"a1b2c3d4{seq:x}", "ts": ts}))
         seq += 1
         buf.append(orjson.dumps({
-            "kind": "step", "step": name, "pos": i, "attempt": 1, "inputs": inputs, "inputs_hash": "0" * 16,
+            "kind": "step", **head, "inputs": inputs, "inputs_hash": "0" * 16,
             "output": None, "dur_ms": 0.004, "key": f"{run_dir.name}:{i}", "seq": seq, "id": f"a1b2c3d4{seq:x}", "ts": ts,
         }))
         seq += 1
@@ -360,7 +372,14 @@ def main() -> None:
     ap.add_argument("--breakdown", type=int, default=0, metavar="N", help="only the in-process split of the 100,000-step resume, N rounds")
     ap.add_argument("--toy", action="store_true", help="also time a toy resume: the least any per-step resume in Python does")
     ap.add_argument("--index", action="store_true", help="also measure the resume view's open with a prototype sidecar index")
+    ap.add_argument("--names", type=int, default=0, metavar="N",
+                    help="step names cycle through N names (default: every step a name of its own, as an agent naming "
+                         "steps by URL or id; most agents repeat a few: llm:plan, tool:search)")
     args = ap.parse_args()
+    global NAMES, AGENT, TOY, BREAKDOWN
+    if args.names:
+        NAMES = args.names
+        AGENT, TOY, BREAKDOWN = with_names(AGENT), with_names(TOY), with_names(BREAKDOWN)
     tmp = Path(tempfile.mkdtemp(prefix="bench-resume-", dir=os.environ.get("BENCH_DIR")))
     try:
         if args.breakdown:
