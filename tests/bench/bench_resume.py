@@ -328,8 +328,10 @@ def make_journal(run_dir: Path, steps: int) -> None:
     f.close()
 
 
-def first_new_step(base: Path, steps: int, script: str = AGENT) -> tuple[float, int]:
-    """Seconds from spawn to the first new step of an agent resuming ``steps`` steps, and its peak RSS in MiB."""
+def first_new_step(base: Path, steps: int, script: str | None = None) -> tuple[float, int]:
+    """Seconds from spawn to the first new step of an agent resuming ``steps`` steps (``script``: the agent, by
+    default :data:`AGENT` as ``--names`` made it), and its peak RSS in MiB."""
+    script = AGENT if script is None else script
     run_dir = base / f"copy-{steps}"
     shutil.copytree(base / f"run-{steps}", run_dir)  # a resume appends: each round starts from the same journal
     _sync_dir(run_dir)
