@@ -111,6 +111,10 @@ class Breakpoints:
         self._fresh_until = 0.0
         self._look_after = 0.0
         self._fd = -1
+        try:  # opened now, not at the first read: the threads whose first steps race would each open one
+            self._fd = os.open(run_dir, os.O_RDONLY | os.O_DIRECTORY)  # fstat: half a path's stat
+        except OSError:
+            pass  # no directory yet: opened at the first read that finds one
 
     def stale(self) -> None:
         """The next :meth:`read` looks at the directory, however recent the last look."""
@@ -122,7 +126,7 @@ class Breakpoints:
             return self.doc
         self._look_after = now + LOOK_S
         if self._fd < 0:
-            self._fd = os.open(self.run_dir, os.O_RDONLY | os.O_DIRECTORY)  # fstat: half a path's stat
+            self._fd = os.open(self.run_dir, os.O_RDONLY | os.O_DIRECTORY)
         st = os.fstat(self._fd)
         key = (st.st_ino, st.st_mtime_ns)
         if key == self._key and now < self._fresh_until:

@@ -5,6 +5,7 @@ step (an ``fstat`` between a step's two writes cost it ~5 us on ext4), and at on
 from __future__ import annotations
 
 import os
+import threading
 import types
 from pathlib import Path
 from typing import Any
@@ -75,3 +76,36 @@ def test_steps_look_at_the_run_directory_once_per_look_s(tmp_path: Path, clock: 
         assert run._steps.gate is not None and run._steps.gate.file.doc["patterns"] == ["never:*"]
     finally:
         run.close()
+
+
+@pytest.mark.timeout(30)
+def test_no_read_opens_the_directory_so_racing_threads_leak_no_descriptor(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    bp = pauses.Breakpoints(run)  # opens the directory itself, once
+    opens = 0
+    real_open = os.open
+
+    def counting_open(path: Any, *args: Any, **kwargs: Any) -> int:
+        nonlocal opens
+        if Path(path) == run:
+            opens += 1
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", counting_open)
+
+    def reads() -> None:
+        for _ in range(50):
+            bp.stale()
+            bp.read()
+
+    pool = [threading.Thread(target=reads) for _ in range(8)]
+    try:
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join(timeout=20)
+        assert opens == 0
+    finally:
+        bp.close()
