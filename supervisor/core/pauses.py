@@ -38,9 +38,9 @@ BREAKPOINTS = "breakpoints.json"
 BREAKPOINTS_LOCK = "breakpoints.lock"
 ANSWERS = "answers"
 INTERRUPTED = "interrupted"
+"""The breakpoint pattern of a step whose previous attempt was cut off by a crash."""
 LOOK_S = 0.02
 """How stale a process's view of the breakpoints may be (seconds): breakpoints set meanwhile take effect after it."""
-"""The breakpoint pattern of a step whose previous attempt was cut off by a crash."""
 
 PAUSE = Kind.PAUSE.value
 CHOICE = Kind.CHOICE.value

@@ -209,7 +209,7 @@ def ask_result(gate: Gate, pause: Record, answer: dict[str, Any] | None, choices
     try:
         os.unlink(pauses.answer_path(gate.run_dir, int(pause["seq"])))
     except FileNotFoundError:
-        pass
+        pass  # taken already (a concurrent reader): the choice record just written is what counts
     if choices is not None and value not in choices:
         raise SupervisorError(f"the answer {value!r} is not one of the choices {choices!r}")
     return value
