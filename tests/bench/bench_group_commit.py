@@ -20,6 +20,11 @@ one line each.
   syncer thread of its own (each waiter parked on its own lock), each carrying a step's CPU
   (``c`` of pure Python before each append): the fraction of the bound that threads reach
   with no SDK at all. Where that is under 0.8, no threaded SDK reaches 0.8 on this machine.
+- the threads' own cost, a floor of the same run: ``run.step`` and the hand-written designs from as many threads on
+  /dev/shm, where a sync costs next to nothing, give ``t``, the wall time of a step when N threads take turns
+  (its CPU, context switches and GIL hand-offs). A step then costs at least ``t``, and a batch of N at least one
+  sync: N in flight gain at most ``(c + f) / max(t, f / N)`` over one at a time, even with every sync hidden
+  behind the next steps' work (the bound hides none). Its ratio to the bound is the most that design reaches here.
 
 With N in flight the gain is bounded by the CPU cost of one step ``c`` (the GIL runs one
 at a time) against the cost of one sync ``f``: ``N(c + f) / (Nc + f)``. ``c`` is measured
@@ -321,6 +326,8 @@ def main() -> None:
         c_pre = median([sdk_seq(cpu_run, n) for _ in range(5)])
         load = spin_turns(c_pre)  # the hand-written designs below carry a step's CPU, as the SDK's threads do
         loaded = {d: HandWritten(tmp / f"hand-{d}.jsonl", line, d, load) for d in ("leader", "syncer")}
+        free = {d: HandWritten(shm / f"hand-{d}.jsonl", line, d, load) for d in ("leader", "syncer")}  # syncs ~free
+        shm_threads = Run.open(shm / "sdk-threads")
         f = Figures()
         for _ in range(args.rounds):  # interleaved: each round takes every figure once
             f.take("floor", lambda: raw_sync_floor(tmp / "raw.jsonl", n, line))
@@ -338,6 +345,9 @@ def main() -> None:
                 f.take(f"hand{k}", functools.partial(hand.run, n, k))
                 for d, h in loaded.items():
                     f.take(f"{d}{k}", functools.partial(h.run, n, k))
+                f.take(f"shm{k}", functools.partial(sdk_threads, shm_threads, n, k))
+                for d, h in free.items():
+                    f.take(f"shm-{d}{k}", functools.partial(h.run, n, k))
             if has_astep:
                 f.take("astep1", lambda: sdk_gather(run, n // 4, gathered=False))
                 f.take("astep16", lambda: sdk_gather(run, n, gathered=True))
@@ -346,7 +356,8 @@ def main() -> None:
         threaded.close()
         seq_run.close()
         cpu_run.close()
-        for h in (hand, *loaded.values()):
+        shm_threads.close()
+        for h in (hand, *loaded.values(), *free.values()):
             os.close(h.fd)
         shutil.rmtree(shm, ignore_errors=True)
         floor = f["floor"]
@@ -389,6 +400,11 @@ def main() -> None:
                 g = f[f"{d}1"] / f[f"{d}{k}"]
                 print(f"      hand-written {d} with a step's CPU ({c_pre * 1e6:.0f} us of Python before each append): "
                       f"{g:.2f}x one thread: {g / b:.2f} of the bound")
+            for label, key in (("run.step", f"shm{k}"), *((f"hand-written {d}", f"shm-{d}{k}") for d in free)):
+                t = f[key]
+                cap = (c + floor) / max(t, floor / k)  # a step costs t at least, a batch of k one sync at least
+                print(f"      {label} from {k} threads on /dev/shm (syncs ~free): t = {t * 1e6:.1f} us a step: "
+                      f"at most {cap:.2f}x one at a time, {cap / b:.2f} of the bound")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
