@@ -164,6 +164,133 @@ def test_name_counts_are_exact_past_the_names_kept(monkeypatch: pytest.MonkeyPat
     counts.close()
 
 
+def _count(counts: Any, seen: dict[str, int], n: str) -> None:
+    """One call of ``n``, as ``Steps._enter`` numbers it, checked against a plain dict of the same calls."""
+    k = counts.get(n)
+    if k is None:
+        k = counts.new(n)
+    counts[n] = k + 1
+    assert k == seen.get(n, 0), n
+    seen[n] = k + 1
+
+
+def test_names_called_once_are_never_indexed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A name moved out is only appended to the temporary file: nothing is indexed in the SQLite file until a
+    name moved out is called again; then its count comes back exact, and so do the later batches'."""
+    from supervisor.sdk.names import NameCounts
+
+    monkeypatch.setattr(NameCounts, "KEEP", 16)
+    counts, seen = NameCounts(), {}
+    for i in range(2000):  # every name new: about 125 batches moved out
+        _count(counts, seen, f"url:{i}")
+        assert len(counts) <= 16
+    assert counts._db.execute("SELECT count(*) FROM c").fetchone() == (0,) and counts._end > 0  # appended only
+    _count(counts, seen, "url:7")  # moved out long ago: indexed now, its count exact
+    assert counts._db.execute("SELECT count(*) FROM c").fetchone()[0] > 1900 and counts._end == 0
+    for i in range(2000, 2100):  # later batches, appended again; then a name of one of them
+        _count(counts, seen, f"url:{i}")
+    _count(counts, seen, "url:2003")
+    for n in ("url:0", "url:7", "url:1999", "url:2099", "never called"):
+        assert (counts.get(n) or counts.new(n)) == seen.get(n, 0), n
+    counts.close()
+
+
+def test_name_counts_stay_exact_when_the_filter_says_maybe_for_every_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A filter of 8 bits (every new name a false positive): each lookup finds nothing and the count is 0."""
+    from supervisor.sdk import names
+    from supervisor.sdk.names import NameCounts
+
+    monkeypatch.setattr(names, "_MASK", 7)
+    monkeypatch.setattr(NameCounts, "KEEP", 4)
+    counts, seen = NameCounts(), {}
+    for n in [f"n{i}" for i in range(40)] + ["n3", "n39", "n0", "n41", "n3"]:
+        _count(counts, seen, n)
+    counts.close()
+
+
+@pytest.mark.parametrize("broken", ["sqlite", "tempfile", "insert"])
+def test_name_counts_come_back_into_memory_where_no_file_can_be_made(
+    monkeypatch: pytest.MonkeyPatch, broken: str
+) -> None:
+    """No SQLite file or no temporary file (nothing moves out), or the SQLite file refusing rows once names moved
+    out (a full disk: every count comes back into the dict, for good): the counts stay exact."""
+    import sqlite3
+    import tempfile as tempfile_mod
+
+    from supervisor.sdk.names import NameCounts
+
+    def refuse(*_: Any, **__: Any) -> Any:
+        if broken == "sqlite":
+            raise sqlite3.OperationalError("unable to open database file")
+        raise OSError(30, "Read-only file system")
+
+    class Full:  # a connection whose file fills up at the first row
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+            self.in_transaction = False
+
+        def execute(self, sql: str, *args: Any) -> Any:
+            self.in_transaction = self.in_transaction or sql == "BEGIN"
+            return self.db.execute(sql, *args)
+
+        def executemany(self, *_: Any) -> Any:
+            raise sqlite3.OperationalError("database or disk is full")
+
+        def close(self) -> None:
+            self.db.close()
+
+    if broken == "sqlite":
+        monkeypatch.setattr(sqlite3, "connect", refuse)
+    elif broken == "tempfile":
+        monkeypatch.setattr(tempfile_mod, "TemporaryFile", refuse)
+    monkeypatch.setattr(NameCounts, "KEEP", 4)
+    counts, seen = NameCounts(), {}
+    names = [f"n{i}" for i in range(30)] + ["n1", "lone \udc80", "n29", "n1", "lone \udc80", "n5"]
+    for i, n in enumerate(names):
+        if broken == "insert" and i == 12:
+            assert counts._db is not None and counts._end > 0  # names moved out, none indexed yet
+            counts._db = Full(counts._db)
+        _count(counts, seen, n)
+    assert counts._db is None and counts._pending is None and counts._keep > 1 << 40
+    for n in sorted(seen):
+        assert (counts.get(n) or counts.new(n)) == seen[n], n
+    counts.close()
+
+
+def test_a_live_call_after_a_resume_of_many_names_takes_the_next_k(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Served in order past the names kept (moved out, never indexed), a name called again live gets the next
+    ``k``: the journal's new line says so, and a second resume serves it."""
+    from supervisor import Run
+    from supervisor.sdk.names import NameCounts
+
+    monkeypatch.setattr(NameCounts, "KEEP", 8)
+    calls: list[str] = []
+
+    def step(run: Run, name: str) -> Any:
+        return run.step(name, lambda: calls.append(name) or name)
+
+    names = [f"n{i}" for i in range(100)] + ["n5", "n50"]
+    with Run.open(tmp_path / "run") as run:
+        for n in names:
+            step(run, n)
+    with Run.open(tmp_path / "run") as run:
+        assert [step(run, n) for n in names] == names and len(run.replayed) == 102
+        step(run, "n7")  # live: its second call
+        step(run, "n5")  # live: its third
+    assert calls == [*names, "n7", "n5"]
+    last = [orjson.loads(line) for line in (tmp_path / "run" / "journal.jsonl").read_bytes().splitlines()][-4:]
+    assert [(r["kind"], r["step"], r.get("k", 0)) for r in last] == [
+        ("begin", "n7", 1), ("step", "n7", 1), ("begin", "n5", 2), ("step", "n5", 2)]
+    calls.clear()
+    with Run.open(tmp_path / "run") as run:
+        for n in [*names, "n7", "n5"]:
+            step(run, n)
+        assert len(run.replayed) == 104
+    assert calls == []
+
+
 def test_a_resume_serves_every_step_of_a_run_with_more_names_than_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
