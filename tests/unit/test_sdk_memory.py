@@ -142,28 +142,6 @@ def test_step_names_count_every_step_and_keep_the_last(monkeypatch: pytest.Monke
         names[1]
 
 
-def test_name_counts_are_exact_past_the_names_kept(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The calls per name stay exact once the older names move to the temporary file, and come back from it."""
-    from supervisor.sdk.names import NameCounts
-
-    monkeypatch.setattr(NameCounts, "KEEP", 4)
-    counts, seen = NameCounts(), {}  # the same calls counted in a plain dict
-    names = ["a", "b", "lone \udc80 surrogate", "c", "a", "d", "e", "f", "a", "b", "g", "lone \udc80 surrogate", "b"]
-    for n in names * 3:
-        k = counts.get(n)
-        if k is None:
-            k = counts.new(n)
-        counts[n] = k + 1
-        assert k == seen.get(n, 0), n
-        seen[n] = k + 1
-        assert len(counts) <= 4
-    counts.give_back("g")  # moved out by the later names: given back through the file
-    seen["g"] -= 1
-    for n in sorted(seen):
-        assert (counts.get(n) or counts.new(n)) == seen[n], n
-    counts.close()
-
-
 def _count(counts: Any, seen: dict[str, int], n: str) -> None:
     """One call of ``n``, as ``Steps._enter`` numbers it, checked against a plain dict of the same calls."""
     k = counts.get(n)
@@ -172,6 +150,23 @@ def _count(counts: Any, seen: dict[str, int], n: str) -> None:
     counts[n] = k + 1
     assert k == seen.get(n, 0), n
     seen[n] = k + 1
+
+
+def test_name_counts_are_exact_past_the_names_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The calls per name stay exact once the older names move to the temporary file, and come back from it."""
+    from supervisor.sdk.names import NameCounts
+
+    monkeypatch.setattr(NameCounts, "KEEP", 4)
+    counts, seen = NameCounts(), {}  # the same calls counted in a plain dict
+    names = ["a", "b", "lone \udc80 surrogate", "c", "a", "d", "e", "f", "a", "b", "g", "lone \udc80 surrogate", "b"]
+    for n in names * 3:
+        _count(counts, seen, n)
+        assert len(counts) <= 4
+    counts.give_back("g")  # moved out by the later names: given back through the file
+    seen["g"] -= 1
+    for n in sorted(seen):
+        assert (counts.get(n) or counts.new(n)) == seen[n], n
+    counts.close()
 
 
 def test_names_called_once_are_never_indexed(monkeypatch: pytest.MonkeyPatch) -> None:
