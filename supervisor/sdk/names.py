@@ -93,11 +93,9 @@ class NameCounts(dict[str, int]):
         bloom = self._bloom
         if bloom is None:
             return 0
-        h = hash(name)  # the str's hash is cached: three probes of its bits, the first alone for most new names
-        p = h & _MASK
-        if not bloom[p >> 3] >> (p & 7) & 1:
+        p, q, r = _probes(name)
+        if not bloom[p >> 3] >> (p & 7) & 1:  # the first probe alone tells most new names
             return 0
-        q, r = h >> 23 & _MASK, h >> 41 & _MASK
         if not (bloom[q >> 3] >> (q & 7) & bloom[r >> 3] >> (r & 7) & 1):
             return 0
         return self._moved(name)
@@ -140,8 +138,7 @@ class NameCounts(dict[str, int]):
         self._end += len(data)
         bloom = self._bloom or bytearray(_BLOOM_BYTES)
         for n, _ in old:
-            h = hash(n)
-            p, q, r = h & _MASK, h >> 23 & _MASK, h >> 41 & _MASK
+            p, q, r = _probes(n)
             bloom[p >> 3] |= 1 << (p & 7)
             bloom[q >> 3] |= 1 << (q & 7)
             bloom[r >> 3] |= 1 << (r & 7)
@@ -229,6 +226,13 @@ _MASK = (1 << 23) - 1
 _BLOOM_BYTES = 1 << 20
 """A Bloom filter of 2**23 bits and three probes (bits 0-22, 23-45 and 41-63 of the name's hash): a false positive
 (a lookup that finds nothing) for one in 23,000 new names with 100,000 names moved out, one in 37 with a million."""
+
+
+def _probes(name: str) -> tuple[int, int, int]:
+    """The filter's three bits for ``name``, from its hash (cached by the str): set and tested by this one function,
+    so the two can never disagree (a name moved out and said new would be numbered 0 again)."""
+    h = hash(name)
+    return h & _MASK, h >> 23 & _MASK, h >> 41 & _MASK
 
 
 def _key(name: str) -> bytes:
